@@ -1,0 +1,1 @@
+"""Wire schemas and protocol plumbing shared by llmwiki-serve and llmwiki-agent-bridge."""

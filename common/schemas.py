@@ -1,0 +1,212 @@
+"""Pydantic models for serve's wire shapes (contract appendix D; field order is wire order)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+JsonObject = dict[str, Any]
+
+
+class WireModel(BaseModel):
+    """Base for response models: every field is serialised, unknown keys are an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class GraphNode(WireModel):
+    id: str
+    label: str
+    kind: str
+    path: str = ""
+    metadata: JsonObject = Field(default_factory=dict)
+
+
+class GraphEdge(WireModel):
+    source: str
+    target: str
+    relation: str
+    metadata: JsonObject = Field(default_factory=dict)
+
+
+class GraphResponse(WireModel):
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+
+
+class GraphNeighborhoodResponse(WireModel):
+    seeds: list[str]
+    unmatched: list[str]
+    depth: int
+    direction: Literal["out", "in", "both"]
+    relations: list[str]
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+
+
+class ProjectionMetadata(WireModel):
+    signature: str = ""
+    page_count: int
+    approved_page_count: int
+    graph_node_count: int
+    graph_edge_count: int
+
+
+class RawOriginsMetadata(WireModel):
+    enabled: bool = False
+    metadata_only: bool = True
+    public_root_labels: list[str] = Field(default_factory=list)
+
+
+class WikiManifest(WireModel):
+    title: str
+    description: str
+    root: str
+    source_id: str
+    bundle_id: str
+    public_uri: str
+    adapter: str
+    implementation: str
+    source_profile: str = ""
+    format_version: str = ""
+    page_count: int
+    approved_page_count: int
+    hot_page: str
+    index_page: str
+    overview_page: str
+    projection: ProjectionMetadata
+    raw_origins: RawOriginsMetadata
+    capabilities: list[str]
+
+
+class SourceRef(WireModel):
+    id: str
+    label: str
+    kind: str = "source_ref"
+    uri: str
+    linked_pages: list[str]
+    linked_page_ids: list[str]
+    locator: JsonObject = Field(default_factory=dict)
+
+
+class SourceRefsResponse(WireModel):
+    source_id: str
+    bundle_id: str
+    source_refs: list[SourceRef]
+
+
+class SourceBundleManifest(WireModel):
+    source_id: str
+    bundle_id: str
+    public_uri: str
+    title: str
+    description: str
+    adapter: str
+    implementation: str
+    source_profile: str = ""
+    format_version: str = ""
+    projection: ProjectionMetadata
+    raw_origins: RawOriginsMetadata
+    capabilities: list[str]
+    source_refs: list[SourceRef]
+
+
+class WikiPage(WireModel):
+    """The full read payload for one page."""
+
+    id: str
+    title: str
+    path: str
+    role: str
+    text: str
+    summary: str
+    frontmatter: JsonObject
+    review_state: str
+    status: str
+    source_refs: list[str]
+    tags: list[str]
+    links: list[str]
+    headings: list[str]
+    updated_at: str
+    okf: JsonObject | None = None
+
+
+WIKI_PAGE_FIELDS: tuple[str, ...] = tuple(WikiPage.model_fields)
+
+
+class ReadNotFound(WireModel):
+    found: Literal[False] = False
+    reason: str = "not approved for serving"
+
+
+class HealthSource(WireModel):
+    source_id: str
+    bundle_id: str
+    public_uri: str
+    title: str
+    adapter: str
+    implementation: str
+    page_count: int
+    approved_page_count: int
+    projection: ProjectionMetadata
+
+
+class HealthEndpoints(WireModel):
+    health: str = "/health"
+    manifest: str = "/manifest"
+    source_bundle: str = "/source-bundle"
+    source_refs: str = "/source-refs"
+    query: str = "/query"
+    search: str = "/search"
+    read: str = "/read/{page_id}"
+    graph: str = "/graph"
+    graph_neighborhood: str = "/graph/neighborhood"
+    mcp_jsonrpc: str = "/mcp"
+    mcp_streamable_http: str = "/mcp/stream"
+    openapi: str = "/openapi.json"
+    docs: str = "/docs"
+    a2a_agent_card: str = ""
+    a2a_message_send: str = ""
+
+
+class CorsStatus(WireModel):
+    mode: Literal["local-dev-allowlist", "explicit-allowlist"]
+    local_dev_origins: bool
+    explicit_origin_count: int
+
+
+class HealthResponse(WireModel):
+    status: Literal["ok"] = "ok"
+    service: Literal["llmwiki-serve"] = "llmwiki-serve"
+    version: str
+    source: HealthSource
+    capabilities: list[str]
+    endpoints: HealthEndpoints
+    cors: CorsStatus
+
+
+class ErrorDetail(WireModel):
+    code: str
+    message: str
+
+
+class ErrorBody(WireModel):
+    """Root errors and other coded errors: {"error": {"code", "message"}}."""
+
+    error: ErrorDetail
+
+
+class HttpDetailResponse(WireModel):
+    detail: str
+
+
+class ValidationIssue(WireModel):
+    type: str
+    loc: list[str | int]
+    msg: str
+    input: Any = None
+
+
+class HTTPValidationError(WireModel):
+    detail: list[ValidationIssue]

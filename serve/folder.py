@@ -1,0 +1,315 @@
+"""An in-memory mirror of the served folder: file records, parsed pages, re-projection."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat as stat_mod
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from serve.errors import root_missing, root_unsupported
+from serve.projection import Diagnostic, Projection, SidecarFile, signature_of
+from serve.source.layout import FolderView, Layout, detect_layout
+from serve.source.page import Page, ParseOptions, parse_page
+from serve.source.sidecar import SidecarEdge, parse_sidecar
+from serve.source.tree import FileStat, Walk, is_tracked_file, walk_dir, walk_order_key, walk_root
+
+log = structlog.get_logger("llmwiki.serve.folder")
+
+CONFIG_TEXT_FILES = frozenset({"dendron.yml", ".vscode/extensions.json"})
+# A file whose ctime is this close to when it was verified may still change without a
+# visible stat difference (coarse timestamps); such records are re-read, never trusted.
+RACY_WINDOW_NS = 2_000_000_000
+READ_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    """What the mirror knows about one tracked file."""
+
+    stat: FileStat
+    digest: str
+    verified_ns: int  # wall clock when the bytes were last read
+    page: Page | None = None
+    parse_key: tuple[str, ParseOptions] | None = None
+    text: str | None = None  # small config files kept for detection
+    raw: bytes | None = None  # page bytes awaiting their first parse
+    sidecar: tuple[SidecarEdge, ...] = ()
+    problem: str = ""  # reason code when skipped or degraded
+    skipped: bool = False
+
+    def trusted_for(self, st: FileStat) -> bool:
+        """Equal stat and not racily fresh: the bytes cannot have changed since reading."""
+        return st == self.stat and st.ctime_ns + RACY_WINDOW_NS < self.verified_ns
+
+
+def _digest_file(path: str, limit: int) -> tuple[str, bytes | None]:
+    """BLAKE2b-16 of the whole file; the bytes too when the file is at most `limit`."""
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+        h.update(data)
+        if len(data) <= limit:
+            return h.hexdigest(), data
+        while chunk := handle.read(READ_CHUNK):
+            h.update(chunk)
+    return h.hexdigest(), None
+
+
+def decode_text(data: bytes) -> tuple[str, str]:
+    """UTF-8 with universal newlines; invalid bytes are replaced and reported."""
+    problem = ""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", "replace")
+        problem = "not_utf8"
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text, problem
+
+
+def page_sort_key(layout: Layout, path: str) -> tuple[object, ...]:
+    parts = tuple(path.split("/"))
+    if layout.adapter == "logseq":
+        return (0 if parts[0] == "pages" else 1, parts)
+    return (0, parts)
+
+
+class FolderMirror:
+    """Owns the file records of one root and builds projections from them.
+
+    Not thread-safe by itself: the freshness controller serialises calls."""
+
+    def __init__(self, root: Path, *, source_id: str | None, max_page_bytes: int,
+                 records: dict[str, FileRecord] | None = None) -> None:
+        self.root = root
+        self.root_str = str(root)
+        self.source_id = source_id
+        self.max_page_bytes = max_page_bytes
+        self.records: dict[str, FileRecord] = records or {}
+        self.dirs: set[str] = set()
+        self.markers: dict[str, int] = {}
+        self.symlinks: set[str] = set()
+        self.layout: Layout | None = None
+        self.reported: set[tuple[str, str]] = set()
+        self.parsed_count = 0  # pages parsed from bytes (not reused) since construction
+        self.generation = 0  # bumped whenever anything the projection reads has changed
+
+    # -- scanning -------------------------------------------------------------------
+
+    def full_scan(self) -> None:
+        """Walk the whole root; reuse records whose stat proves them unchanged."""
+        if not self.root.is_dir():
+            raise root_missing(self.root_str)
+        walk = walk_root(self.root_str)
+        self._adopt_walk(walk, replace_all=True)
+
+    def rescan_dirs(self, rel_dirs: Iterable[str]) -> None:
+        """Re-walk the given sub-trees (created, moved or overflowed directories)."""
+        for rel_dir in sorted(set(rel_dirs)):
+            if rel_dir == "":
+                self.full_scan()
+                return
+            self._forget_subtree(rel_dir)
+            base = os.path.join(self.root_str, rel_dir)
+            try:
+                st = os.lstat(base)
+            except OSError:
+                continue
+            if not stat_mod.S_ISDIR(st.st_mode):
+                continue
+            walk = Walk(files={}, dirs=[], marker_dirs={}, symlinks=[])
+            walk_dir(self.root_str, rel_dir, walk)
+            self._adopt_walk(walk, replace_all=False)
+
+    def refresh_files(self, rels: Iterable[str]) -> None:
+        """Re-read individual files named by change notifications (added, edited, gone)."""
+        for rel in rels:
+            path = os.path.join(self.root_str, rel)
+            before = self.records.get(rel)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                st = None
+            if st is not None and stat_mod.S_ISLNK(st.st_mode):
+                self.symlinks.add(rel)
+            else:
+                self.symlinks.discard(rel)
+            if st is None or not stat_mod.S_ISREG(st.st_mode) or not is_tracked_file(rel):
+                if self.records.pop(rel, None) is not None:
+                    self.generation += 1
+                continue
+            fresh = self._read(rel, FileStat.of(st), force=True)
+            if before is not None and before.digest == fresh.digest and before.page is not None:
+                fresh = FileRecord(fresh.stat, fresh.digest, fresh.verified_ns, page=before.page,
+                                   parse_key=before.parse_key, problem=before.problem)
+            elif before is None or before.digest != fresh.digest or before.problem != fresh.problem:
+                self.generation += 1
+            self.records[rel] = fresh
+
+    def _forget_subtree(self, rel_dir: str) -> None:
+        prefix = rel_dir + "/"
+        gone = [r for r in self.records if r.startswith(prefix)]
+        for rel in gone:
+            del self.records[rel]
+        if gone or rel_dir in self.dirs:
+            self.generation += 1
+        self.dirs = {d for d in self.dirs if d != rel_dir and not d.startswith(prefix)}
+        self.symlinks = {s for s in self.symlinks if not s.startswith(prefix)}
+
+    def _adopt_walk(self, walk: Walk, *, replace_all: bool) -> None:
+        old = self.records
+        changed = False
+        if replace_all:
+            self.records = {}
+            new_dirs, new_markers, new_links = set(walk.dirs), dict(walk.marker_dirs), set(walk.symlinks)
+            changed = (new_dirs != self.dirs or new_markers != self.markers
+                       or new_links != self.symlinks or old.keys() != walk.files.keys())
+            self.dirs, self.markers, self.symlinks = new_dirs, new_markers, new_links
+        else:
+            changed = bool(set(walk.dirs) - self.dirs) or bool(set(walk.symlinks) - self.symlinks)
+            self.dirs.update(walk.dirs)
+            self.symlinks.update(walk.symlinks)
+        for rel, st in walk.files.items():
+            record = old.get(rel)
+            if record is not None and record.trusted_for(st):
+                self.records[rel] = record
+                continue
+            fresh = self._read(rel, st, force=False)
+            if record is None or fresh.digest != record.digest or fresh.problem != record.problem:
+                changed = True
+            elif record.page is not None:  # same bytes: keep the parsed page
+                fresh = FileRecord(st, record.digest, fresh.verified_ns, page=record.page,
+                                   parse_key=record.parse_key, problem=record.problem)
+            self.records[rel] = fresh
+        if changed:
+            self.generation += 1
+
+    def _read(self, rel: str, st: FileStat, *, force: bool) -> FileRecord:
+        now = time.time_ns()
+        path = os.path.join(self.root_str, rel)
+        limit = self.max_page_bytes
+        try:
+            digest, data = _digest_file(path, limit)
+        except OSError:
+            return FileRecord(st, "", now, problem="unreadable", skipped=True)
+        if data is None:
+            return FileRecord(st, digest, now, problem="too_large", skipped=True)
+        name = rel.rsplit("/", 1)[-1]
+        if rel in CONFIG_TEXT_FILES:
+            return FileRecord(st, digest, now, text=decode_text(data)[0])
+        if name == "graph.json":
+            return FileRecord(st, digest, now, sidecar=tuple(parse_sidecar(decode_text(data)[0])))
+        if name.lower().endswith((".md", ".org")):
+            # Parsed lazily by `_page_for` once the layout is known; keep the text briefly.
+            return FileRecord(st, digest, now, raw=data)
+        return FileRecord(st, digest, now)
+
+    # -- projection -----------------------------------------------------------------
+
+    def view(self) -> FolderView:
+        return FolderView(self.records.keys(), self.dirs, self.markers.keys(),
+                          lambda rel: self.records[rel].text if rel in self.records else None)
+
+    def project(self) -> Projection:
+        """Detect the layout and build the next immutable projection."""
+        if not self.root.is_dir():
+            raise root_missing(self.root_str)
+        layout = detect_layout(self.view(), self.root.name)
+        self.layout = layout
+        if layout is None:
+            raise root_unsupported(self.root_str)
+        pages: list[Page] = []
+        diagnostics: list[Diagnostic] = []
+        for rel in sorted(self.records):
+            record = self.records[rel]
+            page_path = layout.page_rel(rel)
+            if page_path is None:
+                continue
+            if record.skipped:
+                diagnostics.append(Diagnostic(rel, record.problem, True))
+                continue
+            page, record = self._page_for(rel, record, page_path, layout.options)
+            if page is None:
+                diagnostics.append(Diagnostic(rel, record.problem or "unreadable", True))
+                continue
+            if page.degraded:
+                diagnostics.append(Diagnostic(rel, page.degraded, False))
+            pages.append(page)
+        for rel in sorted(self.symlinks):
+            diagnostics.append(Diagnostic(rel, "symlink_ignored", True))
+        self._report(diagnostics)
+        if not pages:
+            raise root_unsupported(self.root_str)
+        pages.sort(key=lambda p: page_sort_key(layout, p.path))
+        sidecars = []
+        seen: set[str] = set()
+        for base in layout.sidecar_dirs:
+            rel = f"{base}/graph/graph.json" if base else "graph/graph.json"
+            record = self.records.get(rel)
+            if record is not None and rel not in seen and not record.skipped:
+                seen.add(rel)
+                sidecars.append(SidecarFile(rel, record.sidecar))
+        page_root = layout.page_root
+        raw_labels = [
+            label for label in ("raw", "sources")
+            if (f"{page_root}/{label}" if page_root else label) in self.dirs
+        ]
+        return Projection(
+            layout=layout,
+            pages=pages,
+            sidecars=sidecars,
+            signature=self.signature(),
+            root_name=self.root.name,
+            source_id=self.source_id,
+            raw_labels=raw_labels,
+            diagnostics=diagnostics,
+        )
+
+    def _page_for(self, rel: str, record: FileRecord, page_path: str,
+                  options: ParseOptions) -> tuple[Page | None, FileRecord]:
+        key = (page_path, options)
+        if record.page is not None and record.parse_key == key:
+            return record.page, record
+        data = record.raw
+        if data is None:  # parsed earlier under another layout: read the bytes again
+            path = os.path.join(self.root_str, rel)
+            try:
+                digest, data = _digest_file(path, self.max_page_bytes)
+            except OSError:
+                return None, record
+            if data is None or digest != record.digest:
+                return None, record
+        text, problem = decode_text(data)
+        page = parse_page(text, page_path, options, degraded=problem)
+        self.parsed_count += 1
+        record = FileRecord(record.stat, record.digest, record.verified_ns, page=page,
+                            parse_key=key, problem=page.degraded)
+        self.records[rel] = record
+        return page, record
+
+    def signature(self) -> str:
+        entries: list[tuple[tuple[tuple[int, str], ...], str]] = []
+        for rel, size in self.markers.items():
+            entries.append((walk_order_key(rel, is_marker_dir=True), f"{rel}\tdir\t{size}\t"))
+        for rel, record in self.records.items():
+            entries.append((walk_order_key(rel), f"{rel}\tfile\t{record.stat.size}\t{record.digest}"))
+        entries.sort(key=lambda e: e[0])
+        return signature_of(line for _, line in entries)
+
+    def _report(self, diagnostics: list[Diagnostic]) -> None:
+        """Log each problem file once per reason, not on every re-projection."""
+        for diag in diagnostics:
+            key = (diag.path, diag.reason)
+            if key not in self.reported:
+                self.reported.add(key)
+                log.warning("source_file_problem", file=diag.path, reason=diag.reason,
+                            skipped=diag.skipped)

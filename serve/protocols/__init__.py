@@ -1,0 +1,1 @@
+"""Thin protocol adapters over the KnowledgeSource: HTTP routes and browser security."""

@@ -1,0 +1,171 @@
+"""serve's HTTP surface: the aiohttp application, its routes and error mapping."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from common.errors import CodedError, DetailError, HttpError, json_response
+from common.logging import setup_request_context
+from serve.errors import KnowledgeSourceError, UserError, WikiRootError
+from serve.projection import slug
+from serve.protocols.params import QueryParams
+from serve.protocols.security import OriginPolicy, setup_security
+from serve.service import KnowledgeSource
+from serve.settings import ServeSettings
+
+SOURCE_KEY = web.AppKey("knowledge_source", KnowledgeSource)
+POLICY_KEY = web.AppKey("origin_policy", OriginPolicy)
+
+log = structlog.get_logger("llmwiki.serve.http")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def to_http_error(exc: KnowledgeSourceError) -> HttpError:
+    """Core errors carry a code and a safe message; only those reach the client."""
+    if isinstance(exc, WikiRootError):
+        status = 404 if exc.code == "wiki_root_missing" else 422
+        return CodedError(status, exc.code, exc.safe_message)
+    if isinstance(exc, UserError):
+        return DetailError(400, exc.safe_message)
+    return CodedError(500, exc.code, exc.safe_message)
+
+
+def setup_core_errors(app: web.Application) -> None:
+    @web.middleware
+    async def core_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except KnowledgeSourceError as exc:
+            raise to_http_error(exc) from None
+
+    app.middlewares.append(core_errors)
+
+
+def setup_body_limit(app: web.Application, max_bytes: int) -> None:
+    """Refuse declared oversize bodies before reading them; aiohttp caps the rest."""
+
+    @web.middleware
+    async def body_limit(request: web.Request, handler: Handler) -> web.StreamResponse:
+        length = request.content_length
+        if length is not None and length > max_bytes:
+            raise DetailError(413, "Request body too large")
+        return await handler(request)
+
+    app.middlewares.append(body_limit)
+
+
+def _source(request: web.Request) -> KnowledgeSource:
+    return request.app[SOURCE_KEY]
+
+
+async def health(request: web.Request) -> web.Response:
+    return json_response(_source(request).health(request.app[POLICY_KEY].status()))
+
+
+async def manifest(request: web.Request) -> web.Response:
+    return json_response(_source(request).manifest())
+
+
+async def source_refs(request: web.Request) -> web.Response:
+    params = QueryParams(request)
+    include = params.boolean("include_drafts")
+    params.check()
+    return json_response(_source(request).source_refs(include))
+
+
+async def source_bundle(request: web.Request) -> web.Response:
+    params = QueryParams(request)
+    include = params.boolean("include_drafts")
+    params.check()
+    return json_response(_source(request).source_bundle(include))
+
+
+async def read_page(request: web.Request) -> web.Response:
+    params = QueryParams(request)
+    include = params.boolean("include_drafts")
+    fields = params.fields()
+    params.check()
+    result = _source(request).read(request.match_info["page_id"], include_drafts=include,
+                                   fields=fields)
+    if result.outcome == "missing":
+        raise DetailError(404, "page not found")
+    return json_response(result.payload)
+
+
+async def graph(request: web.Request) -> web.Response:
+    params = QueryParams(request)
+    limit = params.integer("limit", None)
+    include = params.boolean("include_drafts")
+    params.check()
+    return json_response(_source(request).graph(limit, include))
+
+
+async def graph_neighborhood(request: web.Request) -> web.Response:
+    params = QueryParams(request)
+    depth = params.integer("depth", 1)
+    direction = params.choice("direction", ("out", "in", "both"), "both")
+    limit = params.integer("limit", 50)
+    include = params.boolean("include_drafts")
+    params.check()
+    assert depth is not None and limit is not None
+    return json_response(_source(request).neighborhood(
+        params.repeated("seed"), depth=depth, direction=direction,
+        relations=params.repeated("relation"), limit=limit, include_drafts=include))
+
+
+async def projection_store(request: web.Request) -> web.Response:
+    source = _source(request)
+    cache_id = source.settings.source_id or slug(source.root.name).lower()
+    return json_response({"backend": "InMemoryProjectionStore", "backend_kind": "memory",
+                          "endpoint": None, "namespace": "default", "cache_source_id": cache_id,
+                          "available": True, "last_error": ""})
+
+
+def add_routes(app: web.Application) -> None:
+    """The whole route table, in one place."""
+    app.router.add_get("/health", health)
+    app.router.add_get("/manifest", manifest)
+    app.router.add_get("/source-refs", source_refs)
+    app.router.add_get("/source-bundle", source_bundle)
+    app.router.add_get("/read/{page_id:.+}", read_page)
+    app.router.add_get("/graph", graph)
+    app.router.add_get("/graph/neighborhood", graph_neighborhood)
+    app.router.add_get("/diagnostics/projection-store", projection_store)
+
+
+def create_app(settings: ServeSettings, source: KnowledgeSource | None = None) -> web.Application:
+    """Build the serve application for one folder."""
+    app = web.Application(client_max_size=settings.max_body_bytes)
+    knowledge = source or KnowledgeSource(settings, a2a_enabled=settings.enable_a2a)
+    policy = OriginPolicy(settings.cors_origins, settings.allowed_hosts, settings.host)
+    app[SOURCE_KEY] = knowledge
+    app[POLICY_KEY] = policy
+    setup_request_context(app, "serve")
+    setup_security(app, policy)
+    setup_body_limit(app, settings.max_body_bytes)
+    setup_core_errors(app)
+    add_routes(app)
+    app.cleanup_ctx.append(_lifecycle)
+    return app
+
+
+async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
+    """Load the folder before serving (a missing root is not fatal: it loads lazily), then
+    keep the restart cache up to date in the background and on shutdown."""
+    source = app[SOURCE_KEY]
+    try:
+        source.snapshot()
+    except KnowledgeSourceError as exc:
+        log.warning("source_not_ready", code=exc.code)
+    saver = asyncio.get_running_loop().run_in_executor(None, source.save_cache)
+    yield
+    await saver
+    await asyncio.get_running_loop().run_in_executor(None, source.save_cache)
+    source.close()
+
+

@@ -1,0 +1,94 @@
+"""Browser and DNS-rebinding defences: Host and Origin checks, CORS, preflight."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from common.errors import DetailError, HttpError, from_aiohttp
+
+LOCAL_ORIGIN_RE = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\])(?::\d+)?$")
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+ALLOW_METHODS = "GET, POST, DELETE, OPTIONS"
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class OriginPolicy:
+    """Which browser origins and Host headers are accepted."""
+
+    explicit_origins: tuple[str, ...] = ()
+    extra_hosts: tuple[str, ...] = ()
+    bind_host: str = "127.0.0.1"
+
+    def origin_allowed(self, origin: str) -> bool:
+        if self.explicit_origins:
+            return origin in self.explicit_origins
+        return LOCAL_ORIGIN_RE.fullmatch(origin) is not None
+
+    def host_allowed(self, host_header: str) -> bool:
+        if "*" in self.extra_hosts:
+            return True
+        host = _strip_port(host_header.strip().lower())
+        if host in LOOPBACK_HOSTS:
+            return True
+        if self.bind_host not in ("0.0.0.0", "::", "") and host == _strip_port(self.bind_host.lower()):
+            return True
+        return any(_strip_port(h.lower()) == host for h in self.extra_hosts)
+
+    def status(self) -> dict[str, Any]:
+        """The /health CORS block: a count, never the origin strings."""
+        if self.explicit_origins:
+            return {"mode": "explicit-allowlist", "local_dev_origins": False,
+                    "explicit_origin_count": len(self.explicit_origins)}
+        return {"mode": "local-dev-allowlist", "local_dev_origins": True,
+                "explicit_origin_count": 0}
+
+
+def _strip_port(host: str) -> str:
+    if host.startswith("["):
+        end = host.find("]")
+        return host[: end + 1] if end > 0 else host
+    if host.count(":") == 1:
+        return host.split(":", 1)[0]
+    return host
+
+
+def setup_security(app: web.Application, policy: OriginPolicy) -> None:
+    """Reject foreign Hosts (421) and Origins (403) before any handler runs; answer CORS
+    preflights; add CORS headers (never '*') to every response for allowed origins."""
+
+    @web.middleware
+    async def security(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not policy.host_allowed(request.headers.get("Host", "")):
+            return DetailError(421, "host not allowed").response()
+        origin = request.headers.get("Origin")
+        if origin is not None and not policy.origin_allowed(origin):
+            return DetailError(403, "origin not allowed").response()
+        if request.method == "OPTIONS" and origin is not None:
+            response: web.StreamResponse = web.Response(text="OK")
+            response.headers["Access-Control-Allow-Methods"] = ALLOW_METHODS
+            requested = request.headers.get("Access-Control-Request-Headers")
+            if requested:
+                response.headers["Access-Control-Allow-Headers"] = requested
+            response.headers["Access-Control-Max-Age"] = "600"
+        else:
+            try:
+                response = await handler(request)
+            except HttpError as exc:
+                response = exc.response()
+            except web.HTTPException as exc:
+                response = from_aiohttp(exc).response()
+        if not response.prepared:
+            response.headers["Vary"] = "Origin"
+            if origin is not None:
+                response.headers["Access-Control-Allow-Origin"] = origin
+                response.headers["Access-Control-Expose-Headers"] = "Mcp-Session-Id"
+        return response
+
+    app.middlewares.append(security)

@@ -1,0 +1,301 @@
+"""KnowledgeSource: every operation the protocols need, over the current snapshot."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from common.version import __version__
+from serve.freshness import Freshness
+from serve.page_cache import PageCache, default_cache_dir
+from serve.projection import Projection, lookup_key, slug
+from serve.settings import ServeSettings
+from serve.source.page import Page
+
+# What this build can actually answer (contract 4.3 order); retrieval joins later.
+BASE_CAPABILITIES = (
+    "llmwiki_source_bundle",
+    "llmwiki_read",
+    "llmwiki_graph",
+    "llmwiki_graph_neighbors",
+    "llmwiki_source_refs",
+)
+DIRECTIONS = ("out", "in", "both")
+NEIGHBORHOOD_SEED_MATCHES = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Outcome of a read: a payload, or a withheld page, or no such page."""
+
+    outcome: Literal["found", "withheld", "missing"]
+    payload: dict[str, Any]
+
+
+class KnowledgeSource:
+    """One served folder. Owns freshness; every call works on one consistent snapshot."""
+
+    def __init__(self, settings: ServeSettings, *, a2a_enabled: bool = False) -> None:
+        self.settings = settings
+        self.root = settings.root.expanduser().resolve()
+        self.a2a_enabled = a2a_enabled
+        self.cache: PageCache | None = None
+        records = None
+        if settings.page_cache:
+            self.cache = PageCache(settings.cache_dir or default_cache_dir(), self.root)
+            records = self.cache.load()
+        self.freshness = Freshness(
+            self.root,
+            source_id=settings.source_id,
+            refresh_interval_seconds=settings.refresh_interval_seconds,
+            producer_manifest=settings.producer_manifest,
+            max_page_bytes=settings.max_page_bytes,
+            use_inotify=settings.inotify,
+            cached_records=records,
+        )
+        self._saved_generation = -1
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def snapshot(self) -> Projection:
+        return self.freshness.snapshot()
+
+    def save_cache(self) -> None:
+        """Persist parsed pages for the next start (skipped when nothing changed)."""
+        if self.cache is None:
+            return
+        with self.freshness.lock:
+            generation = self.freshness.mirror.generation
+            if generation == self._saved_generation:
+                return
+            records = dict(self.freshness.mirror.records)
+        self.cache.save(records)
+        self._saved_generation = generation
+
+    def close(self) -> None:
+        self.freshness.close()
+
+    def capabilities(self, *, for_network: bool = True) -> list[str]:
+        caps = list(BASE_CAPABILITIES)
+        if self.a2a_enabled and for_network:
+            caps.append("a2a-message")
+        return caps
+
+    def allow(self, include_drafts: bool) -> bool:
+        """Draft access needs both the operator's flag and the request's."""
+        return bool(include_drafts) and self.settings.allow_drafts
+
+    # -- discovery --------------------------------------------------------------------
+
+    def health(self, cors: dict[str, Any]) -> dict[str, Any]:
+        p = self.snapshot()
+        skipped = sum(1 for d in p.diagnostics if d.skipped)
+        return {
+            "status": "ok",
+            "service": "llmwiki-serve",
+            "version": __version__,
+            "source": {
+                "source_id": p.source_id,
+                "bundle_id": p.bundle_id,
+                "public_uri": p.public_uri,
+                "title": p.title,
+                "adapter": p.layout.adapter,
+                "implementation": p.layout.implementation,
+                "page_count": p.page_count,
+                "approved_page_count": p.approved_page_count,
+                "projection": p.projection_metadata(),
+            },
+            "capabilities": self.capabilities(),
+            "endpoints": {
+                "health": "/health",
+                "manifest": "/manifest",
+                "source_bundle": "/source-bundle",
+                "source_refs": "/source-refs",
+                "query": "/query",
+                "search": "/search",
+                "read": "/read/{page_id}",
+                "graph": "/graph",
+                "graph_neighborhood": "/graph/neighborhood",
+                "mcp_jsonrpc": "/mcp",
+                "mcp_streamable_http": "/mcp/stream",
+                "openapi": "/openapi.json",
+                "docs": "/docs",
+                "a2a_agent_card": "/.well-known/agent-card.json" if self.a2a_enabled else "",
+                "a2a_message_send": "/message:send" if self.a2a_enabled else "",
+            },
+            "cors": cors,
+            "diagnostics": {
+                "freshness": self.freshness.mode,
+                "skipped_files": skipped,
+                "degraded_files": len(p.diagnostics) - skipped,
+            },
+        }
+
+    def manifest(self, *, for_network: bool = True) -> dict[str, Any]:
+        p = self.snapshot()
+        return {
+            "title": p.title,
+            "description": p.description,
+            "root": "" if for_network else str(self.root),
+            "source_id": p.source_id,
+            "bundle_id": p.bundle_id,
+            "public_uri": p.public_uri,
+            "adapter": p.layout.adapter,
+            "implementation": p.layout.implementation,
+            "source_profile": "",
+            "format_version": "",
+            "page_count": p.page_count,
+            "approved_page_count": p.approved_page_count,
+            "hot_page": p.role_page_path("hot"),
+            "index_page": p.role_page_path("index"),
+            "overview_page": p.role_page_path("overview"),
+            "projection": p.projection_metadata(),
+            "raw_origins": p.raw_origins(),
+            "capabilities": self.capabilities(for_network=for_network),
+        }
+
+    def source_refs(self, include_drafts: bool = False) -> dict[str, Any]:
+        p = self.snapshot()
+        return {"source_id": p.source_id, "bundle_id": p.bundle_id,
+                "source_refs": p.source_refs(self.allow(include_drafts))}
+
+    def source_bundle(self, include_drafts: bool = False, *, for_network: bool = True) -> dict[str, Any]:
+        p = self.snapshot()
+        return {
+            "source_id": p.source_id,
+            "bundle_id": p.bundle_id,
+            "public_uri": p.public_uri,
+            "title": p.title,
+            "description": p.description,
+            "adapter": p.layout.adapter,
+            "implementation": p.layout.implementation,
+            "source_profile": "",
+            "format_version": "",
+            "projection": p.projection_metadata(),
+            "raw_origins": p.raw_origins(),
+            "capabilities": self.capabilities(for_network=for_network),
+            "source_refs": p.source_refs(self.allow(include_drafts)),
+        }
+
+    # -- pages ------------------------------------------------------------------------
+
+    def read(self, page_id: str, *, include_drafts: bool = False,
+             fields: Sequence[str] | None = None) -> ReadResult:
+        p = self.snapshot()
+        page = p.find_page(page_id)
+        if page is None:
+            return ReadResult("missing", {"found": False})
+        if not page.approved and not self.allow(include_drafts):
+            return ReadResult("withheld", {"found": False, "reason": "not approved for serving"})
+        return ReadResult("found", project_page(page, fields))
+
+    # -- graph ------------------------------------------------------------------------
+
+    def graph(self, limit: int | None = None, include_drafts: bool = False) -> dict[str, Any]:
+        limit = self.settings.graph_default_limit if limit is None else max(1, min(2000, limit))
+        return self.snapshot().graph(self.allow(include_drafts)).truncated(limit)
+
+    def neighborhood(self, seeds: Sequence[str], *, depth: int = 1, direction: str = "both",
+                     relations: Sequence[str] = (), limit: int = 50,
+                     include_drafts: bool = False) -> dict[str, Any]:
+        if direction not in DIRECTIONS:
+            raise ValueError("direction must be out, in or both")
+        depth = max(0, min(4, depth))
+        limit = max(1, min(500, limit))
+        view = self.snapshot().graph(self.allow(include_drafts))
+        wanted = list(dict.fromkeys(_relation(r) for r in relations if r.strip()))
+        resolved: list[str] = []
+        unmatched: list[str] = []
+        for seed in seeds:
+            seed = seed.strip()
+            if not seed:
+                continue
+            ids = _resolve_seed(view.by_id, view.nodes, seed)
+            if not ids:
+                unmatched.append(seed)
+            for nid in ids:
+                if nid not in resolved:
+                    resolved.append(nid)
+        visited: list[str] = []
+        seen: set[str] = set()
+        for nid in resolved:
+            if len(visited) >= limit:
+                break
+            visited.append(nid)
+            seen.add(nid)
+        traversed: list[dict[str, Any]] = []
+        traversed_keys: set[tuple[str, str, str]] = set()
+        frontier = list(visited)
+        allowed = set(wanted)
+        for _ in range(depth):
+            if len(visited) >= limit:
+                break
+            next_frontier: list[str] = []
+            for nid in frontier:
+                candidates: list[tuple[dict[str, Any], str]] = []
+                if direction in ("out", "both"):
+                    candidates += [(e, e["target"]) for e in view.outgoing.get(nid, ())]
+                if direction in ("in", "both"):
+                    candidates += [(e, e["source"]) for e in view.incoming.get(nid, ())]
+                for edge, other in candidates:
+                    if allowed and edge["relation"] not in allowed:
+                        continue
+                    key = (edge["source"], edge["target"], edge["relation"])
+                    if key not in traversed_keys:
+                        traversed_keys.add(key)
+                        traversed.append(edge)
+                    if other not in seen and len(visited) < limit:
+                        seen.add(other)
+                        visited.append(other)
+                        next_frontier.append(other)
+                    if len(visited) >= limit:
+                        break
+                if len(visited) >= limit:
+                    break
+            frontier = next_frontier
+        edges = [e for e in traversed if e["source"] in seen and e["target"] in seen][:limit]
+        return {
+            "seeds": resolved,
+            "unmatched": unmatched,
+            "depth": depth,
+            "direction": direction,
+            "relations": wanted,
+            "nodes": [view.by_id[n] for n in visited],
+            "edges": edges,
+        }
+
+
+def _relation(value: str) -> str:
+    from serve.projection import canonical_relation
+
+    return canonical_relation(value.strip())
+
+
+def _resolve_seed(by_id: dict[str, dict[str, Any]], nodes: Sequence[dict[str, Any]],
+                  seed: str) -> list[str]:
+    for candidate in (seed, f"page:{seed}", f"page:{slug(seed)}"):
+        if candidate in by_id:
+            return [candidate]
+    wanted = lookup_key(seed)
+    if not wanted:
+        return []
+    matches = []
+    for node in nodes:
+        nid = node["id"]
+        path = node.get("path") or ""
+        stem = path.rsplit(".", 1)[0] if "." in path.rsplit("/", 1)[-1] else path
+        forms = (nid, nid.removeprefix("page:"), node.get("label") or "", path, stem)
+        if any(lookup_key(form) == wanted for form in forms):
+            matches.append(nid)
+            if len(matches) >= NEIGHBORHOOD_SEED_MATCHES:
+                break
+    return matches
+
+
+def project_page(page: Page, fields: Sequence[str] | None) -> dict[str, Any]:
+    payload = page.payload()
+    if fields is None:
+        return payload
+    wanted = set(fields)
+    return {k: v for k, v in payload.items() if k in wanted}

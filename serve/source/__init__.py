@@ -1,0 +1,1 @@
+"""Reading a knowledge folder: file rules, shape detection, page parsing, graph sidecars."""

@@ -1,0 +1,120 @@
+"""Walking the served root: which files count, their stat records and the walk order."""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+# Directory names never walked (runtime and tooling output); compared per root-relative part.
+IGNORED_DIRS = frozenset(
+    {".git", ".runtime-logs", "node_modules", ".venv", "__pycache__", "dist", "build"}
+)
+# Editor marker directories: recorded (at the root) but never descended.
+MARKER_DIRS = frozenset({".obsidian", ".foam"})
+CONFIG_NAMES = frozenset(
+    {
+        ".wiki-compiler.json",
+        "dendron.yml",
+        "quartz.config.js",
+        "quartz.config.ts",
+        "quartz.config.yaml",
+        "quartz.config.yml",
+    }
+)
+ROOT_CONFIG_PATHS = frozenset({".obsidian", ".foam", ".vscode/extensions.json", "logseq/config.edn"})
+PAGE_SUFFIXES = (".md", ".org")
+
+
+def is_tracked_file(rel: str) -> bool:
+    """Whether a root-relative regular file takes part in the projection (the signature set)."""
+    parts = rel.split("/")
+    name = parts[-1]
+    lower = name.lower()
+    if any(p in IGNORED_DIRS or p in MARKER_DIRS for p in parts[:-1]):
+        return False
+    if lower.endswith(PAGE_SUFFIXES):
+        return ".vscode" not in parts[:-1]
+    if name == "graph.json" and len(parts) >= 2 and parts[-2] == "graph":
+        return True
+    return rel in ROOT_CONFIG_PATHS or name in CONFIG_NAMES
+
+
+def is_walked_dir(rel: str) -> bool:
+    """Whether a root-relative directory is descended into."""
+    parts = rel.split("/")
+    return not any(p in IGNORED_DIRS or p in MARKER_DIRS for p in parts)
+
+
+@dataclass(frozen=True, slots=True)
+class FileStat:
+    """What stat tells about one file; equal stats mean unchanged content (see page_cache)."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+    dev: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> FileStat:
+        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+@dataclass(slots=True)
+class Walk:
+    """One top-down walk of the root: tracked files, walked dirs and root marker dirs."""
+
+    files: dict[str, FileStat]
+    dirs: list[str]
+    marker_dirs: dict[str, int]  # rel -> directory st_size (part of the signature)
+    symlinks: list[str]  # symlinked page or sidecar files, ignored and reported
+
+
+def walk_root(root: str) -> Walk:
+    """Walk `root` without following symlinks (so loops and escapes are impossible)."""
+    result = Walk(files={}, dirs=[], marker_dirs={}, symlinks=[])
+    walk_dir(root, "", result)
+    return result
+
+
+def walk_dir(root: str, rel_dir: str, into: Walk) -> None:
+    """Add the subtree at root-relative `rel_dir` ("" for the root) to `into`."""
+    stack = [rel_dir]
+    while stack:
+        current = stack.pop()
+        into.dirs.append(current)
+        base = os.path.join(root, current) if current else root
+        try:
+            entries = list(os.scandir(base))
+        except OSError:
+            continue
+        subdirs: list[str] = []
+        for entry in entries:
+            rel = f"{current}/{entry.name}" if current else entry.name
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            mode = st.st_mode
+            if stat.S_ISLNK(mode):
+                if entry.name.lower().endswith(PAGE_SUFFIXES) or entry.name == "graph.json":
+                    into.symlinks.append(rel)
+                continue
+            if stat.S_ISDIR(mode):
+                if not current and entry.name in MARKER_DIRS:
+                    into.marker_dirs[rel] = st.st_size
+                if is_walked_dir(rel):
+                    subdirs.append(rel)
+            elif stat.S_ISREG(mode) and is_tracked_file(rel):
+                into.files[rel] = FileStat.of(st)
+        # Push in reverse so the walk visits sub-directories in name order.
+        stack.extend(sorted(subdirs, reverse=True))
+
+
+def walk_order_key(rel: str, *, is_marker_dir: bool = False) -> tuple[tuple[int, str], ...]:
+    """Sort key reproducing the signature's walk order: per directory, root marker dirs,
+    then files by name, then sub-directories by name (pre-order)."""
+    parts = rel.split("/")
+    head = tuple((1, p) for p in parts[:-1])
+    return (*head, (-1 if is_marker_dir else 0, parts[-1]))
