@@ -254,10 +254,10 @@ class FolderMirror:
         seen: set[str] = set()
         for base in layout.sidecar_dirs:
             rel = f"{base}/graph/graph.json" if base else "graph/graph.json"
-            record = self.records.get(rel)
-            if record is not None and rel not in seen and not record.skipped:
+            sidecar = self.records.get(rel)
+            if sidecar is not None and rel not in seen and not sidecar.skipped:
                 seen.add(rel)
-                sidecars.append(SidecarFile(rel, record.sidecar))
+                sidecars.append(SidecarFile(rel, sidecar.sidecar))
         page_root = layout.page_root
         raw_labels = [
             label for label in ("raw", "sources")

@@ -202,7 +202,7 @@ class Freshness:
         """Add watches for walked dirs that have none yet; returns the new ones."""
         assert self.watcher is not None
         watched = set(self.watches.values())
-        added = []
+        added: list[str] = []
         for rel in sorted(self.mirror.dirs - watched):
             path = os.path.join(self.mirror.root_str, rel) if rel else self.mirror.root_str
             try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -160,11 +159,12 @@ def build_graph(pages: Sequence[Page], layout: Layout, sidecars: Sequence[Sideca
         for fact in sidecar.edges:
             src_page = lookup.get(lookup_key(fact.source))
             dst_page = lookup.get(lookup_key(fact.target))
-            ends = []
-            for value, page, other in ((fact.source, src_page, dst_page),
+            ends: list[str] = []
+            end_page: Page | None
+            for value, end_page, other in ((fact.source, src_page, dst_page),
                                        (fact.target, dst_page, src_page)):
-                if page is not None:
-                    ends.append(f"page:{page.id}")
+                if end_page is not None:
+                    ends.append(f"page:{end_page.id}")
                 else:
                     node = unresolved_node(value, other.path if other else "", "graph.json")
                     g.node(node)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +21,10 @@ class ServeSettings:
     allow_drafts: bool = False
     cors_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
-    enable_a2a: bool = False
     refresh_interval_seconds: float = 0.0
     producer_manifest: str | None = None
     source_id: str | None = None
     graph_default_limit: int = 100
-    context_default_limit: int = 8
-    context_graph_limit: int = 120
     cache_dir: Path | None = None
     page_cache: bool = True
     max_page_bytes: int = 8 * 1024 * 1024
@@ -35,13 +32,10 @@ class ServeSettings:
     inotify: bool = True
     log_level: str = "info"
     log_format: str = "auto"
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_range("port", self.port, 1, 65535)
         _check_range("graph_default_limit", self.graph_default_limit, 1, 2000)
-        _check_range("context_default_limit", self.context_default_limit, 1, 30)
-        _check_range("context_graph_limit", self.context_graph_limit, 0, 2000)
         _check_range("max_page_bytes", self.max_page_bytes, 1024, 1 << 31)
         _check_range("max_body_bytes", self.max_body_bytes, 1024, 1 << 30)
         if self.refresh_interval_seconds < 0:
@@ -63,7 +57,21 @@ def parse_bool(text: str) -> bool:
         return True
     if lowered in ("0", "false", "no", "off", ""):
         return False
-    raise ValueError(f"not a boolean: {text!r}")
+    raise ValueError("must be a boolean (true/false, 1/0, yes/no, on/off)")
+
+
+def parse_int(text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError("must be an integer") from None
+
+
+def parse_float(text: str) -> float:
+    try:
+        return float(text.strip())
+    except ValueError:
+        raise ValueError("must be a number") from None
 
 
 def parse_list(text: str) -> tuple[str, ...]:
@@ -86,7 +94,7 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("host", "--host", "LLMWIKI_SERVE_HOST", str,
            "Address to bind. Loopback by default; a public address needs --allowed-host."),
-    Option("port", "--port", "LLMWIKI_SERVE_PORT", int, "Port to bind (1..65535, default 8765)."),
+    Option("port", "--port", "LLMWIKI_SERVE_PORT", parse_int, "Port to bind (1..65535, default 8765)."),
     Option("allow_drafts", "--allow-drafts", "LLMWIKI_SERVE_ALLOW_DRAFTS", parse_bool,
            "Let requests opt in to withheld pages with include_drafts=true.", is_flag=True),
     Option("cors_origins", "--cors-origin", "LLMWIKI_SERVE_CORS_ORIGINS", parse_list,
@@ -96,26 +104,22 @@ OPTIONS: tuple[Option, ...] = (
            "Extra Host header value accepted besides loopback names (repeatable; '*' disables "
            "the Host check).", repeatable=True),
     Option("refresh_interval_seconds", "--refresh-interval-seconds",
-           "LLMWIKI_SERVE_REFRESH_INTERVAL_SECONDS", float,
+           "LLMWIKI_SERVE_REFRESH_INTERVAL_SECONDS", parse_float,
            "Reuse the snapshot for this many seconds between freshness checks (0 = strict)."),
     Option("producer_manifest", "--producer-manifest", "LLMWIKI_SERVE_PRODUCER_MANIFEST", str,
            "Marker file inside the root; when valid, only its change triggers a rescan."),
     Option("source_id", "--source-id", "LLMWIKI_SOURCE_ID", str,
            "Override the source id (default: slug of the wiki title)."),
-    Option("graph_default_limit", "--graph-default-limit", "LLMWIKI_GRAPH_DEFAULT_LIMIT", int,
+    Option("graph_default_limit", "--graph-default-limit", "LLMWIKI_GRAPH_DEFAULT_LIMIT", parse_int,
            "Nodes returned by /graph when the client gives no limit (1..2000, default 100)."),
-    Option("context_default_limit", "--context-default-limit", "LLMWIKI_CONTEXT_DEFAULT_LIMIT",
-           int, "Evidence items when the client gives no limit (1..30, default 8)."),
-    Option("context_graph_limit", "--context-graph-limit", "LLMWIKI_CONTEXT_GRAPH_LIMIT", int,
-           "Graph size inside a context pack (0..2000, default 120)."),
     Option("cache_dir", "--cache-dir", "LLMWIKI_SERVE_CACHE_DIR", Path,
            "Where the restart cache of parsed pages lives (default: user cache dir; never "
            "inside the root)."),
     Option("page_cache", "--no-page-cache", "LLMWIKI_SERVE_PAGE_CACHE", parse_bool,
            "Disable the restart cache (env: set to false).", is_flag=True),
-    Option("max_page_bytes", "--max-page-bytes", "LLMWIKI_SERVE_MAX_PAGE_BYTES", int,
+    Option("max_page_bytes", "--max-page-bytes", "LLMWIKI_SERVE_MAX_PAGE_BYTES", parse_int,
            "Files larger than this are skipped and reported (default 8 MiB)."),
-    Option("max_body_bytes", "--max-body-bytes", "LLMWIKI_SERVE_MAX_BODY_BYTES", int,
+    Option("max_body_bytes", "--max-body-bytes", "LLMWIKI_SERVE_MAX_BODY_BYTES", parse_int,
            "Largest accepted request body (default 1 MiB)."),
     Option("inotify", "--no-inotify", "LLMWIKI_SERVE_INOTIFY", parse_bool,
            "Use stat scans instead of kernel change notifications (env: set to false).",
@@ -148,7 +152,7 @@ def resolve_settings(root: str | Path, cli: Mapping[str, Any],
         try:
             values[option.name] = option.parse(raw)
         except ValueError as exc:
-            raise SettingsError(f"{option.env} is invalid: {exc}") from None
+            raise SettingsError(f"{option.env} {exc}") from None
     known = {f.name for f in fields(ServeSettings)}
     values = {k: v for k, v in values.items() if k in known}
     return ServeSettings(root=Path(root).expanduser(), **values)

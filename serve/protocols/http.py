@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 import structlog
 from aiohttp import web
@@ -141,7 +140,7 @@ def add_routes(app: web.Application) -> None:
 def create_app(settings: ServeSettings, source: KnowledgeSource | None = None) -> web.Application:
     """Build the serve application for one folder."""
     app = web.Application(client_max_size=settings.max_body_bytes)
-    knowledge = source or KnowledgeSource(settings, a2a_enabled=settings.enable_a2a)
+    knowledge = source or KnowledgeSource(settings)
     policy = OriginPolicy(settings.cors_origins, settings.allowed_hosts, settings.host)
     app[SOURCE_KEY] = knowledge
     app[POLICY_KEY] = policy

@@ -161,9 +161,7 @@ def hub_dirs_for_generic(view: FolderView, base: str) -> frozenset[str]:
             _has_marker(view, rel)
             or _has_typed_pages(view, rel)
             or _hub_count(view, rel) >= 2
-        ):
-            hubs.add(name)
-        elif name.casefold() in NAMED_SOURCE_ROOTS and "quickstart.md" in names:
+        ) or name.casefold() in NAMED_SOURCE_ROOTS and "quickstart.md" in names:
             hubs.add(name)
     return frozenset(hubs)
 
@@ -218,11 +216,10 @@ def detect_layout(view: FolderView, root_name: str) -> Layout | None:
     """First matching adapter, in the contract's order; None when nothing matches."""
     md = (".md",)
     generic_opts = ParseOptions()
-    if view.has_dir(".obsidian") or ".obsidian" in view.markers:
-        if view.has_md_under(""):
-            return Layout("obsidian", "Obsidian vault", "", ("",), md,
-                          hub_dirs_for_generic(view, ""), generic_opts,
-                          {"source_root": "."}, root_name)
+    if (view.has_dir(".obsidian") or ".obsidian" in view.markers) and view.has_md_under(""):
+        return Layout("obsidian", "Obsidian vault", "", ("",), md,
+                      hub_dirs_for_generic(view, ""), generic_opts,
+                      {"source_root": "."}, root_name)
     if view.has_file("logseq/config.edn") or (view.has_dir("pages") and view.has_dir("journals")):
         return Layout("logseq", "logseq/logseq", "", ("pages", "journals"), (".md", ".org"),
                       frozenset(), ParseOptions(logseq_titles=True),

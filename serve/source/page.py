@@ -190,7 +190,7 @@ def extract_tags(frontmatter_tags: Any, body: str) -> list[str]:
     for match in LOGSEQ_TAGS_RE.finditer(body):
         logseq.extend(part.strip("#") for part in match.group(1).replace(",", " ").split())
     items = [*string_list(frontmatter_tags), *inline, *logseq]
-    return dedupe_casefold(collapse(t.strip("#")) if t.startswith("#") else collapse(t) for t in items)
+    return dedupe_casefold(collapse(t.lstrip("#")) for t in items)
 
 
 def normalize_link(target: str) -> str:
