@@ -17,6 +17,7 @@ from common.errors import HttpError, from_aiohttp
 
 REQUEST_ID_HEADER = "X-Request-Id"
 _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+REQUEST_ID = web.RequestKey("request_id", str)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -55,7 +56,7 @@ def setup_request_context(app: web.Application, service: str) -> None:
     @web.middleware
     async def request_context(request: web.Request, handler: Handler) -> web.StreamResponse:
         request_id = request_id_for(request)
-        request["request_id"] = request_id
+        request[REQUEST_ID] = request_id
         structlog.contextvars.bind_contextvars(request_id=request_id)
         started = time.perf_counter()
         try:

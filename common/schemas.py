@@ -176,6 +176,14 @@ class CorsStatus(WireModel):
     explicit_origin_count: int
 
 
+class HealthDiagnostics(WireModel):
+    """How freshness is kept and how many files were skipped or degraded (our addition)."""
+
+    freshness: Literal["inotify", "scan", "producer-manifest"]
+    skipped_files: int
+    degraded_files: int
+
+
 class HealthResponse(WireModel):
     status: Literal["ok"] = "ok"
     service: Literal["llmwiki-serve"] = "llmwiki-serve"
@@ -184,6 +192,7 @@ class HealthResponse(WireModel):
     capabilities: list[str]
     endpoints: HealthEndpoints
     cors: CorsStatus
+    diagnostics: HealthDiagnostics | None = None
 
 
 class ErrorDetail(WireModel):

@@ -12,6 +12,7 @@ from common.errors import CodedError, DetailError, HttpError, json_response
 from common.logging import setup_request_context
 from serve.errors import KnowledgeSourceError, UserError, WikiRootError
 from serve.projection import slug
+from serve.protocols.openapi import docs_page, openapi_document
 from serve.protocols.params import QueryParams
 from serve.protocols.security import OriginPolicy, setup_security
 from serve.service import KnowledgeSource
@@ -125,6 +126,14 @@ async def projection_store(request: web.Request) -> web.Response:
                           "available": True, "last_error": ""})
 
 
+async def openapi(request: web.Request) -> web.Response:
+    return json_response(openapi_document())
+
+
+async def docs(request: web.Request) -> web.Response:
+    return web.Response(text=docs_page(openapi_document()), content_type="text/html")
+
+
 def add_routes(app: web.Application) -> None:
     """The whole route table, in one place."""
     app.router.add_get("/health", health)
@@ -135,6 +144,8 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/graph", graph)
     app.router.add_get("/graph/neighborhood", graph_neighborhood)
     app.router.add_get("/diagnostics/projection-store", projection_store)
+    app.router.add_get("/openapi.json", openapi)
+    app.router.add_get("/docs", docs)
 
 
 def create_app(settings: ServeSettings, source: KnowledgeSource | None = None) -> web.Application:

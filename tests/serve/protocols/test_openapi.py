@@ -1,0 +1,52 @@
+"""The OpenAPI document and /docs page describe the routes that exist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aiohttp.test_utils import TestClient
+
+from serve.protocols.http import create_app
+from serve.settings import ServeSettings
+
+SAMPLE = Path(__file__).resolve().parents[3] / "fixtures" / "sample-wiki"
+CORE_MODELS = {"HealthResponse", "WikiManifest", "SourceBundleManifest", "SourceRefsResponse",
+               "GraphNeighborhoodResponse", "GraphResponse", "WikiPage", "HTTPValidationError"}
+
+
+async def test_openapi_lists_core_models_and_every_get_route(aiohttp_client: Any, tmp_path: Path) -> None:
+    app = create_app(ServeSettings(root=SAMPLE, cache_dir=tmp_path / "cache"))
+    client: TestClient = await aiohttp_client(app)
+    response = await client.get("/openapi.json")
+    assert response.status == 200
+    document = await response.json()
+    assert CORE_MODELS <= set(document["components"]["schemas"])
+    documented = set(document["paths"])
+    routed = {
+        r.resource.canonical.replace("{page_id:.+}", "{page_id}")
+        for r in app.router.routes()
+        if r.method == "GET" and r.resource is not None
+    }
+    assert documented <= routed
+    assert routed - documented == {"/diagnostics/projection-store", "/openapi.json", "/docs"}
+
+
+async def test_health_validates_against_its_model(aiohttp_client: Any, tmp_path: Path) -> None:
+    from common.schemas import HealthResponse
+
+    client: TestClient = await aiohttp_client(
+        create_app(ServeSettings(root=SAMPLE, cache_dir=tmp_path / "cache")))
+    body = await (await client.get("/health")).json()
+    parsed = HealthResponse.model_validate(body)
+    assert parsed.model_dump(mode="json") == body
+
+
+async def test_docs_page_is_self_contained(aiohttp_client: Any, tmp_path: Path) -> None:
+    client: TestClient = await aiohttp_client(
+        create_app(ServeSettings(root=SAMPLE, cache_dir=tmp_path / "cache")))
+    response = await client.get("/docs")
+    assert response.status == 200
+    text = await response.text()
+    assert "/graph/neighborhood" in text
+    assert "http://" not in text and "https://" not in text
