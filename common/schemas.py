@@ -215,6 +215,7 @@ class ValidationIssue(WireModel):
     loc: list[str | int]
     msg: str
     input: Any = None
+    ctx: JsonObject | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class HTTPValidationError(WireModel):

@@ -7,13 +7,14 @@ import os
 import stat as stat_mod
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import structlog
 
 from serve.errors import root_missing, root_unsupported
-from serve.projection import Diagnostic, Projection, SidecarFile, signature_of
+from serve.graph import Fragment, SidecarFile, page_fragment
+from serve.projection import Diagnostic, Projection, signature_of
 from serve.source.layout import FolderView, Layout, detect_layout
 from serve.source.page import Page, ParseOptions, parse_page
 from serve.source.sidecar import SidecarEdge, parse_sidecar
@@ -36,6 +37,7 @@ class FileRecord:
     digest: str
     verified_ns: int  # wall clock when the bytes were last read
     page: Page | None = None
+    fragment: Fragment | None = None
     parse_key: tuple[str, ParseOptions] | None = None
     text: str | None = None  # small config files kept for detection
     raw: bytes | None = None  # page bytes awaiting their first parse
@@ -149,8 +151,7 @@ class FolderMirror:
                 continue
             fresh = self._read(rel, FileStat.of(st), force=True)
             if before is not None and before.digest == fresh.digest and before.page is not None:
-                fresh = FileRecord(fresh.stat, fresh.digest, fresh.verified_ns, page=before.page,
-                                   parse_key=before.parse_key, problem=before.problem)
+                fresh = replace(before, stat=fresh.stat, verified_ns=fresh.verified_ns)
             elif before is None or before.digest != fresh.digest or before.problem != fresh.problem:
                 self.generation += 1
             self.records[rel] = fresh
@@ -187,8 +188,7 @@ class FolderMirror:
             if record is None or fresh.digest != record.digest or fresh.problem != record.problem:
                 changed = True
             elif record.page is not None:  # same bytes: keep the parsed page
-                fresh = FileRecord(st, record.digest, fresh.verified_ns, page=record.page,
-                                   parse_key=record.parse_key, problem=record.problem)
+                fresh = replace(record, stat=st, verified_ns=fresh.verified_ns)
             self.records[rel] = fresh
         if changed:
             self.generation += 1
@@ -227,7 +227,7 @@ class FolderMirror:
         self.layout = layout
         if layout is None:
             raise root_unsupported(self.root_str)
-        pages: list[Page] = []
+        parsed: list[tuple[Page, Fragment]] = []
         diagnostics: list[Diagnostic] = []
         for rel in sorted(self.records):
             record = self.records[rel]
@@ -237,19 +237,19 @@ class FolderMirror:
             if record.skipped:
                 diagnostics.append(Diagnostic(rel, record.problem, True))
                 continue
-            page, record = self._page_for(rel, record, page_path, layout.options)
-            if page is None:
+            record = self._parsed(rel, record, page_path, layout.options)
+            if record.page is None or record.fragment is None:
                 diagnostics.append(Diagnostic(rel, record.problem or "unreadable", True))
                 continue
-            if page.degraded:
-                diagnostics.append(Diagnostic(rel, page.degraded, False))
-            pages.append(page)
+            if record.page.degraded:
+                diagnostics.append(Diagnostic(rel, record.page.degraded, False))
+            parsed.append((record.page, record.fragment))
         for rel in sorted(self.symlinks):
             diagnostics.append(Diagnostic(rel, "symlink_ignored", True))
         self._report(diagnostics)
-        if not pages:
+        if not parsed:
             raise root_unsupported(self.root_str)
-        pages.sort(key=lambda p: page_sort_key(layout, p.path))
+        parsed.sort(key=lambda pair: page_sort_key(layout, pair[0].path))
         sidecars = []
         seen: set[str] = set()
         for base in layout.sidecar_dirs:
@@ -265,7 +265,8 @@ class FolderMirror:
         ]
         return Projection(
             layout=layout,
-            pages=pages,
+            pages=[page for page, _ in parsed],
+            fragments=[fragment for _, fragment in parsed],
             sidecars=sidecars,
             signature=self.signature(),
             root_name=self.root.name,
@@ -274,27 +275,28 @@ class FolderMirror:
             diagnostics=diagnostics,
         )
 
-    def _page_for(self, rel: str, record: FileRecord, page_path: str,
-                  options: ParseOptions) -> tuple[Page | None, FileRecord]:
+    def _parsed(self, rel: str, record: FileRecord, page_path: str,
+                options: ParseOptions) -> FileRecord:
+        """The record with its page parsed for this layout (re-reading bytes if needed)."""
         key = (page_path, options)
         if record.page is not None and record.parse_key == key:
-            return record.page, record
+            return record
         data = record.raw
         if data is None:  # parsed earlier under another layout: read the bytes again
             path = os.path.join(self.root_str, rel)
             try:
                 digest, data = _digest_file(path, self.max_page_bytes)
             except OSError:
-                return None, record
+                return record
             if data is None or digest != record.digest:
-                return None, record
+                return record
         text, problem = decode_text(data)
         page = parse_page(text, page_path, options, degraded=problem)
         self.parsed_count += 1
         record = FileRecord(record.stat, record.digest, record.verified_ns, page=page,
-                            parse_key=key, problem=page.degraded)
+                            fragment=page_fragment(page), parse_key=key, problem=page.degraded)
         self.records[rel] = record
-        return page, record
+        return record
 
     def signature(self) -> str:
         entries: list[tuple[tuple[tuple[int, str], ...], str]] = []

@@ -8,8 +8,9 @@ from typing import Any, Literal
 
 from common.version import __version__
 from serve.freshness import Freshness
+from serve.graph import Edge, Node, canonical_relation, lookup_key, slug
 from serve.page_cache import PageCache, default_cache_dir
-from serve.projection import Projection, lookup_key, slug
+from serve.projection import Projection
 from serve.settings import ServeSettings
 from serve.source.page import Page
 
@@ -224,7 +225,7 @@ class KnowledgeSource:
                 break
             visited.append(nid)
             seen.add(nid)
-        traversed: list[dict[str, Any]] = []
+        traversed: list[Edge] = []
         traversed_keys: set[tuple[str, str, str]] = set()
         frontier = list(visited)
         allowed = set(wanted)
@@ -233,15 +234,15 @@ class KnowledgeSource:
                 break
             next_frontier: list[str] = []
             for nid in frontier:
-                candidates: list[tuple[dict[str, Any], str]] = []
+                candidates: list[tuple[Edge, str]] = []
                 if direction in ("out", "both"):
-                    candidates += [(e, e["target"]) for e in view.outgoing.get(nid, ())]
+                    candidates += [(e, e.target) for e in view.outgoing(nid)]
                 if direction in ("in", "both"):
-                    candidates += [(e, e["source"]) for e in view.incoming.get(nid, ())]
+                    candidates += [(e, e.source) for e in view.incoming(nid)]
                 for edge, other in candidates:
-                    if allowed and edge["relation"] not in allowed:
+                    if allowed and edge.relation not in allowed:
                         continue
-                    key = (edge["source"], edge["target"], edge["relation"])
+                    key = (edge.source, edge.target, edge.relation)
                     if key not in traversed_keys:
                         traversed_keys.add(key)
                         traversed.append(edge)
@@ -254,26 +255,23 @@ class KnowledgeSource:
                 if len(visited) >= limit:
                     break
             frontier = next_frontier
-        edges = [e for e in traversed if e["source"] in seen and e["target"] in seen][:limit]
+        edges = [e for e in traversed if e.source in seen and e.target in seen][:limit]
+        graph = view.payload([view.by_id[n] for n in visited], edges)
         return {
             "seeds": resolved,
             "unmatched": unmatched,
             "depth": depth,
             "direction": direction,
             "relations": wanted,
-            "nodes": [view.by_id[n] for n in visited],
-            "edges": edges,
+            **graph,
         }
 
 
 def _relation(value: str) -> str:
-    from serve.projection import canonical_relation
-
     return canonical_relation(value.strip())
 
 
-def _resolve_seed(by_id: dict[str, dict[str, Any]], nodes: Sequence[dict[str, Any]],
-                  seed: str) -> list[str]:
+def _resolve_seed(by_id: dict[str, Node], nodes: Sequence[Node], seed: str) -> list[str]:
     for candidate in (seed, f"page:{seed}", f"page:{slug(seed)}"):
         if candidate in by_id:
             return [candidate]
@@ -282,10 +280,11 @@ def _resolve_seed(by_id: dict[str, dict[str, Any]], nodes: Sequence[dict[str, An
         return []
     matches = []
     for node in nodes:
-        nid = node["id"]
-        path = node.get("path") or ""
-        stem = path.rsplit(".", 1)[0] if "." in path.rsplit("/", 1)[-1] else path
-        forms = (nid, nid.removeprefix("page:"), node.get("label") or "", path, stem)
+        nid = node.id
+        path = node.path
+        name = path.rsplit("/", 1)[-1]
+        stem = name.rsplit(".", 1)[0] if "." in name else name
+        forms = (nid, nid.removeprefix("page:"), node.label, path, stem)
         if any(lookup_key(form) == wanted for form in forms):
             matches.append(nid)
             if len(matches) >= NEIGHBORHOOD_SEED_MATCHES:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +49,9 @@ def split_frontmatter(text: str) -> Split:
     if len(block) > MAX_FRONTMATTER_CHARS:
         return Split({}, text, 1, True)
     try:
-        value = yaml.load(block, Loader=_Loader)  # noqa: S506 - a safe loader
+        value = fast_mapping(block)
+        if value is None:
+            value = yaml.load(block, Loader=_Loader)  # noqa: S506 - a safe loader
         if isinstance(value, dict):
             _count_values(value, [0])
     except (yaml.YAMLError, _TooLarge, RecursionError, ValueError, TypeError):
@@ -56,6 +59,116 @@ def split_frontmatter(text: str) -> Split:
     if not isinstance(value, dict):
         return Split({}, body, body_line, False)
     return Split(value, body, body_line, False)
+
+
+# -- a fast path for the frontmatter most pages have ---------------------------------------
+# Flat `key: scalar`, `key: [a, b]` and `key:` + `- item` lists, with plain scalars that
+# YAML 1.1 resolves to strings, decimal ints, booleans, nulls or dates. Anything else
+# returns None and goes to the full YAML loader, so results are always identical to it
+# (a test compares both on generated and fixture frontmatter).
+_KEY_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?:[ \t]+(.*?))?[ \t]*$")
+_ITEM_LINE = re.compile(r"[ \t]*-[ \t]+(.*?)[ \t]*$")
+_PLAIN_START = re.compile(r"[A-Za-z\uac00-\ud7a3/]")
+_PLAIN_BAD = re.compile(r": |:$| #|[\[\]{},\t]")
+_FLOW_ITEM_BAD = re.compile(r": |:$| #|[\[\]{}\"'\t]")
+_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)$")
+_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})$")
+_BOOLS = {w: True for w in ("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON")}
+_BOOLS.update({w: False for w in ("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF")})
+_NULLS = frozenset({"~", "null", "Null", "NULL", ""})
+_FALLBACK = object()
+
+
+def _scalar(text: str, *, in_flow: bool = False) -> Any:
+    """Resolve one plain or simply-quoted scalar, or _FALLBACK when unsure."""
+    if not text:
+        return None
+    first = text[0]
+    if first in "\"'":
+        if len(text) < 2 or text[-1] != first or "\\" in text or text.count(first) != 2:
+            return _FALLBACK
+        return text[1:-1]
+    if text in _BOOLS:
+        return _BOOLS[text]
+    if text in _NULLS:
+        return None
+    if _INT.match(text):
+        return int(text)
+    date = _DATE.match(text)
+    if date:
+        try:
+            return dt.date(int(date[1]), int(date[2]), int(date[3]))
+        except ValueError:
+            return _FALLBACK
+    bad = _FLOW_ITEM_BAD if in_flow else _PLAIN_BAD
+    if not _PLAIN_START.match(first) or bad.search(text):
+        return _FALLBACK
+    if text[-1] == ":" or any(ch in text for ch in "&*!|>%@`"):
+        return _FALLBACK
+    return text
+
+
+def fast_mapping(block: str) -> dict[str, Any] | None:
+    """Parse simple frontmatter without the YAML machinery, or None to defer to it."""
+    result: dict[str, Any] = {}
+    pending: str | None = None  # key whose block list is being read
+    for line in block.split("\n"):
+        if not line.strip() or "\t" in line:
+            return None  # blank lines and tabs have YAML rules of their own; let YAML decide
+        if pending is not None and line[0] in " -\t":
+            item = _ITEM_LINE.match(line)
+            if item is None:
+                return None
+            value = _scalar(item.group(1))
+            if value is _FALLBACK or not isinstance(value, str | int | bool) or value is None:
+                return None
+            result[pending].append(value)
+            continue
+        pending = None
+        match = _KEY_LINE.match(line)
+        if match is None:
+            return None
+        key, raw = match.group(1), match.group(2) or ""
+        if key in _BOOLS or key in _NULLS or key == "<<":
+            return None
+        if raw == "":
+            result[key] = []
+            pending = key
+            continue
+        if raw.startswith("["):
+            if not raw.endswith("]"):
+                return None
+            inner = raw[1:-1].strip()
+            items: list[Any] = []
+            if inner:
+                for part in inner.split(","):
+                    value = _scalar(part.strip(), in_flow=True)
+                    if value is _FALLBACK or value is None:
+                        return None
+                    items.append(value)
+            result[key] = items
+            continue
+        value = _scalar(raw)
+        if value is _FALLBACK:
+            return None
+        result[key] = value
+    # An empty block list is YAML null, not [].
+    for key, value in result.items():
+        if value == [] and isinstance(value, list) and key in _empty_list_keys(block):
+            result[key] = None
+    return result
+
+
+def _empty_list_keys(block: str) -> set[str]:
+    keys = set()
+    lines = block.split("\n")
+    for i, line in enumerate(lines):
+        match = _KEY_LINE.match(line)
+        if match and not match.group(2):
+            following = lines[i + 1] if i + 1 < len(lines) else ""
+            if not following[:1] in (" ", "-", "\t"):
+                keys.add(match.group(1))
+    return keys
 
 
 def _count_values(value: Any, seen: list[int]) -> None:

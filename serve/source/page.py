@@ -11,7 +11,10 @@ from serve.source.frontmatter import json_safe, split_frontmatter
 HEADING_RE = re.compile(r"^(#{1,6})\s+(.+?)\s*$", re.MULTILINE)
 HEADING_PREFIX_RE = re.compile(r"^#{1,6}\s+", re.MULTILINE)
 WHITESPACE_RE = re.compile(r"\s+")
-INLINE_TAG_RE = re.compile(r"(?<![\w/])#([A-Za-z0-9\uac00-\ud7a3][A-Za-z0-9\uac00-\ud7a3_./-]*)")
+# The '#' must not follow a word character or '/'; checked by hand because a leading
+# look-behind makes the regex engine test it at every position of the body.
+INLINE_TAG_RE = re.compile(r"#([A-Za-z0-9\uac00-\ud7a3][A-Za-z0-9\uac00-\ud7a3_./-]*)")
+WORD_CHAR_RE = re.compile(r"[\w/]")
 LOGSEQ_TAGS_RE = re.compile(r"^[ \t]*tags::(.*)$", re.MULTILINE | re.IGNORECASE)
 WIKILINK_RE = re.compile(r"\[\[([^\]]*)\]\]")
 MDLINK_RE = re.compile(r"\[([^\]]+)\]\(([^)]+?\.(?:md|org)(?:#[^)]*)?)\)")
@@ -183,6 +186,9 @@ def _scalar_text(value: Any) -> str:
 def extract_tags(frontmatter_tags: Any, body: str) -> list[str]:
     inline = []
     for match in INLINE_TAG_RE.finditer(body):
+        start = match.start()
+        if start and WORD_CHAR_RE.match(body, start - 1):
+            continue
         tag = match.group(1).rstrip(".,;:!?")
         if any(ch.isalpha() for ch in tag):
             inline.append(tag)
@@ -219,7 +225,16 @@ def extract_links(body: str, *, alias_target_last: bool) -> list[str]:
 
 
 def summarize(body: str) -> str:
-    summary = collapse(HEADING_PREFIX_RE.sub("", body))
+    # Only the start of the body can reach the summary; work on a growing prefix that ends
+    # at a line break, so heading markers and whitespace runs are handled as in the whole.
+    size = 4 * SUMMARY_CHARS
+    while True:
+        cut = body.find("\n", size)
+        head = body if cut < 0 else body[:cut]
+        summary = collapse(HEADING_PREFIX_RE.sub("", head))
+        if cut < 0 or len(summary) > SUMMARY_CHARS:
+            break
+        size *= 4
     if len(summary) > SUMMARY_CHARS:
         summary = summary[: SUMMARY_CHARS - 1].rstrip() + "..."
     return summary

@@ -1,0 +1,317 @@
+"""The link graph: compact node and edge tuples, per-page fragments, filtered views."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from serve.source.page import Page
+from serve.source.sidecar import SidecarEdge
+
+SLUG_RE = re.compile(r"[^A-Za-z0-9\uac00-\ud7a3._-]+")
+ISSUE_RE = re.compile(r"#\d+|[A-Z][A-Z0-9]+-\d+|GH-\d+")
+RELATION_RE = re.compile(r"[^a-z0-9]+")
+NOT_ALNUM_RE = re.compile(r"[\W_]+")
+
+
+def slug(value: str) -> str:
+    """The contract's slug: runs outside [A-Za-z0-9가-힣._-] become '-', 'item' if empty."""
+    return SLUG_RE.sub("-", value).strip("-") or "item"
+
+
+def lookup_key(value: str) -> str:
+    """Link lookup normalisation: case-, space- and punctuation-insensitive.
+
+    Deliberately keeps every Unicode letter and digit (the reference kept only ASCII and
+    Hangul, so Japanese or Chinese titles collided on the empty key)."""
+    if value[-3:].lower() == ".md":
+        value = value[:-3]
+    return NOT_ALNUM_RE.sub("", value.casefold())
+
+
+def canonical_relation(value: str) -> str:
+    return RELATION_RE.sub("_", value.lower()).strip("_") or "related_to"
+
+
+class Node(NamedTuple):
+    """A graph node. `meta` is None for `{}`, a dict, or the Page for page nodes (their
+    metadata is rendered from the page on output, which keeps the graph small)."""
+
+    id: str
+    label: str
+    kind: str
+    path: str
+    meta: dict[str, Any] | Page | None
+
+
+class Edge(NamedTuple):
+    source: str
+    target: str
+    relation: str
+    meta: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Fragment:
+    """What one page contributes to the graph, independent of every other page: its
+    heading, source and tag nodes (with the edge relation to each) and its links."""
+
+    members: tuple[tuple[str, str, str, str], ...]  # (node id, label, kind, relation)
+    links: tuple[tuple[str, str], ...]  # (lookup key, raw link value)
+
+
+def page_fragment(page: Page) -> Fragment:
+    members: list[tuple[str, str, str, str]] = []
+    for heading in page.headings:
+        members.append((f"heading:{slug(page.id + ':' + heading)}", heading, "heading", "contains"))
+    for ref in page.source_refs:
+        members.append((f"source:{slug(ref)}", ref, "source_ref", "cites"))
+    for tag in page.tags:
+        label = tag.lstrip("#")
+        members.append((f"tag:{slug(label.lower())}", label, "tag", "tagged"))
+    return Fragment(tuple(members), tuple((lookup_key(link), link) for link in page.links))
+
+
+def unresolved_node(value: str, path: str, source: str) -> Node:
+    if value.startswith(("http://", "https://")):
+        kind = "external_ref"
+    elif ISSUE_RE.match(value):
+        kind = "external_issue"
+    else:
+        kind = "placeholder"
+    prefix = "external" if kind.startswith("external_") else "placeholder"
+    return Node(f"{prefix}:{slug(value)}", value, kind, path, {"unresolved": True, "source": source})
+
+
+@dataclass(frozen=True, slots=True)
+class SidecarFile:
+    """One graph sidecar: its root-relative path and its edges."""
+
+    path: str
+    edges: tuple[SidecarEdge, ...]
+
+
+UNRESOLVED_LINK = {"unresolved": True}
+
+
+class GraphBuilder:
+    """Collects nodes and edges in order with the contract's dedupe and merge rules:
+    first node wins; a repeated edge merges its metadata into the first one."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.edges: dict[tuple[str, str, str], Edge] = {}
+
+    def node(self, node: Node) -> None:
+        if node.id not in self.nodes:
+            self.nodes[node.id] = node
+
+    def edge(self, source: str, target: str, relation: str, meta: dict[str, Any] | None) -> None:
+        key = (source, target, relation)
+        kept = self.edges.get(key)
+        if kept is None:
+            self.edges[key] = Edge(source, target, relation, meta)
+            return
+        if not meta:
+            return
+        merged = dict(kept.meta or {})
+        for name, value in meta.items():
+            current = merged.get(name)
+            if current in (None, "", [], {}):
+                merged[name] = value
+            elif current != value:
+                if isinstance(current, list):
+                    if value not in current:
+                        merged[name] = [*current, value]
+                else:
+                    merged[name] = [current, value]
+        self.edges[key] = kept._replace(meta=merged)
+
+
+def build_graph(pages: Sequence[Page], fragments: Sequence[Fragment], adapter: str,
+                sidecars: Sequence[SidecarFile], lookup: dict[str, Page]) -> tuple[list[Node], list[Edge]]:
+    """Nodes and edges in the contract's construction order (2.2)."""
+    g = GraphBuilder()
+    nodes, edges = g.nodes, g.edges
+    for page in pages:
+        nodes.setdefault(f"page:{page.id}", Node(f"page:{page.id}", page.title, page.role, page.path, page))
+    for page, fragment in zip(pages, fragments, strict=True):
+        pid = f"page:{page.id}"
+        path = page.path
+        for nid, label, kind, relation in fragment.members:
+            if nid not in nodes:
+                nodes[nid] = Node(nid, label, kind, path, None)
+            if (pid, nid, relation) not in edges:
+                edges[(pid, nid, relation)] = Edge(pid, nid, relation, None)
+        for key, raw in fragment.links:
+            target = lookup.get(key) if key else None
+            if target is not None:
+                g.edge(pid, f"page:{target.id}", "links_to", None)
+            else:
+                node = unresolved_node(raw, path, "wikilink")
+                g.node(node)
+                g.edge(pid, node.id, "links_to", UNRESOLVED_LINK)
+    if adapter == "dendron":
+        for page in pages:
+            name = page.path.rsplit("/", 1)[-1]
+            stem = page.path.rsplit(".", 1)[0] if "." in name else page.path
+            if "." not in stem.rsplit("/", 1)[-1]:
+                continue
+            parent_key = stem[: stem.rfind(".")]
+            parent = lookup.get(lookup_key(parent_key))
+            if parent is not None:
+                source = f"page:{parent.id}"
+            else:
+                source = f"placeholder:{slug(parent_key)}"
+                g.node(Node(source, parent_key, "placeholder", page.path,
+                            {"unresolved": True, "source": "dendron_hierarchy"}))
+            g.edge(source, f"page:{page.id}", "parent_of", {"source": "dendron_hierarchy"})
+    for sidecar in sidecars:
+        for fact in sidecar.edges:
+            src_page = lookup.get(lookup_key(fact.source))
+            dst_page = lookup.get(lookup_key(fact.target))
+            ends: list[str] = []
+            end_page: Page | None
+            for value, end_page, other in ((fact.source, src_page, dst_page),
+                                           (fact.target, dst_page, src_page)):
+                if end_page is not None:
+                    ends.append(f"page:{end_page.id}")
+                else:
+                    node = unresolved_node(value, other.path if other else "", "graph.json")
+                    g.node(node)
+                    ends.append(node.id)
+            meta: dict[str, Any] = {"source": "graph.json", "path": sidecar.path}
+            if fact.confidence is not None:
+                meta["confidence"] = fact.confidence
+            g.edge(ends[0], ends[1], canonical_relation(fact.type), meta)
+    return list(nodes.values()), list(edges.values())
+
+
+def build_lookup(pages: Iterable[Page], source_root: str) -> dict[str, Page]:
+    """Link targets: id, title, path and file name of every page (later pages win)."""
+    lookup: dict[str, Page] = {}
+    for page in pages:
+        keys = [page.id, page.title, page.path, page.path.rsplit("/", 1)[-1]]
+        if source_root != ".":
+            keys += [f"{source_root}/{page.id}", f"{source_root}/{page.path}"]
+        for key in keys:
+            norm = lookup_key(key)
+            if norm:
+                lookup[norm] = page
+    return lookup
+
+
+def _contains_text(value: Any, needles: Sequence[str]) -> bool:
+    if isinstance(value, str):
+        return any(n in value for n in needles)
+    if isinstance(value, dict):
+        return any(_contains_text(v, needles) for v in value.values())
+    if isinstance(value, list):
+        return any(_contains_text(v, needles) for v in value)
+    return False
+
+
+class GraphView:
+    """A visibility-filtered graph in graph order, with adjacency, rendered on demand."""
+
+    def __init__(self, nodes: list[Node], edges: list[Edge], base_meta: dict[str, Any]) -> None:
+        self.nodes = nodes
+        self.edges = edges
+        self.base_meta = base_meta
+        self.by_id: dict[str, Node] = {n.id: n for n in nodes}
+        self._outgoing: dict[str, list[Edge]] | None = None
+        self._incoming: dict[str, list[Edge]] | None = None
+
+    def outgoing(self, node_id: str) -> list[Edge]:
+        if self._outgoing is None:
+            self._index()
+        assert self._outgoing is not None
+        return self._outgoing.get(node_id, [])
+
+    def incoming(self, node_id: str) -> list[Edge]:
+        if self._incoming is None:
+            self._index()
+        assert self._incoming is not None
+        return self._incoming.get(node_id, [])
+
+    def _index(self) -> None:
+        out: dict[str, list[Edge]] = {}
+        inc: dict[str, list[Edge]] = {}
+        for edge in self.edges:
+            out.setdefault(edge.source, []).append(edge)
+            inc.setdefault(edge.target, []).append(edge)
+        self._outgoing, self._incoming = out, inc
+
+    def node_dict(self, node: Node) -> dict[str, Any]:
+        meta = node.meta
+        if isinstance(meta, Page):
+            metadata: dict[str, Any] = {**self.base_meta, "source_refs": list(meta.source_refs),
+                                        "review_state": meta.review_state, "okf": {}}
+        else:
+            metadata = dict(meta) if meta else {}
+        return {"id": node.id, "label": node.label, "kind": node.kind, "path": node.path,
+                "metadata": metadata}
+
+    @staticmethod
+    def edge_dict(edge: Edge) -> dict[str, Any]:
+        return {"source": edge.source, "target": edge.target, "relation": edge.relation,
+                "metadata": dict(edge.meta) if edge.meta else {}}
+
+    def payload(self, nodes: Iterable[Node], edges: Iterable[Edge]) -> dict[str, list[dict[str, Any]]]:
+        return {"nodes": [self.node_dict(n) for n in nodes], "edges": [self.edge_dict(e) for e in edges]}
+
+    def truncated(self, limit: int) -> dict[str, list[dict[str, Any]]]:
+        """First `limit` nodes and the edges closed over them, at most `limit` edges."""
+        if limit <= 0:
+            return {"nodes": [], "edges": []}
+        nodes = self.nodes[:limit]
+        keep = {n.id for n in nodes}
+        edges = []
+        for edge in self.edges:
+            if edge.source in keep and edge.target in keep:
+                edges.append(edge)
+                if len(edges) >= limit:
+                    break
+        return self.payload(nodes, edges)
+
+
+def approved_view(nodes: list[Node], edges: list[Edge], pages: Sequence[Page],
+                  base_meta: dict[str, Any]) -> GraphView:
+    """The approved-only graph: approved pages, the non-page nodes they touch, never a
+    withheld page's path (contract 2.8)."""
+    approved_ids = {f"page:{p.id}": p.path for p in pages if p.approved}
+    approved_paths = set(approved_ids.values())
+    withheld_paths = sorted({p.path for p in pages if not p.approved} - approved_paths)
+    first_adjacent: dict[str, str] = {}
+    for edge in edges:
+        s, t = edge.source, edge.target
+        if s in approved_ids and not t.startswith("page:"):
+            first_adjacent.setdefault(t, approved_ids[s])
+        if t in approved_ids and not s.startswith("page:"):
+            first_adjacent.setdefault(s, approved_ids[t])
+    visible: list[Node] = []
+    for node in nodes:
+        if node.id.startswith("page:"):
+            if node.id in approved_ids:
+                visible.append(node)
+            continue
+        if node.id in first_adjacent or node.path in approved_paths:
+            path = first_adjacent.get(node.id, node.path)
+            meta = node.meta
+            if withheld_paths and isinstance(meta, dict):
+                meta = {k: v for k, v in meta.items() if not _contains_text(v, withheld_paths)}
+            if path != node.path or meta is not node.meta:
+                node = node._replace(path=path, meta=meta)
+            visible.append(node)
+    keep = {n.id for n in visible}
+    kept_edges = []
+    for edge in edges:
+        if edge.source in keep and edge.target in keep:
+            meta = edge.meta
+            if withheld_paths and meta and _contains_text(meta, withheld_paths):
+                edge = edge._replace(meta={k: v for k, v in meta.items()
+                                           if not _contains_text(v, withheld_paths)})
+            kept_edges.append(edge)
+    return GraphView(visible, kept_edges, base_meta)
