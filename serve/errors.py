@@ -14,7 +14,8 @@ class WikiRootError(KnowledgeSourceError):
     """The configured root is missing or holds nothing this service can serve."""
 
     def __init__(self, code: str, safe_message: str, detail: str = "") -> None:
-        super().__init__(detail or safe_message)
+        # str() is for local operators (CLI, logs) and may name the path; clients never see it.
+        super().__init__(f"{safe_message} ({detail})" if detail else safe_message)
         self.code = code
         self.safe_message = safe_message
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
 import stat as stat_mod
 import time
@@ -22,6 +23,12 @@ from serve.source.tree import FileStat, Walk, is_tracked_file, walk_dir, walk_or
 
 log = structlog.get_logger("llmwiki.serve.folder")
 
+# Parsing is CPU-bound pure Python: a large first load is spread over worker processes.
+PARALLEL_PARSE_MIN = 1500
+PARSE_CHUNK = 400
+# rel, path, page path, options, size limit, digest already known (skip parsing if equal)
+ReadJob = tuple[str, str, str | None, ParseOptions, int, str]
+
 CONFIG_TEXT_FILES = frozenset({"dendron.yml", ".vscode/extensions.json"})
 # A file whose ctime is this close to when it was verified may still change without a
 # visible stat difference (coarse timestamps); such records are re-read, never trusted.
@@ -40,7 +47,6 @@ class FileRecord:
     fragment: Fragment | None = None
     parse_key: tuple[str, ParseOptions] | None = None
     text: str | None = None  # small config files kept for detection
-    raw: bytes | None = None  # page bytes awaiting their first parse
     sidecar: tuple[SidecarEdge, ...] = ()
     problem: str = ""  # reason code when skipped or degraded
     skipped: bool = False
@@ -53,7 +59,9 @@ class FileRecord:
 def _digest_file(path: str, limit: int) -> tuple[str, bytes | None]:
     """BLAKE2b-16 of the whole file; the bytes too when the file is at most `limit`."""
     h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as handle:
+    # O_NOFOLLOW: a file swapped for a symlink after it was listed is refused, not followed.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
         data = handle.read(limit + 1)
         h.update(data)
         if len(data) <= limit:
@@ -76,6 +84,58 @@ def decode_text(data: bytes) -> tuple[str, str]:
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text, problem
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """What reading one file produced (picklable: it may come from a worker process)."""
+
+    rel: str
+    digest: str
+    verified_ns: int
+    problem: str = ""
+    skipped: bool = False
+    page: Page | None = None
+    fragment: Fragment | None = None
+    text: str | None = None
+    sidecar: tuple[SidecarEdge, ...] = ()
+    options: ParseOptions | None = None
+
+
+def read_file(job: ReadJob) -> ReadResult:
+    """Read one tracked file: digest it and, for pages of the current layout, parse it."""
+    rel, path, page_path, options, limit, known_digest = job
+    now = time.time_ns()
+    try:
+        digest, data = _digest_file(path, limit)
+    except OSError:
+        return ReadResult(rel, "", now, problem="unreadable", skipped=True)
+    if data is None:
+        return ReadResult(rel, digest, now, problem="too_large", skipped=True)
+    if rel in CONFIG_TEXT_FILES:
+        return ReadResult(rel, digest, now, text=decode_text(data)[0])
+    if rel.rsplit("/", 1)[-1] == "graph.json":
+        return ReadResult(rel, digest, now, sidecar=tuple(parse_sidecar(decode_text(data)[0])))
+    if page_path is None or digest == known_digest:
+        return ReadResult(rel, digest, now)
+    text, problem = decode_text(data)
+    page = parse_page(text, page_path, options, degraded=problem)
+    return ReadResult(rel, digest, now, problem=page.degraded, page=page,
+                      fragment=page_fragment(page), options=options)
+
+
+def read_files(jobs: list[ReadJob]) -> list[ReadResult]:
+    """Worker-side: a batch of read_file calls."""
+    return [read_file(job) for job in jobs]
+
+
+def record_from(result: ReadResult, st: FileStat) -> FileRecord:
+    parse_key = None
+    if result.page is not None and result.options is not None:
+        parse_key = (result.page.path, result.options)
+    return FileRecord(st, result.digest, result.verified_ns, page=result.page,
+                      fragment=result.fragment, parse_key=parse_key, text=result.text,
+                      sidecar=result.sidecar, problem=result.problem, skipped=result.skipped)
 
 
 def page_sort_key(layout: Layout, path: str) -> tuple[object, ...]:
@@ -112,6 +172,11 @@ class FolderMirror:
         if not self.root.is_dir():
             raise root_missing(self.root_str)
         walk = walk_root(self.root_str)
+        # Knowing the layout before reading lets each page be parsed as it is read, so a
+        # large folder's bytes are never all in memory at once.
+        self.layout = detect_layout(
+            FolderView(walk.files.keys(), walk.dirs, walk.marker_dirs.keys(), self._config_text),
+            self.root.name)
         self._adopt_walk(walk, replace_all=True)
 
     def rescan_dirs(self, rel_dirs: Iterable[str]) -> None:
@@ -132,13 +197,23 @@ class FolderMirror:
             walk_dir(self.root_str, rel_dir, walk)
             self._adopt_walk(walk, replace_all=False)
 
+    def _inside_real_dirs(self, rel: str) -> bool:
+        """Whether every directory above `rel` is a real (walked, non-symlink) directory, so
+        a path cannot reach outside the root through a directory swapped for a symlink."""
+        parent = rel.rpartition("/")[0]
+        if not parent:
+            return True
+        if parent not in self.dirs:
+            return False
+        return os.path.realpath(os.path.join(self.root_str, parent)) == os.path.join(self.root_str, parent)
+
     def refresh_files(self, rels: Iterable[str]) -> None:
         """Re-read individual files named by change notifications (added, edited, gone)."""
         for rel in rels:
             path = os.path.join(self.root_str, rel)
             before = self.records.get(rel)
             try:
-                st = os.lstat(path)
+                st = os.lstat(path) if self._inside_real_dirs(rel) else None
             except OSError:
                 st = None
             if st is not None and stat_mod.S_ISLNK(st.st_mode):
@@ -149,7 +224,7 @@ class FolderMirror:
                 if self.records.pop(rel, None) is not None:
                     self.generation += 1
                 continue
-            fresh = self._read(rel, FileStat.of(st), force=True)
+            fresh = self._read(rel, FileStat.of(st))
             if before is not None and before.digest == fresh.digest and before.page is not None:
                 fresh = replace(before, stat=fresh.stat, verified_ns=fresh.verified_ns)
             elif before is None or before.digest != fresh.digest or before.problem != fresh.problem:
@@ -179,12 +254,17 @@ class FolderMirror:
             changed = bool(set(walk.dirs) - self.dirs) or bool(set(walk.symlinks) - self.symlinks)
             self.dirs.update(walk.dirs)
             self.symlinks.update(walk.symlinks)
+        untrusted: list[tuple[str, FileStat]] = []
         for rel, st in walk.files.items():
             record = old.get(rel)
             if record is not None and record.trusted_for(st):
                 self.records[rel] = record
-                continue
-            fresh = self._read(rel, st, force=False)
+            else:
+                untrusted.append((rel, st))
+        fresh_records = self._read_many(untrusted, old)
+        for rel, st in untrusted:
+            record = old.get(rel)
+            fresh = fresh_records[rel]
             if record is None or fresh.digest != record.digest or fresh.problem != record.problem:
                 changed = True
             elif record.page is not None:  # same bytes: keep the parsed page
@@ -193,25 +273,55 @@ class FolderMirror:
         if changed:
             self.generation += 1
 
-    def _read(self, rel: str, st: FileStat, *, force: bool) -> FileRecord:
-        now = time.time_ns()
-        path = os.path.join(self.root_str, rel)
-        limit = self.max_page_bytes
+    def _config_text(self, rel: str) -> str | None:
+        record = self.records.get(rel)
+        if record is not None and record.text is not None:
+            return record.text
         try:
-            digest, data = _digest_file(path, limit)
+            with open(os.path.join(self.root_str, rel), "rb") as handle:
+                return decode_text(handle.read(1 << 20))[0]
         except OSError:
-            return FileRecord(st, "", now, problem="unreadable", skipped=True)
-        if data is None:
-            return FileRecord(st, digest, now, problem="too_large", skipped=True)
-        name = rel.rsplit("/", 1)[-1]
-        if rel in CONFIG_TEXT_FILES:
-            return FileRecord(st, digest, now, text=decode_text(data)[0])
-        if name == "graph.json":
-            return FileRecord(st, digest, now, sidecar=tuple(parse_sidecar(decode_text(data)[0])))
-        if name.lower().endswith((".md", ".org")):
-            # Parsed lazily by `_page_for` once the layout is known; keep the text briefly.
-            return FileRecord(st, digest, now, raw=data)
-        return FileRecord(st, digest, now)
+            return None
+
+    def _job(self, rel: str, previous: dict[str, FileRecord]) -> ReadJob:
+        layout = self.layout
+        page_path = layout.page_rel(rel) if layout is not None else None
+        options = layout.options if layout is not None else ParseOptions()
+        known = previous.get(rel)
+        # Same bytes as a record already parsed this way: no need to parse them again.
+        reusable = (known is not None and known.page is not None
+                    and known.parse_key == (page_path, options))
+        return (rel, os.path.join(self.root_str, rel), page_path, options, self.max_page_bytes,
+                known.digest if reusable and known is not None else "")
+
+    def _read(self, rel: str, st: FileStat) -> FileRecord:
+        return self._read_many([(rel, st)], self.records)[rel]
+
+    def _read_many(self, items: list[tuple[str, FileStat]],
+                   previous: dict[str, FileRecord]) -> dict[str, FileRecord]:
+        """Read (and parse) many files; spread over worker processes when there are many."""
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        jobs = [self._job(rel, previous) for rel, _ in items]
+        if len(jobs) < PARALLEL_PARSE_MIN or workers < 2:
+            results = [read_file(job) for job in jobs]
+        else:
+            from concurrent.futures import ProcessPoolExecutor
+
+            chunks = [jobs[i : i + PARSE_CHUNK] for i in range(0, len(jobs), PARSE_CHUNK)]
+            context = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+                results = [r for batch in pool.map(read_files, chunks) for r in batch]
+        stats = dict(items)
+        self.parsed_count += sum(1 for r in results if r.page is not None)
+        out = {}
+        for result in results:
+            known = previous.get(result.rel)
+            if (known is not None and known.page is not None and result.page is None
+                    and result.digest == known.digest and not result.skipped):
+                out[result.rel] = replace(known, stat=stats[result.rel], verified_ns=result.verified_ns)
+            else:
+                out[result.rel] = record_from(result, stats[result.rel])
+        return out
 
     # -- projection -----------------------------------------------------------------
 
@@ -281,20 +391,15 @@ class FolderMirror:
         key = (page_path, options)
         if record.page is not None and record.parse_key == key:
             return record
-        data = record.raw
-        if data is None:  # parsed earlier under another layout: read the bytes again
-            path = os.path.join(self.root_str, rel)
-            try:
-                digest, data = _digest_file(path, self.max_page_bytes)
-            except OSError:
-                return record
-            if data is None or digest != record.digest:
-                return record
-        text, problem = decode_text(data)
-        page = parse_page(text, page_path, options, degraded=problem)
+        # Not parsed for this layout yet (the layout changed): read the bytes again, and
+        # use them only if they are still the bytes the record describes.
+        result = read_file((rel, os.path.join(self.root_str, rel), page_path, options,
+                            self.max_page_bytes, ""))
+        if result.page is None or result.digest != record.digest:
+            return record
         self.parsed_count += 1
-        record = FileRecord(record.stat, record.digest, record.verified_ns, page=page,
-                            fragment=page_fragment(page), parse_key=key, problem=page.degraded)
+        record = replace(record, page=result.page, fragment=result.fragment, parse_key=key,
+                         problem=result.problem)
         self.records[rel] = record
         return record
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -55,23 +55,31 @@ class Edge(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Fragment:
-    """What one page contributes to the graph, independent of every other page: its
-    heading, source and tag nodes (with the edge relation to each) and its links."""
+    """What one page contributes to the graph, independent of every other page, kept
+    flat because a large folder holds hundreds of thousands of these ids: the node ids
+    of its headings, source refs and tags (labels come from the page, in the same order)
+    and the lookup keys of its links (parallel to page.links)."""
 
-    members: tuple[tuple[str, str, str, str], ...]  # (node id, label, kind, relation)
-    links: tuple[tuple[str, str], ...]  # (lookup key, raw link value)
+    member_ids: tuple[str, ...]
+    link_keys: tuple[str, ...]
 
 
 def page_fragment(page: Page) -> Fragment:
-    members: list[tuple[str, str, str, str]] = []
-    for heading in page.headings:
-        members.append((f"heading:{slug(page.id + ':' + heading)}", heading, "heading", "contains"))
-    for ref in page.source_refs:
-        members.append((f"source:{slug(ref)}", ref, "source_ref", "cites"))
-    for tag in page.tags:
-        label = tag.lstrip("#")
-        members.append((f"tag:{slug(label.lower())}", label, "tag", "tagged"))
-    return Fragment(tuple(members), tuple((lookup_key(link), link) for link in page.links))
+    ids = [f"heading:{slug(page.id + ':' + heading)}" for heading in page.headings]
+    ids += [f"source:{slug(ref)}" for ref in page.source_refs]
+    ids += [f"tag:{slug(tag.lstrip('#').lower())}" for tag in page.tags]
+    return Fragment(tuple(ids), tuple(lookup_key(link) for link in page.links))
+
+
+def _members(page: Page, fragment: Fragment) -> Iterator[tuple[str, str, str, str]]:
+    """(node id, label, kind, relation) for each heading, source ref and tag of a page."""
+    labels = (
+        [(h, "heading", "contains") for h in page.headings]
+        + [(r, "source_ref", "cites") for r in page.source_refs]
+        + [(t.lstrip("#"), "tag", "tagged") for t in page.tags]
+    )
+    for nid, (label, kind, relation) in zip(fragment.member_ids, labels, strict=True):
+        yield nid, label, kind, relation
 
 
 def unresolved_node(value: str, path: str, source: str) -> Node:
@@ -135,20 +143,25 @@ def build_graph(pages: Sequence[Page], fragments: Sequence[Fragment], adapter: s
     """Nodes and edges in the contract's construction order (2.2)."""
     g = GraphBuilder()
     nodes, edges = g.nodes, g.edges
+    # One id string per page, shared by every edge that touches it.
+    page_ids: dict[int, str] = {}
     for page in pages:
-        nodes.setdefault(f"page:{page.id}", Node(f"page:{page.id}", page.title, page.role, page.path, page))
-    for page, fragment in zip(pages, fragments, strict=True):
         pid = f"page:{page.id}"
+        if pid not in nodes:
+            nodes[pid] = Node(pid, page.title, page.role, page.path, page)
+        page_ids[id(page)] = nodes[pid].id
+    for page, fragment in zip(pages, fragments, strict=True):
+        pid = page_ids[id(page)]
         path = page.path
-        for nid, label, kind, relation in fragment.members:
+        for nid, label, kind, relation in _members(page, fragment):
             if nid not in nodes:
                 nodes[nid] = Node(nid, label, kind, path, None)
             if (pid, nid, relation) not in edges:
                 edges[(pid, nid, relation)] = Edge(pid, nid, relation, None)
-        for key, raw in fragment.links:
+        for key, raw in zip(fragment.link_keys, page.links, strict=True):
             target = lookup.get(key) if key else None
             if target is not None:
-                g.edge(pid, f"page:{target.id}", "links_to", None)
+                g.edge(pid, page_ids[id(target)], "links_to", None)
             else:
                 node = unresolved_node(raw, path, "wikilink")
                 g.node(node)
@@ -220,9 +233,15 @@ class GraphView:
         self.nodes = nodes
         self.edges = edges
         self.base_meta = base_meta
-        self.by_id: dict[str, Node] = {n.id: n for n in nodes}
+        self._by_id: dict[str, Node] | None = None
         self._outgoing: dict[str, list[Edge]] | None = None
         self._incoming: dict[str, list[Edge]] | None = None
+
+    @property
+    def by_id(self) -> dict[str, Node]:
+        if self._by_id is None:
+            self._by_id = {n.id: n for n in self.nodes}
+        return self._by_id
 
     def outgoing(self, node_id: str) -> list[Edge]:
         if self._outgoing is None:

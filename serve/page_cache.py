@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
@@ -56,12 +57,18 @@ class PageCache:
 
     def save(self, records: dict[str, FileRecord]) -> None:
         """Write atomically (temp file + rename) so a crash never leaves half a cache."""
-        keep = {rel: rec for rel, rec in records.items() if rec.raw is None and not rec.skipped}
+        keep = {rel: rec for rel, rec in records.items() if not rec.skipped}
+        tmp = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".pages-", dir=self.path.parent)
             with os.fdopen(fd, "wb") as handle:
                 pickle.dump((self.header, keep), handle, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, self.path)
-        except OSError as exc:
+            tmp = None
+        except (OSError, pickle.PicklingError) as exc:
             log.warning("page_cache_write_failed", error=type(exc).__name__)
+        finally:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)

@@ -112,12 +112,18 @@ def fast_mapping(block: str) -> dict[str, Any] | None:
     """Parse simple frontmatter without the YAML machinery, or None to defer to it."""
     result: dict[str, Any] = {}
     pending: str | None = None  # key whose block list is being read
+    indent = ""  # the list's item indentation: every item must use the same
     for line in block.split("\n"):
-        if not line.strip() or "\t" in line:
-            return None  # blank lines and tabs have YAML rules of their own; let YAML decide
-        if pending is not None and line[0] in " -\t":
+        if not line.strip() or "\t" in line or not line.isprintable():
+            return None  # blank lines, tabs and control characters: let YAML decide
+        if pending is not None and line[0] in " -":
             item = _ITEM_LINE.match(line)
             if item is None:
+                return None
+            item_indent = line[: len(line) - len(line.lstrip(" "))]
+            if not result[pending]:
+                indent = item_indent
+            elif item_indent != indent:
                 return None
             value = _scalar(item.group(1))
             if value is _FALLBACK or not isinstance(value, str | int | bool) or value is None:
@@ -129,7 +135,7 @@ def fast_mapping(block: str) -> dict[str, Any] | None:
         if match is None:
             return None
         key, raw = match.group(1), match.group(2) or ""
-        if key in _BOOLS or key in _NULLS or key == "<<":
+        if key in _BOOLS or key in _NULLS or key == "<<" or key in result:
             return None
         if raw == "":
             result[key] = []
@@ -166,7 +172,7 @@ def _empty_list_keys(block: str) -> set[str]:
         match = _KEY_LINE.match(line)
         if match and not match.group(2):
             following = lines[i + 1] if i + 1 < len(lines) else ""
-            if not following[:1] in (" ", "-", "\t"):
+            if following[:1] not in (" ", "-", "\t"):
                 keys.add(match.group(1))
     return keys
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +70,7 @@ class Page:
     title: str
     path: str
     role: str
-    text: str
+    text_z: bytes  # the body text, zlib-compressed: most of a large folder's memory
     summary: str
     frontmatter: dict[str, Any]
     review_state: str
@@ -86,6 +87,11 @@ class Page:
     wiki_title: str = ""
     description: str = ""
     degraded: str = ""  # why the page was degraded while parsing ("" when clean)
+
+    @property
+    def text(self) -> str:
+        """The body (after frontmatter), stripped; raw Markdown."""
+        return zlib.decompress(self.text_z).decode("utf-8")
 
     def payload(self) -> dict[str, Any]:
         """The read payload (WikiPage), in wire order."""
@@ -110,7 +116,7 @@ class Page:
 
 def collapse(text: str) -> str:
     """Collapse every whitespace run to one space and trim."""
-    return WHITESPACE_RE.sub(" ", text).strip()
+    return " ".join(text.split())
 
 
 def strip_page_suffix(value: str) -> str:
@@ -256,7 +262,7 @@ def parse_page(text: str, path: str, options: ParseOptions, *, degraded: str = "
     body_stripped = body.strip()
 
     # Headings with their file line numbers (raw origins for citations).
-    line_count = text.count("\n") + 1 if text else 0
+    line_count = text.count("\n") + (0 if text.endswith("\n") else 1) if text else 0
     raw_headings: list[tuple[str, int, int]] = []  # (text, level, line)
     line = split.body_line
     pos = 0
@@ -265,7 +271,7 @@ def parse_page(text: str, path: str, options: ParseOptions, *, degraded: str = "
         pos = match.start(2)
         raw_headings.append((collapse(match.group(2)), len(match.group(1)), line))
     headings = tuple(h[0] for h in raw_headings[:MAX_HEADINGS])
-    sections = _sections(raw_headings[:MAX_HEADINGS], line_count)
+    sections = _sections(raw_headings, line_count)[:MAX_HEADINGS]
 
     stem = path.rsplit("/", 1)[-1]
     stem = stem[: stem.rfind(".")] if "." in stem else stem
@@ -302,7 +308,7 @@ def parse_page(text: str, path: str, options: ParseOptions, *, degraded: str = "
         title=title,
         path=path,
         role="topic",
-        text=body_stripped,
+        text_z=zlib.compress(body_stripped.encode("utf-8"), 1),
         summary=summarize(body),
         frontmatter=safe_fm,
         review_state=review_state,
