@@ -53,6 +53,15 @@ class Edge(NamedTuple):
     meta: dict[str, Any] | None
 
 
+# NamedTuple's constructor runs Python code; building from a tuple runs in C (hot loops).
+def _node(*fields: Any) -> Node:
+    return tuple.__new__(Node, fields)
+
+
+def _edge(*fields: Any) -> Edge:
+    return tuple.__new__(Edge, fields)
+
+
 @dataclass(frozen=True, slots=True)
 class Fragment:
     """What one page contributes to the graph, independent of every other page, kept
@@ -120,7 +129,7 @@ class GraphBuilder:
         key = (source, target, relation)
         kept = self.edges.get(key)
         if kept is None:
-            self.edges[key] = Edge(source, target, relation, meta)
+            self.edges[key] = _edge(source, target, relation, meta)
             return
         if not meta:
             return
@@ -148,16 +157,17 @@ def build_graph(pages: Sequence[Page], fragments: Sequence[Fragment], adapter: s
     for page in pages:
         pid = f"page:{page.id}"
         if pid not in nodes:
-            nodes[pid] = Node(pid, page.title, page.role, page.path, page)
+            nodes[pid] = _node(pid, page.title, page.role, page.path, page)
         page_ids[id(page)] = nodes[pid].id
     for page, fragment in zip(pages, fragments, strict=True):
         pid = page_ids[id(page)]
         path = page.path
         for nid, label, kind, relation in _members(page, fragment):
             if nid not in nodes:
-                nodes[nid] = Node(nid, label, kind, path, None)
-            if (pid, nid, relation) not in edges:
-                edges[(pid, nid, relation)] = Edge(pid, nid, relation, None)
+                nodes[nid] = _node(nid, label, kind, path, None)
+            member_key = (pid, nid, relation)
+            if member_key not in edges:
+                edges[member_key] = _edge(pid, nid, relation, None)
         for key, raw in zip(fragment.link_keys, page.links, strict=True):
             target = lookup.get(key) if key else None
             if target is not None:
@@ -200,6 +210,50 @@ def build_graph(pages: Sequence[Page], fragments: Sequence[Fragment], adapter: s
                 meta["confidence"] = fact.confidence
             g.edge(ends[0], ends[1], canonical_relation(fact.type), meta)
     return list(nodes.values()), list(edges.values())
+
+
+def graph_counts(pages: Sequence[Page], fragments: Sequence[Fragment], adapter: str,
+                 sidecars: Sequence[SidecarFile], lookup: dict[str, Page]) -> tuple[int, int]:
+    """len(nodes), len(edges) of build_graph without building it: /health needs only the
+    counts, and building a large graph costs seconds. Falls back to the full build where
+    the shortcut's assumptions do not hold (Dendron hierarchy, duplicate page ids)."""
+    page_ids = {f"page:{p.id}" for p in pages}
+    if adapter == "dendron" or len(page_ids) != len(pages):
+        nodes, edges = build_graph(pages, fragments, adapter, sidecars, lookup)
+        return len(nodes), len(edges)
+    node_ids = set(page_ids)
+    edge_count = 0
+    for fragment in fragments:
+        node_ids.update(fragment.member_ids)
+        # Member ids are unique to their relation (the id prefix says which), so a page's
+        # member edges are its distinct member ids.
+        edge_count += len(set(fragment.member_ids))
+    keys: set[tuple[str, str, str]] = set()
+    for page, fragment in zip(pages, fragments, strict=True):
+        pid = f"page:{page.id}"
+        for key, raw in zip(fragment.link_keys, page.links, strict=True):
+            target = lookup.get(key) if key else None
+            if target is not None:
+                keys.add((pid, f"page:{target.id}", "links_to"))
+            else:
+                node = unresolved_node(raw, page.path, "wikilink")
+                node_ids.add(node.id)
+                keys.add((pid, node.id, "links_to"))
+    for sidecar in sidecars:
+        for fact in sidecar.edges:
+            ends = []
+            for value in (fact.source, fact.target):
+                end_page = lookup.get(lookup_key(value))
+                if end_page is not None:
+                    ends.append(f"page:{end_page.id}")
+                else:
+                    nid = unresolved_node(value, "", "graph.json").id
+                    node_ids.add(nid)
+                    ends.append(nid)
+            # Sidecar endpoints are pages or placeholder/external nodes, never heading,
+            # source or tag nodes, so these edges can only merge with link edges.
+            keys.add((ends[0], ends[1], canonical_relation(fact.type)))
+    return len(node_ids), edge_count + len(keys)
 
 
 def build_lookup(pages: Iterable[Page], source_root: str) -> dict[str, Page]:

@@ -18,6 +18,7 @@ from serve.graph import (
     build_graph,
     build_lookup,
     canonical_relation,
+    graph_counts,
     lookup_key,
     slug,
 )
@@ -133,6 +134,13 @@ class Projection:
         return build_graph(self.pages, self.fragments, self.layout.adapter, self.sidecars,
                            self.lookup)
 
+    @cached_property
+    def graph_counts(self) -> tuple[int, int]:
+        if "_graph" in self.__dict__:  # already built: count it
+            return len(self.nodes), len(self.edges)
+        return graph_counts(self.pages, self.fragments, self.layout.adapter, self.sidecars,
+                            self.lookup)
+
     @property
     def nodes(self) -> list[Node]:
         return self._graph[0]
@@ -157,8 +165,8 @@ class Projection:
             "signature": self.signature,
             "page_count": self.page_count,
             "approved_page_count": self.approved_page_count,
-            "graph_node_count": len(self.nodes),
-            "graph_edge_count": len(self.edges),
+            "graph_node_count": self.graph_counts[0],
+            "graph_edge_count": self.graph_counts[1],
         }
 
     def raw_origins(self) -> dict[str, Any]:
