@@ -19,12 +19,13 @@ class HttpError(Exception):
     """Base for errors that become HTTP responses; subclasses fix the body shape."""
 
     status = 500
+    headers: dict[str, str] | None = None
 
     def body(self) -> dict[str, Any]:
         return {"detail": "Internal Server Error"}
 
     def response(self) -> web.Response:
-        return json_response(self.body(), status=self.status)
+        return json_response(self.body(), status=self.status, headers=self.headers)
 
 
 class DetailError(HttpError):
@@ -79,7 +80,9 @@ def from_aiohttp(exc: web.HTTPException) -> HttpError:
     if isinstance(exc, web.HTTPNotFound):
         return DetailError(404, "Not Found")
     if isinstance(exc, web.HTTPMethodNotAllowed):
-        return DetailError(405, "Method Not Allowed")
+        error = DetailError(405, "Method Not Allowed")
+        error.headers = {"Allow": ", ".join(sorted(exc.allowed_methods))}
+        return error
     if isinstance(exc, web.HTTPRequestEntityTooLarge):
         return DetailError(413, "Request body too large")
     return DetailError(exc.status, exc.reason or "error")

@@ -15,6 +15,7 @@ from serve import inotify
 from serve.errors import KnowledgeSourceError, WikiRootError, root_missing
 from serve.folder import FileRecord, FolderMirror
 from serve.projection import Projection
+from serve.settings import DEFAULT_MAX_PAGE_BYTES
 from serve.source.tree import MARKER_DIRS, PAGE_SUFFIXES, is_tracked_file, is_walked_dir
 
 log = structlog.get_logger("llmwiki.serve.freshness")
@@ -36,7 +37,7 @@ class Freshness:
         source_id: str | None = None,
         refresh_interval_seconds: float = 0.0,
         producer_manifest: str | None = None,
-        max_page_bytes: int = 8 * 1024 * 1024,
+        max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES,
         use_inotify: bool = True,
         cached_records: dict[str, FileRecord] | None = None,
     ) -> None:

@@ -13,6 +13,7 @@ import structlog
 
 from common.version import __version__
 from serve.folder import FileRecord
+from serve.settings import DEFAULT_MAX_PAGE_BYTES
 
 log = structlog.get_logger("llmwiki.serve.cache")
 
@@ -35,12 +36,14 @@ class PageCache:
     stat (device, inode, size, mtime and ctime) before use, so a stale entry is never
     served: it is simply re-read."""
 
-    def __init__(self, cache_dir: Path, root: Path) -> None:
+    def __init__(self, cache_dir: Path, root: Path, *,
+                 max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES) -> None:
         if is_inside(cache_dir, root):
             raise ValueError("the page cache directory must be outside the served root")
         key = hashlib.sha256(str(root).encode("utf-8")).hexdigest()[:24]
         self.path = cache_dir / f"pages-{key}.pickle"
-        self.header = (CACHE_FORMAT, __version__, str(root))
+        # Settings that change what a parsed record holds are part of the header.
+        self.header = (CACHE_FORMAT, __version__, str(root), max_page_bytes)
 
     def load(self) -> dict[str, FileRecord]:
         try:

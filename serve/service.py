@@ -44,7 +44,8 @@ class KnowledgeSource:
         self.cache: PageCache | None = None
         records = None
         if settings.page_cache:
-            self.cache = PageCache(settings.cache_dir or default_cache_dir(), self.root)
+            self.cache = PageCache(settings.cache_dir or default_cache_dir(), self.root,
+                                   max_page_bytes=settings.max_page_bytes)
             records = self.cache.load()
         self.freshness = Freshness(
             self.root,

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 
+DEFAULT_MAX_PAGE_BYTES = 8 * 1024 * 1024
+
+
 class SettingsError(ValueError):
     """An option or environment value is invalid; the message names it."""
 
@@ -27,7 +30,7 @@ class ServeSettings:
     graph_default_limit: int = 100
     cache_dir: Path | None = None
     page_cache: bool = True
-    max_page_bytes: int = 8 * 1024 * 1024
+    max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES
     max_body_bytes: int = 1024 * 1024
     inotify: bool = True
     log_level: str = "info"
