@@ -8,7 +8,8 @@ import os
 import stat as stat_mod
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 import structlog
@@ -36,9 +37,8 @@ RACY_WINDOW_NS = 2_000_000_000
 READ_CHUNK = 1 << 20
 
 
-@dataclass(frozen=True, slots=True)
-class FileRecord:
-    """What the mirror knows about one tracked file."""
+class FileRecord(NamedTuple):
+    """What the mirror knows about one tracked file (a tuple: restored in bulk at start)."""
 
     stat: FileStat
     digest: str
@@ -164,6 +164,7 @@ class FolderMirror:
         self.reported: set[tuple[str, str]] = set()
         self.parsed_count = 0  # pages parsed from bytes (not reused) since construction
         self.generation = 0  # bumped whenever anything the projection reads has changed
+        self.in_walk_order = False  # records' insertion order is the signature's order
 
     # -- scanning -------------------------------------------------------------------
 
@@ -224,9 +225,11 @@ class FolderMirror:
                 if self.records.pop(rel, None) is not None:
                     self.generation += 1
                 continue
+            if rel not in self.records:
+                self.in_walk_order = False
             fresh = self._read(rel, FileStat.of(st))
             if before is not None and before.digest == fresh.digest and before.page is not None:
-                fresh = replace(before, stat=fresh.stat, verified_ns=fresh.verified_ns)
+                fresh = before._replace(stat=fresh.stat, verified_ns=fresh.verified_ns)
             elif before is None or before.digest != fresh.digest or before.problem != fresh.problem:
                 self.generation += 1
             self.records[rel] = fresh
@@ -246,11 +249,13 @@ class FolderMirror:
         changed = False
         if replace_all:
             self.records = {}
+            self.in_walk_order = True
             new_dirs, new_markers, new_links = set(walk.dirs), dict(walk.marker_dirs), set(walk.symlinks)
             changed = (new_dirs != self.dirs or new_markers != self.markers
                        or new_links != self.symlinks or old.keys() != walk.files.keys())
             self.dirs, self.markers, self.symlinks = new_dirs, new_markers, new_links
         else:
+            self.in_walk_order = False
             changed = bool(set(walk.dirs) - self.dirs) or bool(set(walk.symlinks) - self.symlinks)
             self.dirs.update(walk.dirs)
             self.symlinks.update(walk.symlinks)
@@ -268,7 +273,7 @@ class FolderMirror:
             if record is None or fresh.digest != record.digest or fresh.problem != record.problem:
                 changed = True
             elif record.page is not None:  # same bytes: keep the parsed page
-                fresh = replace(record, stat=st, verified_ns=fresh.verified_ns)
+                fresh = record._replace(stat=st, verified_ns=fresh.verified_ns)
             self.records[rel] = fresh
         if changed:
             self.generation += 1
@@ -318,7 +323,7 @@ class FolderMirror:
             known = previous.get(result.rel)
             if (known is not None and known.page is not None and result.page is None
                     and result.digest == known.digest and not result.skipped):
-                out[result.rel] = replace(known, stat=stats[result.rel], verified_ns=result.verified_ns)
+                out[result.rel] = known._replace(stat=stats[result.rel], verified_ns=result.verified_ns)
             else:
                 out[result.rel] = record_from(result, stats[result.rel])
         return out
@@ -398,19 +403,17 @@ class FolderMirror:
         if result.page is None or result.digest != record.digest:
             return record
         self.parsed_count += 1
-        record = replace(record, page=result.page, fragment=result.fragment, parse_key=key,
-                         problem=result.problem)
+        record = record._replace(page=result.page, fragment=result.fragment, parse_key=key,
+                                 problem=result.problem)
         self.records[rel] = record
         return record
 
     def signature(self) -> str:
-        entries: list[tuple[tuple[tuple[int, str], ...], str]] = []
-        for rel, size in self.markers.items():
-            entries.append((walk_order_key(rel, is_marker_dir=True), f"{rel}\tdir\t{size}\t"))
-        for rel, record in self.records.items():
-            entries.append((walk_order_key(rel), f"{rel}\tfile\t{record.stat.size}\t{record.digest}"))
-        entries.sort(key=lambda e: e[0])
-        return signature_of(line for _, line in entries)
+        markers = [f"{rel}\tdir\t{size}\t" for rel, size in sorted(self.markers.items())]
+        order = self.records if self.in_walk_order else sorted(self.records, key=walk_order_key)
+        files = [f"{rel}\tfile\t{self.records[rel].stat.size}\t{self.records[rel].digest}"
+                 for rel in order]
+        return signature_of([*markers, *files])
 
     def _report(self, diagnostics: list[Diagnostic]) -> None:
         """Log each problem file once per reason, not on every re-projection."""

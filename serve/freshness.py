@@ -40,6 +40,7 @@ class Freshness:
         max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES,
         use_inotify: bool = True,
         cached_records: dict[str, FileRecord] | None = None,
+        known_counts: dict[str, tuple[int, int]] | None = None,
     ) -> None:
         if refresh_interval_seconds < 0:
             raise ValueError("refresh_interval_seconds must be >= 0")
@@ -57,6 +58,7 @@ class Freshness:
         self.watcher: inotify.Inotify | None = None
         self.watches: dict[int, str] = {}
         self.marker_state: tuple[object, ...] | None = None
+        self.known_counts = dict(known_counts or {})
         self.walks = 0  # full walks done (observability and tests)
         self.projections = 0
 
@@ -147,7 +149,11 @@ class Freshness:
 
     def _project(self) -> None:
         try:
-            self.current = self.mirror.project()
+            projection = self.mirror.project()
+            counts = self.known_counts.get(projection.signature)
+            if counts is not None:  # seeded before the snapshot is published
+                projection.__dict__["graph_counts"] = counts
+            self.current = projection
             self.error = None
             self.projections += 1
         except KnowledgeSourceError as exc:

@@ -62,8 +62,7 @@ def _edge(*fields: Any) -> Edge:
     return tuple.__new__(Edge, fields)
 
 
-@dataclass(frozen=True, slots=True)
-class Fragment:
+class Fragment(NamedTuple):
     """What one page contributes to the graph, independent of every other page, kept
     flat because a large folder holds hundreds of thousands of these ids: the node ids
     of its headings, source refs and tags (labels come from the page, in the same order)
@@ -71,13 +70,16 @@ class Fragment:
 
     member_ids: tuple[str, ...]
     link_keys: tuple[str, ...]
+    page_keys: tuple[str, ...]  # lookup keys of the page itself: id, title, path, file name
 
 
 def page_fragment(page: Page) -> Fragment:
     ids = [f"heading:{slug(page.id + ':' + heading)}" for heading in page.headings]
     ids += [f"source:{slug(ref)}" for ref in page.source_refs]
     ids += [f"tag:{slug(tag.lstrip('#').lower())}" for tag in page.tags]
-    return Fragment(tuple(ids), tuple(lookup_key(link) for link in page.links))
+    own = (page.id, page.title, page.path, page.path.rsplit("/", 1)[-1])
+    return Fragment(tuple(ids), tuple(lookup_key(link) for link in page.links),
+                    tuple(lookup_key(key) for key in own))
 
 
 def _members(page: Page, fragment: Fragment) -> Iterator[tuple[str, str, str, str]]:
@@ -256,15 +258,16 @@ def graph_counts(pages: Sequence[Page], fragments: Sequence[Fragment], adapter: 
     return len(node_ids), edge_count + len(keys)
 
 
-def build_lookup(pages: Iterable[Page], source_root: str) -> dict[str, Page]:
-    """Link targets: id, title, path and file name of every page (later pages win)."""
+def build_lookup(pages: Iterable[Page], fragments: Iterable[Fragment],
+                 source_root: str) -> dict[str, Page]:
+    """Link targets: id, title, path and file name of every page (later pages win); for a
+    nested source root also `<root>/<id>` and `<root>/<path>`."""
     lookup: dict[str, Page] = {}
-    for page in pages:
-        keys = [page.id, page.title, page.path, page.path.rsplit("/", 1)[-1]]
+    for page, fragment in zip(pages, fragments, strict=True):
+        keys = list(fragment.page_keys)
         if source_root != ".":
-            keys += [f"{source_root}/{page.id}", f"{source_root}/{page.path}"]
-        for key in keys:
-            norm = lookup_key(key)
+            keys += [lookup_key(f"{source_root}/{page.id}"), lookup_key(f"{source_root}/{page.path}")]
+        for norm in keys:
             if norm:
                 lookup[norm] = page
     return lookup

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -86,7 +86,7 @@ class Projection:
     ) -> None:
         self.layout = layout
         self.pages: tuple[Page, ...] = tuple(
-            replace(p, role=role) if (role := layout.role_of(p.path)) != p.role else p
+            p._replace(role=role) if (role := layout.role_of(p.path)) != p.role else p
             for p in pages
         )
         self.sidecars = tuple(sidecars)
@@ -127,7 +127,7 @@ class Projection:
 
     @cached_property
     def lookup(self) -> dict[str, Page]:
-        return build_lookup(self.pages, self.layout.metadata.get("source_root", "."))
+        return build_lookup(self.pages, self.fragments, self.layout.metadata.get("source_root", "."))
 
     @cached_property
     def _graph(self) -> tuple[list[Node], list[Edge]]:

@@ -55,6 +55,7 @@ class KnowledgeSource:
             max_page_bytes=settings.max_page_bytes,
             use_inotify=settings.inotify,
             cached_records=records,
+            known_counts=self.cache.counts if self.cache is not None else None,
         )
         self._saved_generation = -1
 
@@ -72,7 +73,11 @@ class KnowledgeSource:
             if generation == self._saved_generation:
                 return
             records = dict(self.freshness.mirror.records)
-        self.cache.save(records)
+            current = self.freshness.current
+        counts = None
+        if current is not None:
+            counts = {current.signature: current.graph_counts}
+        self.cache.save(records, counts)
         self._saved_generation = generation
 
     def close(self) -> None:

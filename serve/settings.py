@@ -8,7 +8,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-
 DEFAULT_MAX_PAGE_BYTES = 8 * 1024 * 1024
 
 

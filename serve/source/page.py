@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 import zlib
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from serve.source.frontmatter import json_safe, split_frontmatter
 
@@ -44,8 +44,7 @@ FALSE_WORDS = frozenset({"0", "false", "no", "n", "off"})
 ROLE_RANK = {"hot": 0, "index": 1, "overview": 2, "topic": 3}
 
 
-@dataclass(frozen=True, slots=True)
-class Section:
+class Section(NamedTuple):
     """Where one heading's section sits in the file (1-based, inclusive line numbers)."""
 
     heading: str
@@ -54,17 +53,18 @@ class Section:
     end_line: int
 
 
-@dataclass(frozen=True, slots=True)
-class ParseOptions:
+class ParseOptions(NamedTuple):
     """Adapter-dependent parsing choices (part of the page cache key)."""
 
     alias_target_last: bool = False  # Dendron: [[Alias|target]]
     logseq_titles: bool = False  # Logseq: '___' in a file stem means '/'
 
 
-@dataclass(frozen=True, slots=True)
-class Page:
-    """A parsed page. Immutable; `role` is assigned by the loader from the page's location."""
+class Page(NamedTuple):
+    """A parsed page. Immutable; `role` is assigned by the loader from the page's location.
+
+    A NamedTuple (not a dataclass) because tens of thousands are built, cached and
+    restored at start-up, and tuples do that at C speed."""
 
     id: str
     title: str
@@ -72,7 +72,7 @@ class Page:
     role: str
     text_z: bytes  # the body text, zlib-compressed: most of a large folder's memory
     summary: str
-    frontmatter: dict[str, Any]
+    frontmatter_json: str  # JSON text: one object instead of a tree per page in memory
     review_state: str
     status: str
     source_refs: tuple[str, ...]
@@ -83,10 +83,16 @@ class Page:
     approved: bool
     line_count: int
     body_line: int
-    sections: tuple[Section, ...] = field(default=())
+    sections: tuple[Section, ...] = ()
     wiki_title: str = ""
     description: str = ""
     degraded: str = ""  # why the page was degraded while parsing ("" when clean)
+
+    @property
+    def frontmatter(self) -> dict[str, Any]:
+        """The parsed frontmatter mapping, JSON-safe (dates as ISO strings)."""
+        value: dict[str, Any] = json.loads(self.frontmatter_json)
+        return value
 
     @property
     def text(self) -> str:
@@ -310,7 +316,7 @@ def parse_page(text: str, path: str, options: ParseOptions, *, degraded: str = "
         role="topic",
         text_z=zlib.compress(body_stripped.encode("utf-8"), 1),
         summary=summarize(body),
-        frontmatter=safe_fm,
+        frontmatter_json=json.dumps(safe_fm, ensure_ascii=False, separators=(",", ":")),
         review_state=review_state,
         status=status,
         source_refs=tuple(source_refs),

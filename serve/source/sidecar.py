@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class SidecarEdge:
+class SidecarEdge(NamedTuple):
     source: str
     target: str
     type: str

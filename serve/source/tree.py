@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # Directory names never walked (runtime and tooling output); compared per root-relative part.
 IGNORED_DIRS = frozenset(
@@ -46,8 +47,7 @@ def is_walked_dir(rel: str) -> bool:
     return not any(p in IGNORED_DIRS or p in MARKER_DIRS for p in parts)
 
 
-@dataclass(frozen=True, slots=True)
-class FileStat:
+class FileStat(NamedTuple):
     """What stat tells about one file; equal stats mean unchanged content (see page_cache)."""
 
     size: int
@@ -58,14 +58,14 @@ class FileStat:
 
     @classmethod
     def of(cls, st: os.stat_result) -> FileStat:
-        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+        return tuple.__new__(cls, (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev))
 
 
 @dataclass(slots=True)
 class Walk:
     """One top-down walk of the root: tracked files, walked dirs and root marker dirs."""
 
-    files: dict[str, FileStat]
+    files: dict[str, FileStat]  # in walk order (see walk_order_key)
     dirs: list[str]
     marker_dirs: dict[str, int]  # rel -> directory st_size (part of the signature)
     symlinks: list[str]  # symlinked page or sidecar files, ignored and reported
@@ -86,7 +86,8 @@ def walk_dir(root: str, rel_dir: str, into: Walk) -> None:
         into.dirs.append(current)
         base = os.path.join(root, current) if current else root
         try:
-            entries = list(os.scandir(base))
+            # Sorted by name, so files land in `files` in the signature's walk order.
+            entries = sorted(os.scandir(base), key=lambda e: e.name)
         except OSError:
             continue
         subdirs: list[str] = []
