@@ -9,8 +9,8 @@ import stat as stat_mod
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 import structlog
 
