@@ -8,23 +8,18 @@ import marshal
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import structlog
 
 from common.version import __version__
-from serve.folder import FileRecord
-from serve.graph import Fragment
+from serve.folder import FileRecord, decode_record, encode_record
 from serve.settings import DEFAULT_MAX_PAGE_BYTES
-from serve.source.page import Page, ParseOptions, Section
-from serve.source.sidecar import SidecarEdge
-from serve.source.tree import FileStat
+from serve.source.page import Page
 
 log = structlog.get_logger("llmwiki.serve.cache")
 
 # Bump when parsing changes what a Page holds, so old caches are ignored.
 CACHE_FORMAT = 2
-_new = tuple.__new__
 
 
 def default_cache_dir() -> Path:
@@ -35,37 +30,6 @@ def default_cache_dir() -> Path:
 def is_inside(path: Path, root: Path) -> bool:
     path, root = path.resolve(), root.resolve()
     return path == root or root in path.parents
-
-
-def encode_record(record: FileRecord) -> tuple[Any, ...]:
-    """A record as builtin values only (marshal-able: no code runs when it is loaded)."""
-    page = record.page
-    flat_page = None
-    if page is not None:
-        flat_page = (*page[:17], tuple(tuple(s) for s in page.sections), *page[18:])
-    parse_key = None
-    if record.parse_key is not None:
-        parse_key = (record.parse_key[0], tuple(record.parse_key[1]))
-    # Field order is FileRecord's; decode_record rebuilds it positionally.
-    return (
-        tuple(record.stat), record.digest, record.verified_ns, flat_page,
-        tuple(record.fragment) if record.fragment is not None else None, parse_key,
-        record.text, tuple(tuple(e) for e in record.sidecar), record.problem, record.skipped,
-    )
-
-
-def decode_record(raw: tuple[Any, ...]) -> FileRecord:
-    stat, digest, verified_ns, flat_page, fragment, parse_key, text, sidecar, problem, skipped = raw
-    page = None
-    if flat_page is not None:
-        sections = tuple(_new(Section, s) for s in flat_page[17])
-        page = _new(Page, (*flat_page[:17], sections, *flat_page[18:]))
-    return _new(FileRecord, (
-        _new(FileStat, stat), digest, verified_ns, page,
-        _new(Fragment, fragment) if fragment is not None else None,
-        (parse_key[0], _new(ParseOptions, parse_key[1])) if parse_key else None,
-        text, tuple(_new(SidecarEdge, e) for e in sidecar), problem, skipped,
-    ))
 
 
 class PageCache:
