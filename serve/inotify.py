@@ -7,6 +7,7 @@ import ctypes.util
 import os
 import struct
 import sys
+import weakref
 from dataclasses import dataclass
 
 IN_MODIFY = 0x00000002
@@ -69,6 +70,9 @@ class Inotify:
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err))
         self.fd: int = fd
+        # Instances are limited per user (often 128): give the descriptor back even when
+        # an owner forgets to close.
+        self._finalizer = weakref.finalize(self, os.close, fd)
 
     def add_watch(self, path: str, mask: int = DIR_MASK) -> int:
         wd = self._lib.inotify_add_watch(self.fd, os.fsencode(path), ctypes.c_uint32(mask))
@@ -98,5 +102,5 @@ class Inotify:
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
+            self._finalizer()
             self.fd = -1

@@ -1,0 +1,1 @@
+"""On-demand benchmarks (not collected by pytest): `python -m tests.benchmarks.bench_serve`."""

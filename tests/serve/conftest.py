@@ -1,0 +1,48 @@
+"""Shared serve test fixtures: fixture copies in tmp_path and a live HTTP client factory."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # so `tests.support` imports however pytest is launched
+    sys.path.insert(0, str(REPO))
+
+from serve.protocols.http import create_app  # noqa: E402
+from serve.settings import ServeSettings  # noqa: E402
+from tests.support.folders import copy_fixture  # noqa: E402
+
+Client = TestClient[web.Request, web.Application]
+ClientFactory = Callable[..., Awaitable[Client]]
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path) -> Path:
+    """A private restart-cache directory (never the user's real cache)."""
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def sample_root(tmp_path: Path) -> Path:
+    """A private, mutable copy of fixtures/sample-wiki."""
+    return copy_fixture("sample-wiki", tmp_path / "roots")
+
+
+@pytest.fixture
+def serve_client(aiohttp_client: Any, cache_dir: Path) -> ClientFactory:
+    """Start the real app for a root on a loopback port and return a client talking to it."""
+
+    async def start(root: Path, **overrides: Any) -> Client:
+        overrides.setdefault("cache_dir", cache_dir)
+        settings = ServeSettings(root=root, **overrides)
+        client: Client = await aiohttp_client(create_app(settings))
+        return client
+
+    return start

@@ -1,0 +1,357 @@
+"""The restart cache: parsed pages reused across restarts, never stale, never inside the root."""
+
+from __future__ import annotations
+
+import marshal
+import os
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+import serve.folder as folder_module
+from serve.page_cache import PageCache
+from serve.protocols.http import SOURCE_KEY, create_app
+from serve.service import KnowledgeSource
+from serve.settings import ServeSettings
+from tests.support.folders import tree_digest
+
+ROLLBACK = "runbooks/rollback.md"
+
+
+@pytest.fixture
+def trust_fresh_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fixture copy was written moments ago, so every file's ctime falls inside the 2 s
+    racy window in which FileRecord.trusted_for refuses to trust an equal stat (a rewrite in
+    the same clock tick could keep size and mtime). A ctime cannot be set into the past, and
+    sleeping 2 s per test is what the house style forbids, so these tests shrink the window
+    to 0; the stat comparison itself (size, mtime, ctime, inode, device) still applies."""
+    monkeypatch.setattr(folder_module, "RACY_WINDOW_NS", 0)
+
+
+@pytest.fixture
+def digest_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every file whose bytes the mirror reads, in order."""
+    reads: list[str] = []
+    real = folder_module._digest_file
+
+    def counting(path: str, limit: int) -> Any:
+        reads.append(path)
+        return real(path, limit)
+
+    monkeypatch.setattr(folder_module, "_digest_file", counting)
+    return reads
+
+
+@pytest.fixture
+def sources() -> Iterator[list[KnowledgeSource]]:
+    made: list[KnowledgeSource] = []
+    yield made
+    for source in made:
+        source.close()
+
+
+def start(sources: list[KnowledgeSource], root: Path, cache_dir: Path,
+          **overrides: Any) -> KnowledgeSource:
+    source = KnowledgeSource(ServeSettings(root=root, cache_dir=cache_dir, **overrides))
+    sources.append(source)
+    return source
+
+
+def first_run(sources: list[KnowledgeSource], root: Path, cache_dir: Path) -> KnowledgeSource:
+    source = start(sources, root, cache_dir)
+    source.snapshot()
+    assert source.freshness.mirror.parsed_count == 14
+    source.save_cache()
+    source.close()
+    return source
+
+
+def cache_files(cache_dir: Path) -> list[str]:
+    return sorted(os.listdir(cache_dir))
+
+
+def test_restart_reuses_parsed_pages(sample_root: Path, cache_dir: Path,
+                                     sources: list[KnowledgeSource], trust_fresh_files: None,
+                                     digest_reads: list[str]) -> None:
+    first = first_run(sources, sample_root, cache_dir)
+    before = first.freshness.current
+    assert before is not None
+    digest_reads.clear()
+    second = start(sources, sample_root, cache_dir)
+    after = second.snapshot()
+    assert second.freshness.mirror.parsed_count == 0
+    assert digest_reads == []  # every record trusted from its stat: no bytes read at all
+    assert after.signature == before.signature
+    assert after.bundle_id == before.bundle_id
+    assert [(p.id, p.title, p.text) for p in after.pages] == [
+        (p.id, p.title, p.text) for p in before.pages]
+
+
+def test_restart_inside_racy_window_rereads_but_does_not_reparse(
+        sample_root: Path, cache_dir: Path, sources: list[KnowledgeSource],
+        digest_reads: list[str]) -> None:
+    first_run(sources, sample_root, cache_dir)
+    digest_reads.clear()
+    second = start(sources, sample_root, cache_dir)
+    second.snapshot()
+    # just-written files are re-read (racy window) but equal bytes keep the cached parse
+    assert len(digest_reads) > 0
+    assert second.freshness.mirror.parsed_count == 0
+
+
+def test_edited_file_is_not_served_stale(sample_root: Path, cache_dir: Path,
+                                         sources: list[KnowledgeSource],
+                                         trust_fresh_files: None) -> None:
+    first_run(sources, sample_root, cache_dir)
+    path = sample_root / ROLLBACK
+    before = os.stat(path)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("title: Rollback", "title: Rollbock", 1), encoding="utf-8")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after_stat = os.stat(path)
+    assert (after_stat.st_size, after_stat.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    second = start(sources, sample_root, cache_dir)
+    page = second.snapshot().find_page("runbooks/rollback")
+    assert page is not None
+    assert page.title == "Rollbock"
+    assert second.freshness.mirror.parsed_count == 1  # only the edited page was re-parsed
+
+
+def test_file_replaced_by_same_bytes_new_inode(sample_root: Path, cache_dir: Path,
+                                               sources: list[KnowledgeSource],
+                                               trust_fresh_files: None) -> None:
+    first_run(sources, sample_root, cache_dir)
+    path = sample_root / ROLLBACK
+    data = path.read_bytes()
+    path.unlink()
+    path.write_bytes(data.replace(b"title: Rollback", b"title: Replaced", 1))
+    second = start(sources, sample_root, cache_dir)
+    page = second.snapshot().find_page("runbooks/rollback")
+    assert page is not None and page.title == "Replaced"
+
+
+class _Tamper:
+    """A pickle that would create a file when unpickled (the cache must never run code)."""
+
+    def __init__(self, witness: Path) -> None:
+        self.witness = witness
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path.touch, (self.witness,))
+
+
+@pytest.mark.parametrize("content", [
+    b"", b"not a cache at all", b"\x80\x05\x95garbage", marshal.dumps(["wrong", "shape", 3]),
+    marshal.dumps(((0, "0.0.0", "/elsewhere"), [])), pickle.dumps(({}, {})),
+])
+def test_corrupt_or_foreign_cache_is_ignored(sample_root: Path, cache_dir: Path,
+                                             sources: list[KnowledgeSource],
+                                             content: bytes) -> None:
+    cache_path = PageCache(cache_dir, sample_root.resolve()).path
+    cache_path.parent.mkdir(parents=True)
+    cache_path.write_bytes(content)
+    source = start(sources, sample_root, cache_dir)
+    projection = source.snapshot()
+    assert projection.page_count == 14
+    assert source.freshness.mirror.parsed_count == 14
+    source.save_cache()
+    assert PageCache(cache_dir, sample_root.resolve()).load().keys() >= {ROLLBACK, "hot.md"}
+
+
+def test_tampered_cache_runs_no_code(sample_root: Path, cache_dir: Path, tmp_path: Path,
+                                     sources: list[KnowledgeSource]) -> None:
+    witness = tmp_path / "code-ran"
+    cache_path = PageCache(cache_dir, sample_root.resolve()).path
+    cache_path.parent.mkdir(parents=True)
+    cache_path.write_bytes(pickle.dumps(_Tamper(witness)))
+    source = start(sources, sample_root, cache_dir)
+    assert source.snapshot().page_count == 14
+    assert not witness.exists()
+
+
+def test_truncated_cache_is_ignored(sample_root: Path, cache_dir: Path,
+                                    sources: list[KnowledgeSource]) -> None:
+    first_run(sources, sample_root, cache_dir)
+    cache_path = PageCache(cache_dir, sample_root.resolve()).path
+    data = cache_path.read_bytes()
+    cache_path.write_bytes(data[: len(data) // 2])
+    source = start(sources, sample_root, cache_dir)
+    assert source.snapshot().page_count == 14
+    assert source.freshness.mirror.parsed_count == 14
+
+
+def test_cache_of_another_root_is_not_used(tmp_path: Path, cache_dir: Path,
+                                           sources: list[KnowledgeSource],
+                                           trust_fresh_files: None) -> None:
+    from tests.support.folders import copy_fixture
+
+    one = copy_fixture("sample-wiki", tmp_path / "one")
+    two = copy_fixture("sample-wiki", tmp_path / "two")
+    first_run(sources, one, cache_dir)
+    assert PageCache(cache_dir, one.resolve()).path != PageCache(cache_dir, two.resolve()).path
+    other = start(sources, two, cache_dir)
+    other.snapshot()
+    assert other.freshness.mirror.parsed_count == 14
+
+
+@pytest.mark.parametrize("inside", [".", "cache", "runbooks/.cache", "deep/er"])
+def test_cache_dir_inside_root_is_refused(sample_root: Path, inside: str) -> None:
+    with pytest.raises(ValueError, match="outside the served root"):
+        KnowledgeSource(ServeSettings(root=sample_root, cache_dir=sample_root / inside))
+    with pytest.raises(ValueError, match="outside the served root"):
+        create_app(ServeSettings(root=sample_root, cache_dir=sample_root / inside))
+
+
+def test_cache_dir_symlinked_into_root_is_refused(sample_root: Path, tmp_path: Path) -> None:
+    (tmp_path / "sneaky-cache").symlink_to(sample_root / "runbooks", target_is_directory=True)
+    with pytest.raises(ValueError, match="outside the served root"):
+        KnowledgeSource(ServeSettings(root=sample_root, cache_dir=tmp_path / "sneaky-cache"))
+
+
+def test_cache_written_atomically(sample_root: Path, cache_dir: Path,
+                                  sources: list[KnowledgeSource]) -> None:
+    source = first_run(sources, sample_root, cache_dir)
+    cache = PageCache(cache_dir, sample_root.resolve())
+    assert cache_files(cache_dir) == [cache.path.name]  # no temp file left behind
+    assert cache.path.name.startswith("pages-")
+    records = cache.load()
+    page_files = {r for r in records if r.endswith(".md")}
+    assert len(page_files) == 14
+    assert "graph/graph.json" in records
+    assert source.cache is not None and source.cache.path == cache.path
+
+
+class _DiskFullHandle:
+    """A file handle that writes a few bytes, then fails like a full disk."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def __enter__(self) -> _DiskFullHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.handle.close()
+
+    failed = 0
+
+    def write(self, data: bytes) -> int:
+        _DiskFullHandle.failed += 1
+        self.handle.write(data[:7])
+        raise OSError(28, "No space left on device")
+
+
+def test_failed_write_keeps_previous_cache(sample_root: Path, cache_dir: Path,
+                                           sources: list[KnowledgeSource],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    first_run(sources, sample_root, cache_dir)
+    cache = PageCache(cache_dir, sample_root.resolve())
+    good = cache.path.read_bytes()
+    loaded = cache.load()
+    real_fdopen = os.fdopen
+    monkeypatch.setattr(os, "fdopen",
+                        lambda fd, *a, **k: _DiskFullHandle(real_fdopen(fd, *a, **k)))
+    _DiskFullHandle.failed = 0
+    cache.save({})
+    monkeypatch.undo()
+    assert _DiskFullHandle.failed == 1  # the simulated full disk was really hit
+    assert cache.path.read_bytes() == good
+    assert cache.load().keys() == loaded.keys()
+    assert cache_files(cache_dir) == [cache.path.name]  # the partial temp file is removed
+
+
+def test_failed_rename_leaves_no_temp_file(sample_root: Path, cache_dir: Path,
+                                           sources: list[KnowledgeSource],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    first_run(sources, sample_root, cache_dir)
+    cache = PageCache(cache_dir, sample_root.resolve())
+    good = cache.path.read_bytes()
+
+    def refuse(src: str, dst: str) -> None:
+        raise OSError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    cache.save({})
+    monkeypatch.undo()
+    assert cache.path.read_bytes() == good
+    assert cache_files(cache_dir) == [cache.path.name]
+
+
+def test_lower_max_page_bytes_after_restart_skips_big_page(
+        sample_root: Path, cache_dir: Path, sources: list[KnowledgeSource],
+        trust_fresh_files: None) -> None:
+    big = sample_root / "big.md"
+    big.write_text("# Big\n\n" + "word " * 1000 + "\n", encoding="utf-8")  # about 5 KB
+    first = start(sources, sample_root, cache_dir, max_page_bytes=1 << 20)
+    assert first.snapshot().find_page("big") is not None
+    first.save_cache()
+    first.close()
+    second = start(sources, sample_root, cache_dir, max_page_bytes=2048)
+    projection = second.snapshot()
+    assert projection.find_page("big") is None
+    assert [(d.path, d.reason) for d in projection.diagnostics] == [("big.md", "too_large")]
+
+
+def test_layout_change_between_runs_reparses(tmp_path: Path, cache_dir: Path,
+                                             sources: list[KnowledgeSource],
+                                             trust_fresh_files: None) -> None:
+    import shutil
+
+    from tests.support.folders import copy_fixture
+
+    root = copy_fixture("shapes/logseq-graph", tmp_path / "roots")
+    config = (root / "logseq" / "config.edn").read_bytes()
+    shutil.rmtree(root / "logseq")
+    shutil.rmtree(root / "journals")
+    first = start(sources, root, cache_dir)
+    generic = first.snapshot()
+    assert generic.layout.adapter == "generic-markdown"
+    page = generic.find_page("pages/Project___Alpha")
+    assert page is not None and page.title == "Project___Alpha"
+    first.save_cache()
+    first.close()
+    (root / "logseq").mkdir()
+    (root / "logseq" / "config.edn").write_bytes(config)
+    second = start(sources, root, cache_dir)
+    logseq = second.snapshot()
+    assert logseq.layout.adapter == "logseq"
+    page = logseq.find_page("pages/Project___Alpha")
+    assert page is not None and page.title == "Project/Alpha"
+
+
+def test_no_cache_when_disabled(sample_root: Path, cache_dir: Path,
+                                sources: list[KnowledgeSource]) -> None:
+    source = start(sources, sample_root, cache_dir, page_cache=False)
+    source.snapshot()
+    source.save_cache()
+    assert source.cache is None
+    assert not cache_dir.exists()
+
+
+def test_serving_never_writes_inside_root(sample_root: Path, cache_dir: Path,
+                                          sources: list[KnowledgeSource]) -> None:
+    digest = tree_digest(sample_root)
+    first_run(sources, sample_root, cache_dir)
+    again = start(sources, sample_root, cache_dir)
+    again.snapshot()
+    again.save_cache()
+    assert tree_digest(sample_root) == digest
+    assert cache_files(cache_dir) == [PageCache(cache_dir, sample_root.resolve()).path.name]
+
+
+async def test_http_restart_uses_cache(sample_root: Path, cache_dir: Path,
+                                       trust_fresh_files: None) -> None:
+    settings = ServeSettings(root=sample_root, cache_dir=cache_dir)
+    async with TestClient(TestServer(create_app(settings))) as client:
+        assert (await client.get("/health")).status == 200
+        assert client.app[SOURCE_KEY].freshness.mirror.parsed_count == 14
+    # shutdown saved the cache; a new process-equivalent app parses nothing
+    assert len(cache_files(cache_dir)) == 1
+    async with TestClient(TestServer(create_app(settings))) as client:
+        body = await (await client.get("/read/runbooks/rollback")).json()
+        assert body["title"] == "Rollback"
+        assert client.app[SOURCE_KEY].freshness.mirror.parsed_count == 0
