@@ -200,8 +200,17 @@ class FolderMirror:
         self.layout: Layout | None = None
         self.reported: set[tuple[str, str]] = set()
         self.parsed_count = 0  # pages parsed from bytes (not reused) since construction
+        self.derived_count = 0  # projections derived from the previous one (content edits)
         self.generation = 0  # bumped whenever anything the projection reads has changed
         self.in_walk_order = False  # records' insertion order is the signature's order
+        # Pages whose content changed since the last projection, or None when anything
+        # else changed (files added or removed, config, sidecars): then build anew.
+        self.dirty: set[str] | None = None
+        self._lines: dict[str, str] | None = None  # signature lines by file, walk order
+
+    def _structural_change(self) -> None:
+        self.dirty = None
+        self._lines = None
 
     # -- scanning -------------------------------------------------------------------
 
@@ -261,6 +270,7 @@ class FolderMirror:
             if st is None or not stat_mod.S_ISREG(st.st_mode) or not is_tracked_file(rel):
                 if self.records.pop(rel, None) is not None:
                     self.generation += 1
+                    self._structural_change()
                 continue
             if rel not in self.records:
                 self.in_walk_order = False
@@ -269,6 +279,11 @@ class FolderMirror:
                 fresh = before._replace(stat=fresh.stat, verified_ns=fresh.verified_ns)
             elif before is None or before.digest != fresh.digest or before.problem != fresh.problem:
                 self.generation += 1
+                if (before is not None and self.dirty is not None and before.page is not None
+                        and fresh.page is not None and before.problem == fresh.problem):
+                    self.dirty.add(rel)  # an existing page's content changed
+                else:
+                    self._structural_change()
             self.records[rel] = fresh
 
     def _forget_subtree(self, rel_dir: str) -> None:
@@ -278,6 +293,7 @@ class FolderMirror:
             del self.records[rel]
         if gone or rel_dir in self.dirs:
             self.generation += 1
+            self._structural_change()
         self.dirs = {d for d in self.dirs if d != rel_dir and not d.startswith(prefix)}
         self.symlinks = {s for s in self.symlinks if not s.startswith(prefix)}
 
@@ -314,6 +330,7 @@ class FolderMirror:
             self.records[rel] = fresh
         if changed:
             self.generation += 1
+            self._structural_change()
 
     def _config_text(self, rel: str) -> str | None:
         record = self.records.get(rel)
@@ -372,10 +389,37 @@ class FolderMirror:
         return FolderView(self.records.keys(), self.dirs, self.markers.keys(),
                           lambda rel: self.records[rel].text if rel in self.records else None)
 
-    def project(self) -> Projection:
-        """Detect the layout and build the next immutable projection."""
+    def project(self, previous: Projection | None = None) -> Projection:
+        """The next immutable projection: derived from `previous` when only the content of
+        existing pages changed (cost independent of the folder size), else built anew."""
         if not self.root.is_dir():
             raise root_missing(self.root_str)
+        if previous is not None and self.dirty is not None and self.layout is previous.layout:
+            derived = self._derive(previous, self.layout)
+            if derived is not None:
+                self.dirty = set()
+                self.derived_count += 1
+                return derived
+        projection = self._build()
+        self.dirty = set()
+        return projection
+
+    def _derive(self, previous: Projection, layout: Layout) -> Projection | None:
+        assert self.dirty is not None
+        replaced: list[tuple[Page, Fragment]] = []
+        for rel in self.dirty:
+            record = self.records.get(rel)
+            page_path = layout.page_rel(rel)
+            if record is None or page_path is None:
+                return None
+            record = self._parsed(rel, record, page_path, layout.options)
+            if record.page is None or record.fragment is None:
+                return None
+            replaced.append((record.page, record.fragment))
+        # Content-only changes keep each file's problem status, so diagnostics carry over.
+        return previous.derive(replaced, self.signature(), previous.diagnostics)
+
+    def _build(self) -> Projection:
         layout = detect_layout(self.view(), self.root.name)
         self.layout = layout
         if layout is None:
@@ -447,11 +491,16 @@ class FolderMirror:
         return record
 
     def signature(self) -> str:
+        records = self.records
+        if self._lines is None:
+            order = records if self.in_walk_order else sorted(records, key=walk_order_key)
+            self._lines = {rel: f"{rel}\tfile\t{records[rel].stat.size}\t{records[rel].digest}"
+                           for rel in order}
+        elif self.dirty:
+            for rel in self.dirty:  # content edits: same files, same order, new digests
+                self._lines[rel] = f"{rel}\tfile\t{records[rel].stat.size}\t{records[rel].digest}"
         markers = [f"{rel}\tdir\t{size}\t" for rel, size in sorted(self.markers.items())]
-        order = self.records if self.in_walk_order else sorted(self.records, key=walk_order_key)
-        files = [f"{rel}\tfile\t{self.records[rel].stat.size}\t{self.records[rel].digest}"
-                 for rel in order]
-        return signature_of([*markers, *files])
+        return signature_of([*markers, *self._lines.values()])
 
     def _report(self, diagnostics: list[Diagnostic]) -> None:
         """Log each problem file once per reason, not on every re-projection."""

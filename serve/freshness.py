@@ -149,7 +149,7 @@ class Freshness:
 
     def _project(self) -> None:
         try:
-            projection = self.mirror.project()
+            projection = self.mirror.project(self.current)
             counts = self.known_counts.get(projection.signature)
             if counts is not None:  # seeded before the snapshot is published
                 projection.__dict__["graph_counts"] = counts

@@ -155,14 +155,14 @@ def build_graph(pages: Sequence[Page], fragments: Sequence[Fragment], adapter: s
     g = GraphBuilder()
     nodes, edges = g.nodes, g.edges
     # One id string per page, shared by every edge that touches it.
-    page_ids: dict[int, str] = {}
+    page_ids: dict[str, str] = {}
     for page in pages:
         pid = f"page:{page.id}"
         if pid not in nodes:
             nodes[pid] = _node(pid, page.title, page.role, page.path, page)
-        page_ids[id(page)] = nodes[pid].id
+        page_ids.setdefault(page.id, nodes[pid].id)
     for page, fragment in zip(pages, fragments, strict=True):
-        pid = page_ids[id(page)]
+        pid = page_ids[page.id]
         path = page.path
         for nid, label, kind, relation in _members(page, fragment):
             if nid not in nodes:
@@ -173,7 +173,7 @@ def build_graph(pages: Sequence[Page], fragments: Sequence[Fragment], adapter: s
         for key, raw in zip(fragment.link_keys, page.links, strict=True):
             target = lookup.get(key) if key else None
             if target is not None:
-                g.edge(pid, page_ids[id(target)], "links_to", None)
+                g.edge(pid, page_ids[target.id], "links_to", None)
             else:
                 node = unresolved_node(raw, path, "wikilink")
                 g.node(node)

@@ -109,18 +109,59 @@ class Projection:
         self.fragments = tuple(fragments)
         self.base_meta: dict[str, Any] = {"adapter": layout.adapter,
                                           "implementation": layout.implementation, **layout.metadata}
-        self._by_key: dict[str, Page] = {}
-        for page in self.pages:  # first page in page order wins for an id or a path
-            self._by_key.setdefault(page.id, page)
-        for page in self.pages:
-            self._by_key.setdefault(page.path, page)
+        # Indices, not pages: a derived snapshot with the same ids and paths shares it.
+        self._by_key: dict[str, int] = {}
+        for index, page in enumerate(self.pages):  # first page in order wins for an id
+            self._by_key.setdefault(page.id, index)
+        for index, page in enumerate(self.pages):
+            self._by_key.setdefault(page.path, index)
+        self.position = {page.path: index for index, page in enumerate(self.pages)}
+
+    def derive(self, replaced: Sequence[tuple[Page, Fragment]], signature: str,
+               diagnostics: Sequence[Diagnostic]) -> Projection | None:
+        """The next snapshot when only the content of existing pages changed, sharing
+        everything that cannot have changed; None when a full build is needed (a page's
+        identity, links, members, visibility or graph metadata changed)."""
+        pages = list(self.pages)
+        fragments = list(self.fragments)
+        for page, fragment in replaced:
+            index = self.position.get(page.path)
+            if index is None:
+                return None
+            old = pages[index]
+            page = page._replace(role=self.layout.role_of(page.path))
+            if (page.id, page.title, page.role, page.approved, page.review_state,
+                    page.source_refs) != (old.id, old.title, old.role, old.approved,
+                                          old.review_state, old.source_refs):
+                return None
+            if fragment != fragments[index]:
+                return None
+            pages[index], fragments[index] = page, fragment
+        nxt = object.__new__(Projection)
+        nxt.__dict__.update(self.__dict__)
+        nxt.__dict__.pop("orientation", None)  # it holds page objects
+        nxt.pages = tuple(pages)
+        nxt.fragments = tuple(fragments)
+        nxt.signature = signature
+        nxt.diagnostics = tuple(diagnostics)
+        nxt.bundle_id = bundle_id_of(nxt.source_id, signature)
+        nxt.approved_pages = tuple(p for p in nxt.pages if p.approved)
+        title_page = nxt.first_with_role("index") or nxt.first_with_role("overview")
+        if title_page is not None:
+            if (title_page.wiki_title or title_page.title or self.layout.folder_name) != self.title:
+                return None  # the title names the source: identity changes, build anew
+            nxt.description = title_page.description
+        # The graph (ids, labels, kinds, edges, visibility, page-node metadata) is unchanged
+        # by construction, so the built graph, its views and its counts carry over.
+        return nxt
 
     def first_with_role(self, role: str) -> Page | None:
         return next((p for p in self.pages if p.role == role), None)
 
     def find_page(self, key: str) -> Page | None:
         """Exact id or path match; request strings never reach the filesystem."""
-        return self._by_key.get(key)
+        index = self._by_key.get(key)
+        return None if index is None else self.pages[index]
 
     def visible_pages(self, include_drafts: bool) -> tuple[Page, ...]:
         return self.pages if include_drafts else self.approved_pages

@@ -1,0 +1,65 @@
+"""Content-only edits derive the next snapshot; it must equal a snapshot built anew."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from serve.folder import FolderMirror
+from serve.freshness import Freshness
+from serve.projection import Projection
+from tests.support.folders import copy_fixture
+
+
+def _built(root: Path) -> Projection:
+    mirror = FolderMirror(root.resolve(), source_id=None, max_page_bytes=8 << 20)
+    mirror.full_scan()
+    return mirror.project()
+
+
+def _observable(p: Projection) -> dict[str, Any]:
+    """Everything a client can see of a snapshot."""
+    return {
+        "identity": (p.title, p.description, p.source_id, p.bundle_id, p.signature),
+        "counts": (p.page_count, p.approved_page_count, p.graph_counts),
+        "pages": [page.payload() for page in p.pages],
+        "approved": [page.id for page in p.approved_pages],
+        "graph": json.dumps(p.graph(True).truncated(5000), sort_keys=True),
+        "approved_graph": json.dumps(p.graph(False).truncated(5000), sort_keys=True),
+        "refs": p.source_refs(False),
+        "found": {page.id: p.find_page(page.id).payload() for page in p.pages},  # type: ignore[union-attr]
+    }
+
+
+@pytest.mark.parametrize("use_inotify", [True, False], ids=["inotify", "scan"])
+@pytest.mark.parametrize(
+    ("edit", "derived"),
+    [
+        (lambda t: t.replace("\n\n", "\n\nA new paragraph about rollback drills.\n\n", 1), True),
+        (lambda t: t + "\nOne more closing sentence.\n", True),
+        (lambda t: t + "\nSee [[overview]] and [[a-page-that-does-not-exist]].\n", False),
+        (lambda t: t + "\n## A New Heading\n", False),
+        (lambda t: t.replace("---\n", "---\nstatus: private\n", 1), False),
+    ],
+    ids=["paragraph", "append", "links", "heading", "visibility"],
+)
+def test_snapshot_after_an_edit_equals_a_fresh_build(tmp_path: Path, edit: Any, derived: bool,
+                                                    use_inotify: bool) -> None:
+    root = copy_fixture("sample-wiki", tmp_path)
+    freshness = Freshness(root.resolve(), use_inotify=use_inotify)
+    try:
+        before = freshness.snapshot()
+        before.graph_counts  # built before the edit, as /health would
+        target = root / "runbooks" / "rollback.md"
+        target.write_text(edit(target.read_text(encoding="utf-8")), encoding="utf-8")
+        after = freshness.snapshot()
+        assert after is not before
+        assert _observable(after) == _observable(_built(root))
+        assert (freshness.mirror.derived_count == 1) == (derived and use_inotify)
+        # The earlier snapshot is untouched (immutability).
+        assert "rollback drills" not in before.find_page("runbooks/rollback").text  # type: ignore[union-attr]
+    finally:
+        freshness.close()
