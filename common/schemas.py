@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 JsonObject = dict[str, Any]
 
@@ -220,3 +220,98 @@ class ValidationIssue(WireModel):
 
 class HTTPValidationError(WireModel):
     detail: list[ValidationIssue]
+
+
+def _name_list(value: Any) -> list[str]:
+    """`fields` / `exclude_page_ids`: a list or a comma string; anything else is empty."""
+    if isinstance(value, str):
+        items: list[Any] = value.split(",")
+    elif isinstance(value, list):
+        items = value
+    else:
+        return []
+    out: list[str] = []
+    for item in items:
+        if isinstance(item, str):
+            for part in item.split(","):
+                part = part.strip()
+                if part and part not in out:
+                    out.append(part)
+    return out
+
+
+class QueryRequest(BaseModel):
+    """Body of POST /query and POST /search (contract 4.8). Unknown keys are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    query: str = ""
+    limit: int | None = Field(default=None, ge=1, le=30)
+    include_drafts: bool = False
+    mode: Literal["lexical", "literal", "vector", "hybrid"] = "lexical"
+    fields: list[str] | None = None
+    snippet_chars: int | None = Field(default=None, ge=0, le=2000)
+    min_score: float | None = Field(default=None, ge=0)
+    exclude_page_ids: list[str] = Field(default_factory=list)
+    query_variants: list[str] = Field(default_factory=list)
+
+    @field_validator("fields", mode="before")
+    @classmethod
+    def _fields(cls, value: Any) -> list[str] | None:
+        return None if value is None else _name_list(value)
+
+    @field_validator("exclude_page_ids", mode="before")
+    @classmethod
+    def _exclusions(cls, value: Any) -> list[str]:
+        return _name_list(value)
+
+    @field_validator("query_variants", mode="before")
+    @classmethod
+    def _variants(cls, value: Any) -> list[str]:
+        if value is None:
+            raise ValueError("query_variants must be an array of strings; omit it instead of null")
+        if not isinstance(value, list):
+            raise ValueError("query_variants must be an array of strings")
+        if len(value) > 2:
+            raise ValueError("query_variants accepts at most 2 supplied variants")
+        for item in value:
+            if not isinstance(item, str):
+                raise ValueError("query_variants must be an array of strings")
+            if not item.strip():
+                raise ValueError("query_variants entries must be non-empty strings")
+        return [item.strip() for item in value]
+
+
+class SearchResult(WireModel):
+    page_id: str
+    title: str
+    path: str
+    score: float
+    snippet: str
+    role: str
+    source_refs: list[str]
+    route: str
+
+
+class SearchResponse(BaseModel):
+    """`{"results": [...]}`; items may be projected by `fields`, so they stay open."""
+
+    results: list[JsonObject]
+
+
+class ContextPack(BaseModel):
+    """POST /query: the context pack (orientation and evidence items may be projected)."""
+
+    query: str
+    wiki_title: str
+    description: str = ""
+    adapter: str = ""
+    implementation: str = ""
+    page_count: int
+    approved_page_count: int
+    answerable: bool
+    orientation: list[JsonObject]
+    evidence: list[JsonObject]
+    limitations: list[str]
+    graph: GraphResponse
+    retrieval_guidance: JsonObject

@@ -41,6 +41,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("root", metavar="ROOT", help="the knowledge folder to serve")
     _add_serve_options(serve)
 
+    for name, text in (("query", "print the context pack JSON for a question"),
+                       ("search", "print the search results JSON for terms")):
+        retrieval = commands.add_parser(name, help=text)
+        retrieval.add_argument("root", metavar="ROOT")
+        retrieval.add_argument("text", metavar="TEXT")
+        retrieval.add_argument("-l", "--limit", type=_bounded_int(1, 30), default=None)
+        retrieval.add_argument("--mode", choices=("lexical", "literal", "vector", "hybrid"),
+                               default="lexical")
+        retrieval.add_argument("--fields", action="append", default=None,
+                               help="result fields to keep (repeat or comma-separate)")
+        retrieval.add_argument("--snippet-chars", type=_bounded_int(0, 2000), default=None)
+        retrieval.add_argument("--min-score", type=_non_negative, default=None)
+        retrieval.add_argument("--exclude-page-id", action="append", default=None)
+        retrieval.add_argument("--source-id", dest="source_id", default=None)
+
     for name, text in (("manifest", "print the manifest JSON (with the local root)"),
                        ("source-refs", "print the source refs JSON"),
                        ("source-bundle", "print the source bundle JSON")):
@@ -50,9 +65,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _bounded_int(low: int, high: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}")
+        return value
+    return parse
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return value
+
+
+def _names(values: list[str] | None) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    return tuple(dict.fromkeys(p.strip() for v in values for p in v.split(",") if p.strip()))
+
+
+RETRIEVAL_ARGS = ("text", "limit", "mode", "fields", "snippet_chars", "min_score", "exclude_page_id")
+
+
 def _settings(args: argparse.Namespace, one_shot: bool) -> ServeSettings:
-    cli: dict[str, Any] = {k: v for k, v in vars(args).items() if k not in ("command", "root")}
-    if one_shot:  # one-shot commands never touch the restart cache or watch the folder
+    cli: dict[str, Any] = {k: v for k, v in vars(args).items()
+                           if k not in ("command", "root", *RETRIEVAL_ARGS)}
+    if one_shot:
+        # The flags that turn the restart cache and file watching off: a one-shot reads
+        # the folder once and exits.
         cli.update(page_cache=True, inotify=True)
     return resolve_settings(args.root, cli)
 
@@ -78,7 +127,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     source = KnowledgeSource(settings)
     try:
-        if args.command == "manifest":
+        if args.command in ("query", "search"):
+            req = source.request(query=args.text, limit=args.limit, mode=args.mode,
+                                 fields=_names(args.fields), snippet_chars=args.snippet_chars,
+                                 min_score=args.min_score,
+                                 exclude_page_ids=_names(args.exclude_page_id) or ())
+            _print_json(source.context(req) if args.command == "query" else source.search(req))
+        elif args.command == "manifest":
             _print_json(source.manifest(for_network=False))
         elif args.command == "source-refs":
             _print_json(source.source_refs())

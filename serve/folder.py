@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import marshal
 import multiprocessing
 import os
+import signal
 import stat as stat_mod
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,7 +32,8 @@ log = structlog.get_logger("llmwiki.serve.folder")
 PARALLEL_PARSE_MIN = 1500
 PARSE_CHUNK = 400
 # rel, path, page path, options, size limit, digest already known (skip parsing if equal)
-ReadJob = tuple[str, str, str | None, ParseOptions, int, str]
+# ... and the page's role, so hub pages keep one Page object across snapshots.
+ReadJob = tuple[str, str, str | None, ParseOptions, int, str, str]
 
 CONFIG_TEXT_FILES = frozenset({"dendron.yml", ".vscode/extensions.json"})
 # A file whose ctime is this close to when it was verified may still change without a
@@ -107,7 +111,7 @@ class ReadResult:
 
 def read_file(job: ReadJob) -> ReadResult:
     """Read one tracked file: digest it and, for pages of the current layout, parse it."""
-    rel, path, page_path, options, limit, known_digest = job
+    rel, path, page_path, options, limit, known_digest, role = job
     now = time.time_ns()
     try:
         digest, data = _digest_file(path, limit)
@@ -123,8 +127,20 @@ def read_file(job: ReadJob) -> ReadResult:
         return ReadResult(rel, digest, now)
     text, problem = decode_text(data)
     page = parse_page(text, page_path, options, degraded=problem)
+    if role != page.role:
+        page = page._replace(role=role)
     return ReadResult(rel, digest, now, problem=page.degraded, page=page,
                       fragment=page_fragment(page), options=options)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Worker start-up: a forked worker holds the parent's pipe ends, so it would wait
+    forever if the parent were killed; ask the kernel to end it with the parent."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
 
 
 def read_files(jobs: list[tuple[ReadJob, FileStat]]) -> bytes:
@@ -350,8 +366,9 @@ class FolderMirror:
         # Same bytes as a record already parsed this way: no need to parse them again.
         reusable = (known is not None and known.page is not None
                     and known.parse_key == (page_path, options))
+        role = layout.role_of(page_path) if layout is not None and page_path is not None else "topic"
         return (rel, os.path.join(self.root_str, rel), page_path, options, self.max_page_bytes,
-                known.digest if reusable and known is not None else "")
+                known.digest if reusable and known is not None else "", role)
 
     def _read(self, rel: str, st: FileStat) -> FileRecord:
         return self._read_many([(rel, st)], self.records)[rel]
@@ -369,7 +386,8 @@ class FolderMirror:
             chunks = [jobs[i : i + PARSE_CHUNK] for i in range(0, len(jobs), PARSE_CHUNK)]
             context = multiprocessing.get_context("fork")
             fresh = []
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                                     initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
                 for payload in pool.map(read_files, chunks):
                     fresh.extend((rel, decode_record(raw)) for rel, raw in marshal.loads(payload))
         out = {}
@@ -481,7 +499,8 @@ class FolderMirror:
         # Not parsed for this layout yet (the layout changed): read the bytes again, and
         # use them only if they are still the bytes the record describes.
         result = read_file((rel, os.path.join(self.root_str, rel), page_path, options,
-                            self.max_page_bytes, ""))
+                            self.max_page_bytes, "", self.layout.role_of(page_path)
+                            if self.layout is not None else "topic"))
         if result.page is None or result.digest != record.digest:
             return record
         self.parsed_count += 1

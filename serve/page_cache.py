@@ -19,7 +19,8 @@ from serve.source.page import Page
 log = structlog.get_logger("llmwiki.serve.cache")
 
 # Bump when parsing changes what a Page holds, so old caches are ignored.
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
+SAVE_CHUNK = 500
 
 
 def default_cache_dir() -> Path:
@@ -60,10 +61,16 @@ class PageCache:
             log.warning("page_cache_unreadable", error=type(exc).__name__)
             return {}
         try:
-            header, entries, counts = marshal.loads(data)
+            view = memoryview(data)
+            header, counts, lengths = marshal.loads(view[: int.from_bytes(view[:8], "big") + 8][8:])
             if header != self.header:
                 return {}
-            records = {rel: decode_record(raw) for rel, raw in entries}
+            records: dict[str, FileRecord] = {}
+            offset = 8 + int.from_bytes(view[:8], "big")
+            for length in lengths:
+                for rel, raw in marshal.loads(view[offset : offset + length]):
+                    records[rel] = decode_record(raw)
+                offset += length
             self.counts = {str(sig): (int(n), int(e)) for sig, (n, e) in counts.items()}
             return records
         except Exception as exc:  # a corrupt or foreign cache is only a miss
@@ -73,14 +80,23 @@ class PageCache:
     def save(self, records: dict[str, FileRecord],
              counts: dict[str, tuple[int, int]] | None = None) -> None:
         """Write atomically (temp file + rename) so a crash never leaves half a cache."""
-        entries = [(rel, encode_record(rec)) for rel, rec in records.items() if not rec.skipped]
+        # Encoded in chunks: marshal holds the GIL for a whole call, and this runs in a
+        # thread beside the event loop, which must keep answering meanwhile.
+        items = [(rel, rec) for rel, rec in records.items() if not rec.skipped]
+        chunks = []
+        for start in range(0, len(items), SAVE_CHUNK):
+            part = items[start : start + SAVE_CHUNK]
+            chunks.append(marshal.dumps([(rel, encode_record(rec)) for rel, rec in part]))
         tmp = None
         try:
-            payload = marshal.dumps((self.header, entries, counts or {}))
+            head = marshal.dumps((self.header, counts or {}, [len(c) for c in chunks]))
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".pages-", dir=self.path.parent)
             with os.fdopen(fd, "wb") as handle:
-                handle.write(payload)
+                handle.write(len(head).to_bytes(8, "big"))
+                handle.write(head)
+                for chunk in chunks:
+                    handle.write(chunk)
             os.replace(tmp, self.path)
             tmp = None
         except (OSError, ValueError) as exc:

@@ -2,25 +2,36 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from common.version import __version__
+from serve.errors import KnowledgeSourceError
 from serve.freshness import Freshness
-from serve.graph import Edge, Node, canonical_relation, lookup_key, slug
+from serve.graph import Edge, GraphView, Node, canonical_relation, lookup_key, slug
 from serve.page_cache import PageCache, default_cache_dir
 from serve.projection import Projection
+from serve.retrieval.guidance import build_guidance
+from serve.retrieval.index import LexicalIndex
+from serve.retrieval.search import Searcher, SearchRequest, project_fields
 from serve.settings import ServeSettings
 from serve.source.page import Page
 
-# What this build can actually answer (contract 4.3 order); retrieval joins later.
+# What this build can actually answer, in the contract's order (4.3).
 BASE_CAPABILITIES = (
     "llmwiki_source_bundle",
+    "llmwiki_context",
+    "llmwiki_search",
     "llmwiki_read",
     "llmwiki_graph",
     "llmwiki_graph_neighbors",
     "llmwiki_source_refs",
+    "llmwiki_retrieval_v1",
+    "llmwiki_agent_guided_lexical_v1",
+    "llmwiki_search_mode_lexical",
+    "llmwiki_search_mode_literal",
 )
 DIRECTIONS = ("out", "in", "both")
 NEIGHBORHOOD_SEED_MATCHES = 10
@@ -47,6 +58,7 @@ class KnowledgeSource:
             self.cache = PageCache(settings.cache_dir or default_cache_dir(), self.root,
                                    max_page_bytes=settings.max_page_bytes)
             records = self.cache.load()
+        self._loaded_keys = set(records or ())
         self.freshness = Freshness(
             self.root,
             source_id=settings.source_id,
@@ -58,6 +70,11 @@ class KnowledgeSource:
             known_counts=self.cache.counts if self.cache is not None else None,
         )
         self._saved_generation = -1
+        self.index = LexicalIndex()
+        self._indexed: Projection | None = None
+        # The index grows in place: syncing and searching must not interleave (the start-up
+        # warm-up runs in a worker thread).
+        self._index_lock = threading.Lock()
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -69,11 +86,17 @@ class KnowledgeSource:
         if self.cache is None:
             return
         with self.freshness.lock:
-            generation = self.freshness.mirror.generation
+            mirror = self.freshness.mirror
+            generation = mirror.generation
             if generation == self._saved_generation:
                 return
-            records = dict(self.freshness.mirror.records)
+            records = dict(mirror.records)
             current = self.freshness.current
+            if (self._saved_generation == -1 and mirror.parsed_count == 0
+                    and records.keys() == self._loaded_keys):
+                # Started from the cache and nothing was parsed since: it is current.
+                self._saved_generation = generation
+                return
         counts = None
         if current is not None:
             counts = {current.signature: current.graph_counts}
@@ -208,69 +231,129 @@ class KnowledgeSource:
                      include_drafts: bool = False) -> dict[str, Any]:
         if direction not in DIRECTIONS:
             raise ValueError("direction must be out, in or both")
-        depth = max(0, min(4, depth))
-        limit = max(1, min(500, limit))
         view = self.snapshot().graph(self.allow(include_drafts))
-        wanted = list(dict.fromkeys(_relation(r) for r in relations if r.strip()))
-        resolved: list[str] = []
-        unmatched: list[str] = []
-        for seed in seeds:
-            seed = seed.strip()
-            if not seed:
-                continue
-            ids = _resolve_seed(view.by_id, view.nodes, seed)
-            if not ids:
-                unmatched.append(seed)
-            for nid in ids:
-                if nid not in resolved:
-                    resolved.append(nid)
-        visited: list[str] = []
-        seen: set[str] = set()
-        for nid in resolved:
-            if len(visited) >= limit:
-                break
-            visited.append(nid)
-            seen.add(nid)
-        traversed: list[Edge] = []
-        traversed_keys: set[tuple[str, str, str]] = set()
-        frontier = list(visited)
-        allowed = set(wanted)
-        for _ in range(depth):
-            if len(visited) >= limit:
-                break
-            next_frontier: list[str] = []
-            for nid in frontier:
-                candidates: list[tuple[Edge, str]] = []
-                if direction in ("out", "both"):
-                    candidates += [(e, e.target) for e in view.outgoing(nid)]
-                if direction in ("in", "both"):
-                    candidates += [(e, e.source) for e in view.incoming(nid)]
-                for edge, other in candidates:
-                    if allowed and edge.relation not in allowed:
-                        continue
-                    key = (edge.source, edge.target, edge.relation)
-                    if key not in traversed_keys:
-                        traversed_keys.add(key)
-                        traversed.append(edge)
-                    if other not in seen and len(visited) < limit:
-                        seen.add(other)
-                        visited.append(other)
-                        next_frontier.append(other)
-                    if len(visited) >= limit:
-                        break
+        return neighborhood(view, seeds, depth=depth, direction=direction, relations=relations,
+                            limit=limit)
+
+    # -- retrieval --------------------------------------------------------------------
+
+    def searcher(self) -> Searcher:
+        """A searcher over the current snapshot, with the index brought up to it. Call
+        with `_index_lock` held."""
+        projection = self.snapshot()
+        if self._indexed is not projection:
+            self.index.sync(projection.pages)
+            self._indexed = projection
+        return Searcher(projection, self.index)
+
+    def warm(self) -> None:
+        """Build the search index and the graph views ahead of the first query."""
+        try:
+            with self._index_lock:
+                projection = self.searcher().projection
+            projection.graph(False).outgoing("")  # builds the graph, its view and adjacency
+            if self.settings.allow_drafts:
+                projection.graph(True).outgoing("")
+        except KnowledgeSourceError:
+            pass  # nothing to warm until the folder can be served
+
+    def request(self, **values: Any) -> SearchRequest:
+        """A SearchRequest with this server's defaults and draft permission applied."""
+        limit = values.pop("limit", None)
+        include = self.allow(bool(values.pop("include_drafts", False)))
+        return SearchRequest(limit=self.settings.context_default_limit if limit is None else limit,
+                             include_drafts=include, **values)
+
+    def search(self, req: SearchRequest) -> dict[str, Any]:
+        with self._index_lock:
+            items = self.searcher().search(req)
+        return {"results": [project_fields(i, req.fields) for i in items]}
+
+    def context(self, req: SearchRequest) -> dict[str, Any]:
+        with self._index_lock:
+            return self._context(req)
+
+    def _context(self, req: SearchRequest) -> dict[str, Any]:
+        searcher = self.searcher()
+        view = searcher.projection.graph(req.include_drafts)
+        adapter = searcher.projection.layout.adapter
+
+        def around(seeds: list[str], limit: int) -> dict[str, Any]:
+            graph = neighborhood(view, seeds, depth=1, direction="both", limit=limit,
+                                 max_limit=2000)
+            return {"nodes": graph["nodes"], "edges": graph["edges"]}
+
+        return searcher.context(
+            req, graph_limit=self.settings.context_graph_limit, neighborhood=around,
+            guidance=lambda pages, query: build_guidance(pages, adapter, query))
+
+
+def neighborhood(view: GraphView, seeds: Sequence[str], *, depth: int = 1, direction: str = "both",
+                 relations: Sequence[str] = (), limit: int = 50,
+                 max_limit: int = 500) -> dict[str, Any]:
+    """Breadth-first neighbourhood of seed nodes in one graph view (contract 4.12)."""
+    depth = max(0, min(4, depth))
+    limit = max(1, min(max_limit, limit))
+    wanted = list(dict.fromkeys(_relation(r) for r in relations if r.strip()))
+    resolved: list[str] = []
+    unmatched: list[str] = []
+    for seed in seeds:
+        seed = seed.strip()
+        if not seed:
+            continue
+        ids = _resolve_seed(view.by_id, view.nodes, seed)
+        if not ids:
+            unmatched.append(seed)
+        for nid in ids:
+            if nid not in resolved:
+                resolved.append(nid)
+    visited: list[str] = []
+    seen: set[str] = set()
+    for nid in resolved:
+        if len(visited) >= limit:
+            break
+        visited.append(nid)
+        seen.add(nid)
+    traversed: list[Edge] = []
+    traversed_keys: set[tuple[str, str, str]] = set()
+    frontier = list(visited)
+    allowed = set(wanted)
+    for _ in range(depth):
+        if len(visited) >= limit:
+            break
+        next_frontier: list[str] = []
+        for nid in frontier:
+            candidates: list[tuple[Edge, str]] = []
+            if direction in ("out", "both"):
+                candidates += [(e, e.target) for e in view.outgoing(nid)]
+            if direction in ("in", "both"):
+                candidates += [(e, e.source) for e in view.incoming(nid)]
+            for edge, other in candidates:
+                if allowed and edge.relation not in allowed:
+                    continue
+                key = (edge.source, edge.target, edge.relation)
+                if key not in traversed_keys:
+                    traversed_keys.add(key)
+                    traversed.append(edge)
+                if other not in seen and len(visited) < limit:
+                    seen.add(other)
+                    visited.append(other)
+                    next_frontier.append(other)
                 if len(visited) >= limit:
                     break
-            frontier = next_frontier
-        edges = [e for e in traversed if e.source in seen and e.target in seen][:limit]
-        graph = view.payload([view.by_id[n] for n in visited], edges)
-        return {
-            "seeds": resolved,
-            "unmatched": unmatched,
-            "depth": depth,
-            "direction": direction,
-            "relations": wanted,
-            **graph,
-        }
+            if len(visited) >= limit:
+                break
+        frontier = next_frontier
+    edges = [e for e in traversed if e.source in seen and e.target in seen][:limit]
+    graph = view.payload([view.by_id[n] for n in visited], edges)
+    return {
+        "seeds": resolved,
+        "unmatched": unmatched,
+        "depth": depth,
+        "direction": direction,
+        "relations": wanted,
+        **graph,
+    }
 
 
 def _relation(value: str) -> str:

@@ -27,6 +27,8 @@ class ServeSettings:
     producer_manifest: str | None = None
     source_id: str | None = None
     graph_default_limit: int = 100
+    context_default_limit: int = 8
+    context_graph_limit: int = 120
     cache_dir: Path | None = None
     page_cache: bool = True
     max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES
@@ -38,6 +40,8 @@ class ServeSettings:
     def __post_init__(self) -> None:
         _check_range("port", self.port, 1, 65535)
         _check_range("graph_default_limit", self.graph_default_limit, 1, 2000)
+        _check_range("context_default_limit", self.context_default_limit, 1, 30)
+        _check_range("context_graph_limit", self.context_graph_limit, 0, 2000)
         _check_range("max_page_bytes", self.max_page_bytes, 1024, 1 << 31)
         _check_range("max_body_bytes", self.max_body_bytes, 1024, 1 << 30)
         if self.refresh_interval_seconds < 0:
@@ -114,6 +118,12 @@ OPTIONS: tuple[Option, ...] = (
            "Override the source id (default: slug of the wiki title)."),
     Option("graph_default_limit", "--graph-default-limit", "LLMWIKI_GRAPH_DEFAULT_LIMIT", parse_int,
            "Nodes returned by /graph when the client gives no limit (1..2000, default 100)."),
+    Option("context_default_limit", "--context-default-limit", "LLMWIKI_CONTEXT_DEFAULT_LIMIT",
+           parse_int, "Evidence items for /query and /search when the client gives no limit "
+           "(1..30, default 8)."),
+    Option("context_graph_limit", "--context-graph-limit", "LLMWIKI_CONTEXT_GRAPH_LIMIT",
+           parse_int, "Most nodes (and edges) in a context pack's graph: the neighbourhood of "
+           "the evidence (0..2000, default 120; 0 = no graph)."),
     Option("cache_dir", "--cache-dir", "LLMWIKI_SERVE_CACHE_DIR", Path,
            "Where the restart cache of parsed pages lives (default: user cache dir; never "
            "inside the root)."),

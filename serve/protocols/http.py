@@ -10,11 +10,13 @@ from aiohttp import web
 
 from common.errors import CodedError, DetailError, HttpError, json_response
 from common.logging import setup_request_context
+from common.schemas import QueryRequest
 from serve.errors import KnowledgeSourceError, UserError, WikiRootError
 from serve.projection import slug
 from serve.protocols.openapi import docs_page, openapi_document
-from serve.protocols.params import QueryParams
+from serve.protocols.params import QueryParams, json_body, model_from_body
 from serve.protocols.security import OriginPolicy, setup_security
+from serve.retrieval.search import SearchRequest
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
 
@@ -118,6 +120,26 @@ async def graph_neighborhood(request: web.Request) -> web.Response:
         relations=params.repeated("relation"), limit=limit, include_drafts=include))
 
 
+def _search_request(source: KnowledgeSource, body: QueryRequest) -> SearchRequest:
+    return source.request(
+        query=body.query, limit=body.limit, include_drafts=body.include_drafts, mode=body.mode,
+        fields=tuple(body.fields) if body.fields is not None else None,
+        snippet_chars=body.snippet_chars, min_score=body.min_score,
+        exclude_page_ids=tuple(body.exclude_page_ids), query_variants=tuple(body.query_variants))
+
+
+async def query(request: web.Request) -> web.Response:
+    body = model_from_body(QueryRequest, await json_body(request))
+    source = _source(request)
+    return json_response(source.context(_search_request(source, body)))
+
+
+async def search(request: web.Request) -> web.Response:
+    body = model_from_body(QueryRequest, await json_body(request))
+    source = _source(request)
+    return json_response(source.search(_search_request(source, body)))
+
+
 async def projection_store(request: web.Request) -> web.Response:
     source = _source(request)
     cache_id = source.settings.source_id or slug(source.root.name).lower()
@@ -140,6 +162,8 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/manifest", manifest)
     app.router.add_get("/source-refs", source_refs)
     app.router.add_get("/source-bundle", source_bundle)
+    app.router.add_post("/query", query)
+    app.router.add_post("/search", search)
     app.router.add_get("/read/{page_id:.+}", read_page)
     app.router.add_get("/graph", graph)
     app.router.add_get("/graph/neighborhood", graph_neighborhood)
@@ -172,9 +196,12 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
         source.snapshot()
     except KnowledgeSourceError as exc:
         log.warning("source_not_ready", code=exc.code)
-    saver = asyncio.get_running_loop().run_in_executor(None, source.save_cache)
+    loop = asyncio.get_running_loop()
+    saver = loop.run_in_executor(None, source.save_cache)
+    warmer = loop.run_in_executor(None, source.warm)
     yield
     await saver
+    await warmer
     await asyncio.get_running_loop().run_in_executor(None, source.save_cache)
     source.close()
 

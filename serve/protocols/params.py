@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import TypeVar
 
 from aiohttp import web
+from pydantic import BaseModel, ValidationError
 
 from common.errors import ValidationFailed, issue
+
+M = TypeVar("M", bound=BaseModel)
 
 TRUE_VALUES = frozenset({"true", "1", "yes", "on", "y", "t"})
 FALSE_VALUES = frozenset({"false", "0", "no", "off", "n", "f"})
@@ -73,3 +78,33 @@ class QueryParams:
     def check(self) -> None:
         if self.issues:
             raise ValidationFailed(self.issues)
+
+
+async def json_body(request: web.Request) -> object:
+    """The request's JSON body; invalid JSON is a 422 `json_invalid` issue at its position."""
+    raw = await request.read()
+    try:
+        return json.loads(raw.decode("utf-8") if raw else "null")
+    except UnicodeDecodeError:
+        raise ValidationFailed([issue("json_invalid", ["body", 0], "JSON decode error",
+                                      {}, {"error": "body is not UTF-8"})]) from None
+    except json.JSONDecodeError as exc:
+        raise ValidationFailed([issue("json_invalid", ["body", exc.pos], "JSON decode error",
+                                      {}, {"error": exc.msg})]) from None
+
+
+def model_from_body(model: type[M], body: object) -> M:
+    """Validate a JSON body against a pydantic model, as FastAPI reports it (422)."""
+    if body is None:
+        body = {}
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        issues = []
+        for error in exc.errors(include_url=False):
+            ctx = error.get("ctx")
+            item = issue(error["type"], ["body", *error["loc"]], error["msg"], error.get("input"),
+                         {k: v if isinstance(v, str | int | float | bool) else str(v)
+                          for k, v in ctx.items()} if ctx else None)
+            issues.append(item)
+        raise ValidationFailed(issues) from None

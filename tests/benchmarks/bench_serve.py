@@ -10,11 +10,16 @@ then runs the real console script (`.venv/bin/llmwiki-serve serve DIR --port P`)
 - restart with the folder unchanged: SIGTERM, wait for exit (the restart cache is written),
   spawn again with the same cache dir, until GET /health answers 200;
 - GET /health and GET /read/{id} latency (median, p99) over sequential keep-alive requests
-  with the default strict freshness;
-- RSS of the server process (VmRSS, and peak VmHWM) after start and after the latency runs;
+  with the default strict freshness; /health in the first seconds after ready (while the
+  restart cache is written); the first and the following /graph/neighborhood requests;
+- RSS of the server process (VmRSS, and peak VmHWM) after start, after the latency runs
+  and after the first graph requests; the server's CPU time until ready;
 - edit visibility: an in-place title edit, an editor-style atomic save, a new page, a new
   page in a new folder and a deleted page must each be visible to the very next request;
-- the /health "diagnostics" block.
+- the /health "diagnostics" block, and how much CPU other processes used meanwhile.
+
+Targets are printed beside the figures; see docs/benchmarks.md. `--code-dir` runs serve's
+code from another directory (e.g. a `git archive` of one commit).
 
 Every wait has a hard timeout, request counts are bounded and server processes are always
 killed in `finally`. Edits made to the generated folder are undone before exit.
@@ -181,7 +186,7 @@ def wait_until_files_settled(root: Path) -> float:
 
 def ensure_folder(pages: int, seed: int, regenerate: bool) -> tuple[Path, float | None]:
     """The generated wiki for `pages` (generated now if absent), and the generation time."""
-    target = GENERATED / str(pages)
+    target = GENERATED / (str(pages) if seed == 7 else f"{pages}-seed{seed}")
     if target.is_dir() and not regenerate:
         return target, None
     GENERATED.mkdir(parents=True, exist_ok=True)
@@ -307,8 +312,11 @@ class Server:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
             started = time.perf_counter()
+            # Own process group: kill() also ends serve's parse workers, which would
+            # otherwise outlive a killed server.
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                         env=env, cwd=self.code_dir or REPO)
+                                         env=env, cwd=self.code_dir or REPO,
+                                         start_new_session=True)
         finally:
             log.close()
         deadline = started + READY_TIMEOUT_S
@@ -352,8 +360,10 @@ class Server:
         return elapsed
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+        """SIGKILL the server's process group (the server and any workers it forked)."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
         self.proc = None
@@ -647,8 +657,8 @@ def bench_size(pages: int, args: argparse.Namespace, work: Path) -> dict[str, An
         mem = proc_status(server.pid)
         out["rss_after_restart_mb"] = mem.get("VmRSS")
         # serve rewrites an unchanged cache after a restart; let that finish first.
-        out["restart_cache_written_after_ready_s"] = wait_for_cache(cache_dir, before, server.ready_wall,
-                                                                     15.0)
+        out["restart_cache_written_after_ready_s"] = wait_for_cache(
+            cache_dir, before, server.ready_wall, 15.0)
         out["health_after_restart"] = timed_requests(server.port, ["/health"],
                                                      min(args.requests, 1000))
         out["edits"] = edit_checks(server.port, root, ids, rng)
@@ -745,7 +755,9 @@ def markdown_table(r: dict[str, Any]) -> str:
 
 
 def _s(value: float | None) -> str:
-    return "never" if value is None else f"{value:.2f} s"
+    # The file's mtime can precede the first 200 by a few ms: the write starts before the
+    # server listens.
+    return "never" if value is None else f"{max(0.0, value):.2f} s"
 
 
 def machine() -> dict[str, Any]:
@@ -785,10 +797,12 @@ def code_identity(code_dir: Path | None) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.bench_serve",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pages", type=int, nargs="+", default=[2000, 20000])
+    parser.add_argument("--pages", type=int, nargs="+", default=[2000, 20000],
+                        help="folder sizes to measure (default 2000 20000)")
     parser.add_argument("--requests", type=int, default=2000,
                         help="timed requests per latency run (bounded to 1..20000)")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=7,
+                        help="generator seed (default 7; other seeds get their own folder)")
     parser.add_argument("--regenerate", action="store_true",
                         help="regenerate the folders even when present")
     parser.add_argument("--serve-arg", action="append", default=[],
@@ -806,6 +820,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="dump raw figures as JSON to PATH ('-' or no value: stdout)")
     args = parser.parse_args(argv)
     args.requests = max(1, min(20000, args.requests))
+    # SIGTERM unwinds like Ctrl-C, so `finally` blocks kill the server and undo edits.
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
 
     if args.code_dir is not None:
         args.code_dir = args.code_dir.resolve()

@@ -56,8 +56,10 @@ REF_KEYS = ["id", "label", "kind", "uri", "linked_pages", "linked_page_ids", "lo
 PAGE_KEYS = ["id", "title", "path", "role", "text", "summary", "frontmatter", "review_state",
              "status", "source_refs", "tags", "links", "headings", "updated_at", "okf"]
 NEIGHBORHOOD_KEYS = ["seeds", "unmatched", "depth", "direction", "relations", "nodes", "edges"]
-CAPABILITIES = ["llmwiki_source_bundle", "llmwiki_read", "llmwiki_graph",
-                "llmwiki_graph_neighbors", "llmwiki_source_refs"]
+CAPABILITIES = ["llmwiki_source_bundle", "llmwiki_context", "llmwiki_search", "llmwiki_read",
+                "llmwiki_graph", "llmwiki_graph_neighbors", "llmwiki_source_refs",
+                "llmwiki_retrieval_v1", "llmwiki_agent_guided_lexical_v1",
+                "llmwiki_search_mode_lexical", "llmwiki_search_mode_literal"]
 
 SAMPLE_SOURCE_ID = "sample-operations-wiki"
 SAMPLE_TITLE = "Sample Operations Wiki"

@@ -1,0 +1,1 @@
+"""Retrieval over a projection: analyzer, lexical index, search, context packs, guidance."""

@@ -1,0 +1,130 @@
+"""Text analysis for lexical search: English words, code identifiers, numbers, Korean, CJK."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+from functools import lru_cache
+
+import snowballstemmer
+
+# A run of word characters joined by identifier connectors (publish.yml, v1.2.3,
+# REFUND_WINDOW_DAYS, ExportJob.rotateToken, 2026-07-10). Trailing punctuation is never
+# part of a token ("release." is "release", unlike the reference).
+COMPOUND_RE = re.compile(r"\w+(?:[._\-/:@#+]+\w+)*")
+CONNECTOR_RE = re.compile(r"[._\-/:@#+]+")
+CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+# Scripts inside a word: Hangul syllables, CJK ideographs and kana, everything else.
+SCRIPT_RE = re.compile(
+    r"(?P<hangul>[\uac00-\ud7a3]+)"
+    r"|(?P<cjk>[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]+)"
+    r"|(?P<other>[^\uac00-\ud7a3\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]+)"
+)
+STOPWORDS = frozenset((
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
+    "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
+    "these", "they", "this", "to", "was", "will", "with",
+))
+# Common Korean particles and endings, longest first: "계약서를" also indexes "계약서".
+KOREAN_PARTICLES = (
+    "에서는", "으로는", "이라는", "에서", "으로", "에게", "까지", "부터", "처럼", "보다", "이란",
+    "라는", "이다", "입니다", "하는", "하고", "은", "는", "이", "가", "을", "를", "의", "에", "로",
+    "와", "과", "도", "만", "란",
+)
+_stemmer = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """Snowball English stem of a lowercase ASCII word (cached: words repeat a lot)."""
+    return str(_stemmer.stemWord(word))
+
+
+def _hangul_terms(run: str) -> Iterator[str]:
+    yield run
+    for particle in KOREAN_PARTICLES:
+        if run.endswith(particle) and len(run) - len(particle) >= 2:
+            yield run[: -len(particle)]
+            break
+    if len(run) > 2:
+        for i in range(len(run) - 1):
+            yield run[i : i + 2]
+
+
+def _cjk_terms(run: str) -> Iterator[str]:
+    # Chinese and Japanese have no spaces: overlapping character bigrams, the standard
+    # trick for lexical CJK search; a single character stands for itself.
+    if len(run) == 1:
+        yield run
+        return
+    for i in range(len(run) - 1):
+        yield run[i : i + 2]
+
+
+def _word_terms(word: str) -> Iterator[str]:
+    """Terms of one connector-free word, which may mix scripts ("3차", "v2版")."""
+    pieces = [(m.lastgroup, m.group()) for m in SCRIPT_RE.finditer(word)]
+    if len(pieces) > 1:
+        yield word.lower()
+    for kind, piece in pieces:
+        if kind == "hangul":
+            yield from _hangul_terms(piece)
+        elif kind == "cjk":
+            yield from _cjk_terms(piece)
+        else:
+            yield from _latin_terms(piece)
+
+
+def _latin_terms(piece: str) -> Iterator[str]:
+    lower = piece.lower()
+    parts = CAMEL_RE.findall(piece) if not piece.isdigit() else [piece]
+    if len(parts) > 1:
+        yield lower  # the whole camelCase word: "rotatetoken"
+    for part in parts:
+        low = part.lower()
+        if low in STOPWORDS:
+            continue
+        if low.isascii() and low.isalpha() and len(low) > 2:
+            yield stem(low)
+        else:
+            yield low
+
+
+def compound_terms(compound: str) -> tuple[str, ...]:
+    """Terms of one token as written: an identifier yields itself and its parts."""
+    if CONNECTOR_RE.search(compound):
+        terms = [compound.lower()]
+        for word in CONNECTOR_RE.split(compound):
+            if word:
+                terms.extend(_word_terms(word))
+        return tuple(terms)
+    return tuple(_word_terms(compound))
+
+
+# Words repeat across a folder: analysing each distinct token once makes indexing a
+# dictionary lookup per token. Bounded so odd inputs cannot grow it without limit.
+_TERMS_CACHE: dict[str, tuple[str, ...]] = {}
+_TERMS_CACHE_MAX = 500_000
+
+
+def analyze(text: str) -> list[str]:
+    """Index and query terms of `text`, in order, with repeats (term frequency matters)."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    cache = _TERMS_CACHE
+    terms: list[str] = []
+    for compound in COMPOUND_RE.findall(text):
+        found = cache.get(compound)
+        if found is None:
+            found = compound_terms(compound)
+            if len(cache) >= _TERMS_CACHE_MAX:
+                cache.clear()
+            cache[compound] = found
+        terms.extend(found)
+    return terms
+
+
+def query_terms(text: str) -> list[str]:
+    """Distinct terms of a query, first occurrence order."""
+    return list(dict.fromkeys(analyze(text)))

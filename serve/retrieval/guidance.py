@@ -1,0 +1,755 @@
+"""Retrieval guidance (`llmwiki.retrieval_guidance.v1`): bounded advice for an agent's lexical loop."""
+
+from __future__ import annotations
+
+import heapq
+import io
+import ipaddress
+import json
+import posixpath
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from functools import lru_cache
+from itertools import chain
+from typing import Any, NamedTuple
+
+from serve.source.page import ROLE_RANK, Page
+
+__all__ = [
+    "CHARACTER_BUDGET",
+    "SCHEMA_VERSION",
+    "build_guidance",
+    "clean_markdown",
+    "identifiers_in",
+    "is_sensitive",
+    "safe_path",
+    "terms_from_text",
+    "trim",
+    "validate_guidance",
+]
+
+SCHEMA_VERSION = "llmwiki.retrieval_guidance.v1"
+CONTENT_TRUST = "untrusted_source_evidence"
+MAX_QUERY_VARIANTS = 2
+CHARACTER_BUDGET = 4000
+ORIENTATION_SOURCES = ("authored", "projection_extractive", "none")
+FALLBACK_ORDER = ("literal", "hybrid", "vector")
+AUTHORED_ROLES = frozenset({"hot", "index", "overview"})
+
+GUIDANCE_KEYS = (
+    "schema_version",
+    "orientation_source",
+    "content_trust",
+    "max_query_variants",
+    "character_budget",
+    "folder_cards",
+    "page_cards",
+    "suggested_terms",
+    "exact_identifiers",
+    "fallback_modes",
+)
+FOLDER_CARD_KEYS = ("path", "page_count", "terms")
+PAGE_CARD_KEYS = ("page_id", "title", "path", "headings", "terms", "exact_identifiers", "excerpt")
+
+MAX_FOLDER_CARDS = 8
+MAX_FOLDER_TERMS = 8
+MAX_PAGE_CARDS = 12
+EXTRACTIVE_CANDIDATES = 24
+MAX_CARD_HEADINGS = 8
+MAX_HEADING_CHARS = 160
+MAX_PAGE_TERMS = 12
+MAX_TERM_CHARS = 120
+MAX_CARD_IDENTIFIERS = 8
+MAX_IDENTIFIER_CHARS = 240
+MAX_PAGE_ID_CHARS = 512
+MAX_TITLE_CHARS = 240
+MAX_EXCERPT_CHARS = 240
+MIN_EXCERPT_CHARS = 16
+MAX_SUGGESTED_TERMS = 16
+MAX_EXACT_IDENTIFIERS = 16
+MAX_TEXT_TERMS = 32
+MAX_PATH_CHARS = 1024
+# Excerpt search stops after this many paragraphs: guidance is advisory and must stay cheap
+# even for a huge page whose every paragraph is a table or sensitive.
+MAX_EXCERPT_PARAGRAPHS = 256
+
+COMMON_WORDS = frozenset(
+    ("about", "after", "also", "and", "are", "before", "between", "from", "for", "into",
+     "markdown", "note", "notes", "page", "pages", "that", "the", "this", "wiki", "with")
+)
+STANDALONE_SENSITIVE = frozenset(
+    ("authorization", "bearer", "client_secret", "credential", "credentials", "cookie", "password",
+     "passwd", "private", "private_key", "secret", "session", "session_id", "token")
+)
+
+# A letter (not a digit or underscore), then 1-119 word characters or hyphens.
+WORD_RE = re.compile(r"[^\W\d_][\w-]{1,119}")
+# Alphanumeric runs joined by identifier connectors. Possessive quantifiers keep the scan
+# linear: the run and connector classes are disjoint, so nothing needs backtracking.
+IDENT_RE = re.compile(r"_*+[^\W_]++(?:[-_/.:@#]++[^\W_]++)*+")
+CAMEL_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*+")
+JOINED_RE = re.compile(r"[^\W_][-_/.:@#]++[^\W_]")
+
+WIKILINK_RE = re.compile(r"\[\[([^\[\]\n|]*)(?:\|([^\[\]\n]*))?\]\]")
+MDLINK_RE = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\n]*\)")
+HTML_TAG_RE = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>", re.DOTALL)
+FENCE_PREFIXES = ("```", "~~~")
+LINE_LEAD_CHARS = "-*0123456789. "
+BOILERPLATE_RE = re.compile(r"(?:table of contents|toc|navigation|breadcrumbs|copyright|license)\b")
+
+SENSITIVE_RE = re.compile(
+    "|".join(
+        (
+            # credential keyword, optional plural, followed by ':' or '='
+            r"(?i:(?<![a-z0-9])(?:authorization|passwords?|passwd|secrets?|api[ _-]?keys?"
+            r"|access[ _-]?tokens?|bearers?|credentials?|cookies?|session[ _-]?ids?"
+            r"|client[ _-]?secrets?|private[ _-]?keys?)\s*[:=])",
+            r"(?i:\bbearer\s+[A-Za-z0-9\-._~+/]{12})",
+            r"(?<![A-Za-z0-9])(?:sk-(?:proj-)?|ghp_|gho_|github_pat_|xox[baprs]-)[A-Za-z0-9_-]{12}",
+            r"(?<![A-Z0-9])AKIA[0-9A-Z]{16}",
+            r"(?i:\b(?:rediss?|file)://)",
+            r"(?i:\b[a-z][a-z0-9+.-]*://[^\s/@?#]+@)",  # URL with userinfo
+            r"(?i:\blocalhost\b)",
+            r"(?<![A-Za-z0-9])[A-Za-z]:[\\/]",  # Windows drive path
+            r"(?<!\S)\\\\[^\s\\]+\\",  # UNC share
+            r"(?<![\w.~-])/(?:Users|home|root|var|tmp)(?![\w-])",
+        )
+    )
+)
+URL_HOST_RE = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://(?:[^\s/@?#]*@)?(\[[^\]\s]*\]|[^\s/?#:\[\]]+)")
+DOTTED_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*+(?:\.[A-Za-z0-9-]++)++")
+IPV4_RE = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
+PRIVATE_SUFFIXES = (".local", ".internal", ".corp", ".lan", ".localhost")
+PRIVATE_PREFIXES = tuple(
+    f"{word}{sep}" for word in ("internal", "intranet", "private", "vpn") for sep in ".-"
+)
+WORD_TOKEN_RE = re.compile(
+    r"(?<![A-Za-z0-9])(?:sk-(?:proj-)?|ghp_|gho_|github_pat_|xox[baprs]-)[A-Za-z0-9_-]{12}"
+    r"|(?<![A-Z0-9])AKIA[0-9A-Z]{16}"
+)
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+DRIVE_RE = re.compile(r"[A-Za-z]:")
+
+
+# ---------------------------------------------------------------------------------------
+# Text rules
+
+
+def fold(value: str) -> str:
+    """The uniqueness key of a list item: NFC, then casefold."""
+    if value.isascii():  # NFC never changes ASCII; this is the common case by far
+        return value.casefold()
+    return unicodedata.normalize("NFC", value).casefold()
+
+
+def trim(text: str, limit: int) -> str:
+    """Collapse whitespace; past `limit`, keep the first limit-3 chars (right-stripped) + '...'."""
+    text = " ".join(text.split())
+    if len(text) > limit:
+        return text[: limit - 3].rstrip() + "..."
+    return text
+
+
+def _private_host(host: str, *, bare: bool) -> bool:
+    host = host.casefold().rstrip(".")
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            return not ipaddress.IPv6Address(host[1:-1].split("%")[0]).is_global
+        except ValueError:
+            return True  # an unparseable bracketed host is not worth the risk
+    if IPV4_RE.fullmatch(host):
+        try:
+            return not ipaddress.IPv4Address(host).is_global
+        except ValueError:
+            return False
+    if host == "localhost" or host.endswith(PRIVATE_SUFFIXES):
+        return True
+    # A bare dotted word such as `internal-tools.md` is more likely a file than a host; in
+    # running text only call it a host when it has at least two dots.
+    return host.startswith(PRIVATE_PREFIXES) and (not bare or host.count(".") >= 2)
+
+
+def is_sensitive(text: str) -> bool:
+    """True when the text holds a credential, a private address, a local path or is itself a
+    sensitive word; such text never reaches guidance."""
+    if not text:
+        return False
+    if _standalone_sensitive(text) or SENSITIVE_RE.search(text):
+        return True
+    if "://" in text:
+        for match in URL_HOST_RE.finditer(text):
+            if _private_host(match.group(1), bare=False):
+                return True
+    if "." in text:
+        for match in DOTTED_RE.finditer(text):
+            # A dotted quad anywhere (`127.0.0.1:8080/x` without its scheme) is checked too.
+            quad = IPV4_RE.search(match.group())
+            if quad and _private_host(quad.group(), bare=True):
+                return True
+            if _private_host(match.group(), bare=True):
+                return True
+    return False
+
+
+def _standalone_sensitive(text: str) -> bool:
+    key = text.strip().casefold().replace("-", "_").replace(" ", "_")
+    return key in STANDALONE_SENSITIVE
+
+
+def _sensitive_word(word: str) -> bool:
+    # A word holds only word characters and '-', so of the sensitive-text rules only the
+    # standalone words, `localhost` and the token prefixes can match inside it.
+    return _standalone_sensitive(word) or word.casefold() == "localhost" or bool(WORD_TOKEN_RE.search(word))
+
+
+def terms_from_text(text: str, limit: int = MAX_TEXT_TERMS) -> list[str]:
+    """Distinct words of a text (first spelling kept), minus common and sensitive words."""
+    if not text or is_sensitive(text):
+        return []
+    if not text.isascii():
+        # A decomposed accent is not a word character; composing first keeps `CAFE\u0301` whole.
+        text = unicodedata.normalize("NFC", text)
+    terms: list[str] = []
+    seen: set[str] = set()
+    for match in WORD_RE.finditer(text):
+        # A trailing hyphen ("pre-") is line-wrap or prose debris, not part of the term.
+        word = match.group().rstrip("-")
+        if len(word) < 2:
+            continue
+        key = fold(word)
+        if key in seen or key in COMMON_WORDS or _sensitive_word(word):
+            continue
+        seen.add(key)
+        terms.append(word)
+        if len(terms) >= limit:
+            break
+    return terms
+
+
+def identifiers_in(*texts: str) -> list[str]:
+    """Exact identifiers in the texts, in order: connector-joined runs (`pkg.mod`, `a:b`,
+    `artwork-review`, `refund.v1-beta.md`, `v1.2`, `ABC-123`, `REFUND_WINDOW_DAYS`) and ASCII
+    words with an uppercase letter after the first char (`LLMWiki`, `BillingRefundHandler`)."""
+    found: list[str] = []
+    for text in texts:
+        for match in IDENT_RE.finditer(text):
+            token = match.group()
+            core = token.strip("_")
+            if JOINED_RE.search(core) or (
+                CAMEL_RE.fullmatch(token) and any("A" <= c <= "Z" for c in token[1:])
+            ):
+                found.append(token)
+    return found
+
+
+def clean_markdown(text: str) -> str:
+    """Markdown inline cleaning (contract 5.8), whitespace collapsed, not yet trimmed."""
+    if "[[" in text:
+        text = WIKILINK_RE.sub(lambda m: m.group(2) if m.group(2) is not None else m.group(1), text)
+    if "](" in text:
+        text = MDLINK_RE.sub(r"\1", text)
+    if "<" in text:
+        text = HTML_TAG_RE.sub(" ", text)
+    parts: list[str] = []
+    in_fence = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(FENCE_PREFIXES):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        stripped = stripped.lstrip("#").lstrip(LINE_LEAD_CHARS)
+        if not stripped or stripped.startswith("|"):
+            continue
+        parts.append(stripped)
+    return " ".join(" ".join(parts).split())
+
+
+def safe_path(value: str) -> str | None:
+    """The source-relative `/` path when it is safe to show an agent, else None."""
+    path = value.strip().replace("\\", "/")
+    if (
+        not path
+        or len(path) > MAX_PATH_CHARS
+        or path.startswith("/")
+        or "://" in path
+        or CONTROL_RE.search(path)
+        or DRIVE_RE.match(path)
+        or is_sensitive(path)
+    ):
+        return None
+    for segment in path.split("/"):
+        if segment in ("", ".", ".."):
+            return None
+        if _standalone_sensitive(posixpath.splitext(segment)[0]):
+            return None
+    return path
+
+
+def _unique(items: Iterable[str], limit: int, max_chars: int | None = None) -> list[str]:
+    """Stripped, non-empty, case-insensitively unique items (first spelling kept), capped."""
+    out: list[str] = []
+    seen: set[str] = set()
+    if limit <= 0:
+        return out
+    for item in items:
+        item = item.strip()
+        if not item or (max_chars is not None and len(item) > max_chars):
+            continue
+        key = fold(item)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(item)
+        if len(out) >= limit:
+            break
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Per-page facts (cached: they depend on the page only, never on the query)
+
+
+class _PageFacts(NamedTuple):
+    folder: str | None  # parent folder of a safe path ("." at the root); None when unsafe
+    terms: tuple[str, ...]  # page terms, at most 12
+    keys: frozenset[str]  # the folded terms, for overlap with query terms
+
+
+class _PageCard(NamedTuple):
+    page_id: str
+    title: str
+    path: str
+    headings: tuple[str, ...]
+    terms: tuple[str, ...]
+    exact_identifiers: tuple[str, ...]
+    excerpt: str
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "page_id": self.page_id,
+            "title": self.title,
+            "path": self.path,
+            "headings": list(self.headings),
+            "terms": list(self.terms),
+            "exact_identifiers": list(self.exact_identifiers),
+            "excerpt": self.excerpt,
+        }
+
+
+# Keyed by the few fields the facts depend on, so a re-parsed or derived snapshot whose page
+# kept its path, title, headings and tags reuses the entry.
+@lru_cache(maxsize=131072)
+def _page_facts(path: str, title: str, headings: tuple[str, ...], tags: tuple[str, ...]) -> _PageFacts:
+    sources = chain((title,), headings, tags)
+    terms = _unique(chain.from_iterable(terms_from_text(text) for text in sources), MAX_PAGE_TERMS)
+    safe = safe_path(path)
+    folder = None if safe is None else (posixpath.dirname(safe) or ".")
+    return _PageFacts(folder, tuple(terms), frozenset(fold(term) for term in terms))
+
+
+def _facts_of(page: Page) -> _PageFacts:
+    return _page_facts(page.path, page.title, page.headings, page.tags)
+
+
+def _paragraphs(text: str) -> Iterator[str]:
+    """Blank-line-separated paragraphs with fenced code left out, produced lazily."""
+    lines: list[str] = []
+    in_fence = False
+    for line in io.StringIO(text):
+        stripped = line.strip()
+        if stripped.startswith(FENCE_PREFIXES):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        if stripped:
+            lines.append(stripped)
+        elif lines:
+            yield "\n".join(lines)
+            lines = []
+    if lines:
+        yield "\n".join(lines)
+
+
+def _excerpt_candidates(page: Page) -> Iterator[str]:
+    yield page.summary
+    for count, paragraph in enumerate(_paragraphs(page.text)):  # decompressed only if needed
+        if count >= MAX_EXCERPT_PARAGRAPHS:
+            return
+        yield paragraph
+
+
+def _excerpt(page: Page) -> str | None:
+    for candidate in _excerpt_candidates(page):
+        cleaned = clean_markdown(candidate)
+        if len(cleaned) < MIN_EXCERPT_CHARS or BOILERPLATE_RE.match(cleaned.casefold()):
+            continue
+        # Checked before trimming, so a secret cut in half by the trim is still caught.
+        if is_sensitive(cleaned):
+            continue
+        return trim(cleaned, MAX_EXCERPT_CHARS)
+    return None
+
+
+# Keyed by the whole (immutable, hashable) Page: the card reads the body for its excerpt.
+# The cards are query-independent, so the extractive path pays for each page once.
+@lru_cache(maxsize=4096)
+def _page_card(page: Page) -> _PageCard | None:
+    path = safe_path(page.path)
+    if path is None:
+        return None
+    page_id = page.id.strip()
+    if not page_id or len(page_id) > MAX_PAGE_ID_CHARS or is_sensitive(page_id):
+        return None
+    raw_title = page.title.strip() or page_id
+    if is_sensitive(raw_title):
+        return None
+    excerpt = _excerpt(page)
+    if excerpt is None:
+        return None
+    title = trim(raw_title, MAX_TITLE_CHARS)
+    headings = _unique(
+        (trim(h, MAX_HEADING_CHARS) for h in page.headings if not is_sensitive(h)), MAX_CARD_HEADINGS
+    )
+    found = identifiers_in(title, *headings, excerpt)
+    identifiers = _unique(
+        (item for item in chain((path,), page.source_refs, page.tags, found) if not is_sensitive(item)),
+        MAX_CARD_IDENTIFIERS,
+        MAX_IDENTIFIER_CHARS,
+    )
+    terms = _facts_of(page).terms
+    return _PageCard(page_id, title, path, tuple(headings), terms, tuple(identifiers), excerpt)
+
+
+# ---------------------------------------------------------------------------------------
+# Query-independent view of one visible-page sequence
+
+
+class _FolderFacts(NamedTuple):
+    path: str
+    page_count: int
+    terms: tuple[str, ...]
+    keys: frozenset[str]
+
+
+def _folder_facts(pages: Iterable[Page]) -> list[_FolderFacts]:
+    """Pages grouped by parent folder; terms by (-pages having them, folded term)."""
+    counts: dict[str, int] = {}
+    term_counts: dict[str, Counter[str]] = {}
+    spellings: dict[str, dict[str, str]] = {}
+    for page in pages:
+        facts = _facts_of(page)
+        if facts.folder is None:
+            continue
+        counts[facts.folder] = counts.get(facts.folder, 0) + 1
+        counter = term_counts.setdefault(facts.folder, Counter())
+        first = spellings.setdefault(facts.folder, {})
+        for term in facts.terms:
+            key = fold(term)
+            counter[key] += 1
+            first.setdefault(key, term)
+    folders: list[_FolderFacts] = []
+    for folder, count in counts.items():
+        counter = term_counts[folder]
+        keys = heapq.nsmallest(MAX_FOLDER_TERMS, counter, key=lambda k: (-counter[k], k))
+        terms = tuple(spellings[folder][k] for k in keys)
+        folders.append(_FolderFacts(folder, count, terms, frozenset(keys)))
+    return folders
+
+
+class _View:
+    """What guidance needs from one visible-page sequence, computed once per sequence.
+
+    Pages and folders are kept in their query-independent order ((role rank, path) and
+    (-page_count, path)) and indexed by position, with postings from folded term to
+    positions; a query then touches only the postings of its own terms."""
+
+    def __init__(self, pages: Sequence[Page], adapter: str) -> None:
+        self.source = "none"
+        self.authored = sorted(
+            (p for p in pages if p.role in AUTHORED_ROLES), key=lambda p: (ROLE_RANK.get(p.role, 3), p.path)
+        )
+        self.ordered: list[Page] = []  # extractive only: pages by (role rank, path)
+        self.postings: dict[str, list[int]] = {}
+        self.folders: list[_FolderFacts] = []
+        self.folder_postings: dict[str, list[int]] = {}
+        if self.authored:
+            self.source = "authored"
+            folders = _folder_facts(self.authored)
+        elif adapter == "generic-markdown" and pages:
+            self.source = "projection_extractive"
+            folders = _folder_facts(pages)
+            self.ordered = sorted(pages, key=lambda p: (ROLE_RANK.get(p.role, 3), p.path))
+            self.postings = _postings(_facts_of(page).keys for page in self.ordered)
+        else:
+            return
+        self.folders = sorted(folders, key=lambda f: (-f.page_count, f.path))
+        self.folder_postings = _postings(folder.keys for folder in self.folders)
+
+    def extractive_candidates(self, query_keys: frozenset[str]) -> list[Page]:
+        """Top pages by (-overlap, role rank, path)."""
+        top = _top(self.postings, len(self.ordered), query_keys, EXTRACTIVE_CANDIDATES)
+        return [self.ordered[i] for i in top]
+
+    def folder_cards(self, query_keys: frozenset[str]) -> list[_FolderFacts]:
+        """Top folders by (-overlap, -page_count, path)."""
+        top = _top(self.folder_postings, len(self.folders), query_keys, MAX_FOLDER_CARDS)
+        return [self.folders[i] for i in top]
+
+
+def _postings(keys_in_order: Iterable[frozenset[str]]) -> dict[str, list[int]]:
+    postings: dict[str, list[int]] = {}
+    for position, keys in enumerate(keys_in_order):
+        for key in keys:
+            postings.setdefault(key, []).append(position)
+    return postings
+
+
+def _top(postings: dict[str, list[int]], size: int, query_keys: frozenset[str], limit: int) -> list[int]:
+    """The first `limit` positions by (-overlap with the query keys, position)."""
+    overlap: Counter[int] = Counter()
+    for key in query_keys:
+        overlap.update(postings.get(key, ()))
+    chosen = [position for _, position in heapq.nsmallest(limit, ((-n, p) for p, n in overlap.items()))]
+    position = 0
+    while len(chosen) < limit and position < size:  # no overlap: fill in base order
+        if position not in overlap:
+            chosen.append(position)
+        position += 1
+    return chosen
+
+
+# The server passes the projection's own visible-page tuple on every request, so the view
+# is cached by identity. Entries hold their tuple strongly (an id can't be reused while
+# cached) and tuples of Pages are immutable; lists are never cached.
+_VIEW_CACHE: list[tuple[tuple[Page, ...], str, _View]] = []
+_VIEW_CACHE_SIZE = 4
+
+
+def _view_for(pages: Sequence[Page], adapter: str) -> _View:
+    if not isinstance(pages, tuple):
+        return _View(pages, adapter)
+    for cached_pages, cached_adapter, view in list(_VIEW_CACHE):
+        if cached_pages is pages and cached_adapter == adapter:
+            return view
+    view = _View(pages, adapter)
+    _VIEW_CACHE.insert(0, (pages, adapter, view))
+    del _VIEW_CACHE[_VIEW_CACHE_SIZE:]
+    return view
+
+
+# ---------------------------------------------------------------------------------------
+# Assembly
+
+
+def _compact(value: Any) -> str:
+    # Characters, not bytes or \u escapes: the budget is what an agent reads.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _fit_budget(guidance: dict[str, Any], budget: int) -> None:
+    """Drop the last page card, then folder card, then suggested term, then exact identifier
+    until the compact JSON fits. Sizes are summed per item, so this is one dump per item."""
+    lists = ("page_cards", "folder_cards", "suggested_terms", "exact_identifiers")
+    sizes = {name: [len(_compact(item)) for item in guidance[name]] for name in lists}
+    total = len(_compact({**guidance, **{name: [] for name in lists}}))
+    for name in lists:
+        total += sum(sizes[name]) + max(0, len(sizes[name]) - 1)
+    for name in lists:
+        items, item_sizes = guidance[name], sizes[name]
+        while total > budget and items:
+            items.pop()
+            total -= item_sizes.pop() + (1 if items else 0)
+    while len(_compact(guidance)) > budget:  # a guard; the arithmetic above is exact
+        nonempty = [n for n in lists if guidance[n]]
+        if not nonempty:
+            break
+        guidance[nonempty[0]].pop()
+
+
+def build_guidance(
+    pages: Sequence[Page], adapter: str, query: str, *, vector_available: bool = False
+) -> dict[str, Any]:
+    """The `retrieval_guidance` object for a query over the visible pages (in page order).
+
+    `pages` must already be the request's visible pages (approved only unless drafts are
+    allowed); nothing here reads files, calls the network or initialises vector search.
+    """
+    view = _view_for(pages, adapter)
+    query_terms = terms_from_text(query)
+    # Overlap compares NFC-casefolded terms, for page ranking and folder order alike. The
+    # reference compares page ranking terms case-sensitively (contract App. B quirk 8), so
+    # "refund" would miss a page titled "Refund"; folding is the deliberate deviation.
+    query_keys = frozenset(fold(term) for term in query_terms)
+
+    source = view.source
+    cards: list[_PageCard] = []
+    folders: list[_FolderFacts] = []
+    if source != "none":
+        candidates = view.authored if source == "authored" else view.extractive_candidates(query_keys)
+        for page in candidates:
+            card = _page_card(page)
+            if card is not None:
+                cards.append(card)
+                if len(cards) >= MAX_PAGE_CARDS:
+                    break
+        folders = view.folder_cards(query_keys)
+    suggested: list[str] = []
+    identifiers: list[str] = []
+    if source != "none":
+        suggested = _unique(
+            chain(query_terms, *(c.terms for c in cards), *(f.terms for f in folders)),
+            MAX_SUGGESTED_TERMS,
+            MAX_TERM_CHARS,
+        )
+        identifiers = _unique(
+            chain(*(c.exact_identifiers for c in cards), (c.path for c in cards)),
+            MAX_EXACT_IDENTIFIERS,
+            MAX_IDENTIFIER_CHARS,
+        )
+    if source == "projection_extractive" and not (cards or folders or suggested):
+        source = "none"
+        identifiers = []
+
+    guidance: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "orientation_source": source,
+        "content_trust": CONTENT_TRUST,
+        "max_query_variants": MAX_QUERY_VARIANTS,
+        "character_budget": CHARACTER_BUDGET,
+        "folder_cards": [
+            {"path": f.path, "page_count": f.page_count, "terms": list(f.terms)} for f in folders
+        ],
+        "page_cards": [card.payload() for card in cards],
+        "suggested_terms": suggested,
+        "exact_identifiers": identifiers,
+        # Only a verified provider adds the vector modes; building guidance never probes one.
+        "fallback_modes": list(FALLBACK_ORDER) if vector_available else ["literal"],
+    }
+    _fit_budget(guidance, CHARACTER_BUDGET)
+    return guidance
+
+
+# ---------------------------------------------------------------------------------------
+# Validation (closed schema)
+
+
+def _fail(where: str, problem: str) -> None:
+    raise ValueError(f"retrieval_guidance.{where}: {problem}")
+
+
+def _check_keys(value: Any, keys: tuple[str, ...], where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        _fail(where, "must be an object")
+    if tuple(value) != keys:
+        _fail(where, f"keys must be exactly {list(keys)} in that order, got {list(value)}")
+    for key, item in value.items():
+        if item is None:
+            _fail(f"{where}.{key}" if where else key, "must not be null")
+    result: dict[str, Any] = value
+    return result
+
+
+def _check_text(value: Any, where: str, max_chars: int, *, min_chars: int = 1) -> str:
+    if not isinstance(value, str):
+        _fail(where, "must be a string")
+    text: str = value
+    if text != text.strip():
+        _fail(where, "must be trimmed")
+    if not min_chars <= len(text) <= max_chars:
+        _fail(where, f"length must be {min_chars}..{max_chars}, got {len(text)}")
+    if is_sensitive(text):
+        _fail(where, "must not hold sensitive text")
+    return text
+
+
+def _check_list(value: Any, where: str, max_items: int, max_chars: int) -> list[str]:
+    if not isinstance(value, list):
+        _fail(where, "must be a list")
+    if len(value) > max_items:
+        _fail(where, f"at most {max_items} items, got {len(value)}")
+    seen: set[str] = set()
+    items: list[str] = []
+    for index, item in enumerate(value):
+        text = _check_text(item, f"{where}[{index}]", max_chars)
+        key = fold(text)
+        if key in seen:
+            _fail(f"{where}[{index}]", "duplicate (case-insensitive)")
+        seen.add(key)
+        items.append(text)
+    return items
+
+
+def _check_path(value: Any, where: str, *, folder: bool = False) -> None:
+    if not isinstance(value, str):
+        _fail(where, "must be a string")
+    if folder and value == ".":
+        return
+    if safe_path(value) != value:
+        _fail(where, "must be a safe source-relative path")
+
+
+def _check_int(value: Any, where: str, low: int, high: int | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        _fail(where, "must be an integer")
+    number: int = value
+    if number < low or (high is not None and number > high):
+        _fail(where, f"must be in {low}..{high if high is not None else ''}")
+    return number
+
+
+def validate_guidance(obj: object) -> None:
+    """Raise ValueError unless obj is a valid closed `llmwiki.retrieval_guidance.v1` object."""
+    guidance = _check_keys(obj, GUIDANCE_KEYS, "")
+    if guidance["schema_version"] != SCHEMA_VERSION:
+        _fail("schema_version", f"must be {SCHEMA_VERSION!r}")
+    if guidance["orientation_source"] not in ORIENTATION_SOURCES:
+        _fail("orientation_source", f"must be one of {list(ORIENTATION_SOURCES)}")
+    if guidance["content_trust"] != CONTENT_TRUST:
+        _fail("content_trust", f"must be {CONTENT_TRUST!r}")
+    if _check_int(guidance["max_query_variants"], "max_query_variants", 0) != MAX_QUERY_VARIANTS:
+        _fail("max_query_variants", f"must be {MAX_QUERY_VARIANTS}")
+    budget = _check_int(guidance["character_budget"], "character_budget", 1, 6000)
+
+    folder_cards = guidance["folder_cards"]
+    if not isinstance(folder_cards, list) or len(folder_cards) > MAX_FOLDER_CARDS:
+        _fail("folder_cards", f"must be a list of at most {MAX_FOLDER_CARDS}")
+    for index, raw in enumerate(folder_cards):
+        where = f"folder_cards[{index}]"
+        card = _check_keys(raw, FOLDER_CARD_KEYS, where)
+        _check_path(card["path"], f"{where}.path", folder=True)
+        _check_int(card["page_count"], f"{where}.page_count", 1)
+        _check_list(card["terms"], f"{where}.terms", MAX_FOLDER_TERMS, MAX_TERM_CHARS)
+
+    page_cards = guidance["page_cards"]
+    if not isinstance(page_cards, list) or len(page_cards) > MAX_PAGE_CARDS:
+        _fail("page_cards", f"must be a list of at most {MAX_PAGE_CARDS}")
+    for index, raw in enumerate(page_cards):
+        where = f"page_cards[{index}]"
+        card = _check_keys(raw, PAGE_CARD_KEYS, where)
+        _check_text(card["page_id"], f"{where}.page_id", MAX_PAGE_ID_CHARS)
+        _check_text(card["title"], f"{where}.title", MAX_TITLE_CHARS)
+        _check_path(card["path"], f"{where}.path")
+        _check_list(card["headings"], f"{where}.headings", MAX_CARD_HEADINGS, MAX_HEADING_CHARS)
+        _check_list(card["terms"], f"{where}.terms", MAX_PAGE_TERMS, MAX_TERM_CHARS)
+        _check_list(card["exact_identifiers"], f"{where}.exact_identifiers", MAX_CARD_IDENTIFIERS,
+                    MAX_IDENTIFIER_CHARS)
+        _check_text(card["excerpt"], f"{where}.excerpt", MAX_EXCERPT_CHARS)
+
+    _check_list(guidance["suggested_terms"], "suggested_terms", MAX_SUGGESTED_TERMS, MAX_TERM_CHARS)
+    _check_list(guidance["exact_identifiers"], "exact_identifiers", MAX_EXACT_IDENTIFIERS,
+                MAX_IDENTIFIER_CHARS)
+    modes = guidance["fallback_modes"]
+    if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
+        _fail("fallback_modes", "must be a list of strings")
+    if modes != [m for m in FALLBACK_ORDER if m in modes]:
+        _fail("fallback_modes", f"must be an ordered subset of {list(FALLBACK_ORDER)}")
+    lists = ("folder_cards", "page_cards", "suggested_terms", "exact_identifiers")
+    if guidance["orientation_source"] == "none" and any(guidance[name] for name in lists):
+        _fail("orientation_source", "'none' carries no cards, terms or identifiers")
+    if len(_compact(guidance)) > budget:
+        _fail("character_budget", f"compact JSON is longer than {budget} characters")

@@ -1,0 +1,248 @@
+"""Search and context packs over one snapshot: lexical, literal, variants, snippets."""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from serve.errors import UserError
+from serve.projection import Projection, orientation_order
+from serve.retrieval.analyzer import query_terms
+from serve.retrieval.index import ROLE_MULTIPLIER, Hit, LexicalIndex
+from serve.source.page import ROLE_RANK, Page, collapse
+
+RESULT_FIELDS = ("page_id", "title", "path", "score", "snippet", "role", "source_refs", "route")
+DEFAULT_SNIPPET_CHARS = 280
+MAX_QUERY_TERMS = 64  # a 100 KB query is searched by its first 64 distinct terms
+FUSION_K = 60
+NO_EVIDENCE = "No matching approved LLMWiki page was found."
+EMPTY_QUERY = "The query is empty, so no evidence was searched."
+VECTOR_DISABLED = (
+    "Vector search is not enabled for this server. Use mode=lexical or mode=literal; "
+    "vector and hybrid modes need a vector backend, which this server does not have."
+)
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """A validated search or context request (protocol-independent)."""
+
+    query: str = ""
+    limit: int = 8
+    include_drafts: bool = False  # already combined with the operator's permission
+    mode: str = "lexical"
+    fields: tuple[str, ...] | None = None
+    snippet_chars: int | None = None
+    min_score: float | None = None
+    exclude_page_ids: tuple[str, ...] = ()
+    query_variants: tuple[str, ...] = field(default_factory=tuple)
+
+    def check(self) -> None:
+        """Service-level rules (HTTP 400 / JSON-RPC invalid params)."""
+        if self.mode in ("vector", "hybrid"):
+            if self.min_score is not None:
+                raise UserError("min_score is not supported for vector or hybrid search. "
+                                "Remove min_score or use lexical/literal mode.")
+            raise UserError(VECTOR_DISABLED)
+        if self.query_variants:
+            if self.mode != "lexical":
+                raise UserError("query_variants is supported only with mode=lexical")
+            if not self.query.strip():
+                raise UserError("query is required when query_variants are supplied")
+
+
+def snippet(page: Page, needles: Sequence[str], limit: int | None, *, literal: str = "") -> str:
+    """A window of the page around the first hit, whitespace-collapsed, at most `limit`."""
+    size = DEFAULT_SNIPPET_CHARS if limit is None else max(0, min(2000, limit))
+    if size == 0:
+        return ""
+    base = page.text or page.summary
+    lowered = base.casefold() if literal else base.lower()
+    positions = []
+    if literal:
+        found = lowered.find(literal)
+        if found >= 0:
+            positions.append(found)
+    else:
+        for needle in needles:
+            found = lowered.find(needle)
+            if found >= 0:
+                positions.append(found)
+    if positions:
+        start = max(0, min(positions) - 100)
+        if start:  # start at a word boundary rather than mid-word
+            space = base.rfind(" ", max(0, start - 24), start)
+            start = space + 1 if space >= 0 else start
+        window = base[start : start + size + 100]
+    else:
+        window = base[: size * 2 + 64]
+    text = collapse(window)
+    if len(text) <= size:
+        return text
+    return text[: size - 1].rstrip() + "..."
+
+
+def result(page: Page, score: float, route: str, snippet_text: str) -> dict[str, Any]:
+    return {"page_id": page.id, "title": page.title, "path": page.path, "score": score,
+            "snippet": snippet_text, "role": page.role, "source_refs": list(page.source_refs),
+            "route": route}
+
+
+def project_fields(item: dict[str, Any], fields: Sequence[str] | None) -> dict[str, Any]:
+    """Keep the requested fields in canonical order; page_id always stays."""
+    if fields is None:
+        return item
+    wanted = set(fields) | {"page_id"}
+    return {k: v for k, v in item.items() if k in wanted}
+
+
+def _excluded_paths(projection: Projection, entries: Sequence[str]) -> set[str]:
+    wanted = {e.strip() for e in entries if e.strip()}
+    if not wanted:
+        return set()
+    return {p.path for p in projection.pages if p.id in wanted or p.path in wanted}
+
+
+class Searcher:
+    """Runs searches against one snapshot and the index synced to it."""
+
+    def __init__(self, projection: Projection, index: LexicalIndex) -> None:
+        self.projection = projection
+        self.index = index
+
+    def visible(self, include_drafts: bool) -> tuple[Page, ...]:
+        return self.projection.visible_pages(include_drafts)
+
+    def overview(self, req: SearchRequest, route: str = "overview") -> list[dict[str, Any]]:
+        pages = orientation_order(self.visible(req.include_drafts))
+        excluded = _excluded_paths(self.projection, req.exclude_page_ids)
+        items: list[dict[str, Any]] = []
+        for page in pages:
+            if page.path in excluded:
+                continue
+            score = round(1.0 - 0.01 * len(items), 4)
+            items.append(result(page, score, route, snippet(page, (), req.snippet_chars)))
+            if len(items) >= req.limit:
+                break
+        return items
+
+    def search(self, req: SearchRequest) -> list[dict[str, Any]]:
+        """The ranked results for a request (fields not yet projected)."""
+        req.check()
+        if req.mode == "literal":
+            return self.literal(req)
+        if not req.query.strip():
+            return self.overview(req)
+        if req.query_variants:
+            return self.fused(req)
+        return self.lexical(req.query, req)
+
+    def lexical(self, query: str, req: SearchRequest) -> list[dict[str, Any]]:
+        terms = query_terms(query)[:MAX_QUERY_TERMS]
+        if not terms:
+            return []
+        hits = self.index.search(terms, approved_only=not req.include_drafts, limit=req.limit,
+                                 excluded=_excluded_paths(self.projection, req.exclude_page_ids),
+                                 min_score=req.min_score)
+        needles = [t for t in terms if len(t) > 1] or terms
+        return [result(h.page, round(h.score, 4), "search", snippet(h.page, needles, req.snippet_chars))
+                for h in hits]
+
+    def fused(self, req: SearchRequest) -> list[dict[str, Any]]:
+        """Reciprocal-rank fusion of the query and up to two variants (contract 5.7)."""
+        channels: list[str] = []
+        seen: set[str] = set()
+        for text in (req.query.strip(), *req.query_variants):
+            key = unicodedata.normalize("NFC", text).casefold()
+            if key not in seen:
+                seen.add(key)
+                channels.append(text)
+        if len(channels) == 1:
+            return self.lexical(channels[0], req)
+        ranked = [self.lexical(text, req) for text in channels[:3]]
+        fused: dict[str, float] = {}
+        best_rank: dict[str, int] = {}
+        item_of: dict[str, dict[str, Any]] = {}
+        for items in ranked:
+            for rank, item in enumerate(items, start=1):
+                path = item["path"]
+                fused[path] = fused.get(path, 0.0) + 1.0 / (FUSION_K + rank)
+                best_rank[path] = min(best_rank.get(path, rank), rank)
+                item_of.setdefault(path, item)
+        primary = {item["path"]: rank for rank, item in enumerate(ranked[0], start=1)}
+        order = sorted(fused, key=lambda p: (-fused[p], primary.get(p, 1_000_000), best_rank[p],
+                                             ROLE_RANK.get(item_of[p]["role"], 3), p))
+        return [{**item_of[p], "score": round(fused[p], 6)} for p in order[: req.limit]]
+
+    def literal(self, req: SearchRequest) -> list[dict[str, Any]]:
+        """Case-folded substring matching (Korean and numeric phrases included)."""
+        phrase = " ".join(req.query.split())
+        if not phrase:
+            return self.overview(req)
+        needle = phrase.casefold()
+        excluded = _excluded_paths(self.projection, req.exclude_page_ids)
+        hits: list[Hit] = []
+        for page in self.visible(req.include_drafts):
+            if page.path in excluded:
+                continue
+            haystack = " ".join((page.title, page.path, page.summary, page.text,
+                                 " ".join(page.tags), " ".join(page.source_refs))).casefold()
+            count = haystack.count(needle)
+            if not count:
+                continue
+            score = (1.0 + min(3.0, math.log(1 + count)) + 1.5 * (needle in page.title.casefold())
+                     + 0.7 * (needle in page.summary.casefold()))
+            score *= ROLE_MULTIPLIER.get(page.role, 1.0)
+            if req.min_score is not None and score < req.min_score:
+                continue
+            hits.append(Hit(page, score))
+        hits.sort(key=lambda h: (-round(h.score, 4), ROLE_RANK.get(h.page.role, 3), h.page.path))
+        return [result(h.page, round(h.score, 4), "literal",
+                       snippet(h.page, (), req.snippet_chars, literal=needle))
+                for h in hits[: req.limit]]
+
+    def orientation(self, req: SearchRequest) -> list[dict[str, Any]]:
+        """Entry pages (hot, index, overview, quickstart) for navigation: at most three,
+        never evidence by themselves."""
+        hubs = [p for p in orientation_order(self.visible(req.include_drafts)) if p.role != "topic"]
+        return [result(page, round(1.0 - 0.01 * i, 4), "orientation",
+                       snippet(page, (), req.snippet_chars))
+                for i, page in enumerate(hubs[:3])]
+
+    def context(self, req: SearchRequest, *, graph_limit: int,
+                neighborhood: Callable[[list[str], int], dict[str, Any]],
+                guidance: Callable[[Sequence[Page], str], dict[str, Any]]) -> dict[str, Any]:
+        """The context pack: orientation, ranked evidence, limitations, the graph around
+        the evidence, and retrieval guidance."""
+        req.check()
+        p = self.projection
+        blank = not req.query.strip()
+        evidence = [] if blank else self.search(req)
+        limitations = []
+        if blank:
+            limitations.append(EMPTY_QUERY)
+        elif not evidence:
+            limitations.append(NO_EVIDENCE)
+        withheld = p.page_count - p.approved_page_count
+        if not req.include_drafts and withheld > 0:
+            limitations.append(f"{withheld} draft or unapproved page(s) were withheld.")
+        seeds = [f"page:{item['page_id']}" for item in evidence]
+        graph = neighborhood(seeds, graph_limit) if seeds and graph_limit > 0 else {"nodes": [], "edges": []}
+        return {
+            "query": req.query,
+            "wiki_title": p.title,
+            "description": p.description,
+            "adapter": p.layout.adapter,
+            "implementation": p.layout.implementation,
+            "page_count": p.page_count,
+            "approved_page_count": p.approved_page_count,
+            "answerable": bool(evidence),
+            "orientation": [project_fields(i, req.fields) for i in self.orientation(req)],
+            "evidence": [project_fields(i, req.fields) for i in evidence],
+            "limitations": limitations,
+            "graph": graph,
+            "retrieval_guidance": guidance(self.visible(req.include_drafts), req.query),
+        }

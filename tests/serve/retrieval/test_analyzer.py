@@ -1,0 +1,52 @@
+"""The analyzer: English words, identifiers, numbers, Korean and CJK become search terms."""
+
+from __future__ import annotations
+
+import pytest
+
+from serve.retrieval.analyzer import analyze, query_terms
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("before release.", ["befor", "releas"]),  # trailing punctuation is not kept
+        ("publish.yml", ["publish.yml", "publish", "yml"]),
+        ("REFUND_WINDOW_DAYS", ["refund_window_days", "refund", "window", "day"]),
+        ("ExportJob.rotateToken", ["exportjob.rotatetoken", "exportjob", "export", "job",
+                                   "rotatetoken", "rotat", "token"]),
+        ("snake_case", ["snake_case", "snake", "case"]),
+        ("HTTPServer", ["httpserver", "http", "server"]),
+        ("v1.2.3", ["v1.2.3", "v1", "v", "1", "2", "3"]),
+        ("2026-07-10", ["2026-07-10", "2026", "07", "10"]),
+        ("studies", ["studi"]),
+        ("the and of", []),  # stopwords carry no meaning on their own
+    ],
+)
+def test_english_and_identifiers(text: str, expected: list[str]) -> None:
+    assert analyze(text) == expected
+
+
+def test_korean_terms_include_stems_and_bigrams() -> None:
+    terms = analyze("3차 계약서를")
+    assert {"3차", "3", "차", "계약서를", "계약서", "계약", "약서"} <= set(terms)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("日本語", ["日本", "本語"]), ("部署说明", ["部署", "署说", "说明"]), ("中", ["中"])],
+)
+def test_chinese_and_japanese_become_bigrams(text: str, expected: list[str]) -> None:
+    assert analyze(text) == expected
+
+
+def test_full_width_forms_are_normalised() -> None:
+    assert analyze("ＡＢＣ１２３") == analyze("ABC123")
+
+
+def test_query_terms_are_distinct_in_order() -> None:
+    assert query_terms("release the release notes") == ["releas", "note"]
+
+
+def test_control_characters_and_symbols_only_give_no_terms() -> None:
+    assert analyze("\x00\x07 --- !!! ???") == []
