@@ -86,7 +86,11 @@ def _latin_terms(piece: str) -> Iterator[str]:
         if low in STOPWORDS:
             continue
         if low.isascii() and low.isalpha() and len(low) > 2:
-            yield stem(low)
+            stemmed = stem(low)
+            yield stemmed
+            if stemmed != low:
+                # The word as written too: an exact form is stronger evidence than a stem.
+                yield low
         else:
             yield low
 

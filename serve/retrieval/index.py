@@ -7,6 +7,7 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -20,6 +21,8 @@ ROLE_MULTIPLIER = {"hot": 1.15, "index": 1.06, "overview": 1.03, "topic": 1.0}
 # boost by repetition (the page text already holds the headings once).
 TITLE_COPIES = 2
 FIELD_COPIES = 1
+LEAD_COPIES = 2
+PHRASE_WEIGHT = 0.3
 # Rebuild the postings when this share of documents is dead (replaced or removed).
 COMPACT_DEAD_SHARE = 0.3
 
@@ -28,7 +31,10 @@ def page_terms(page: Page) -> list[str]:
     """The bag of terms one page is indexed under."""
     path = page.path.rsplit(".", 1)[0] if page.path.endswith((".md", ".org")) else page.path
     meta = " ".join((*page.headings, *page.tags, *page.source_refs, path.replace("/", " ")))
-    return analyze(page.title) * TITLE_COPIES + analyze(meta) * FIELD_COPIES + analyze(page.text)
+    # The summary is the page's lead (its first ~360 characters): counting it again weights
+    # what a page says first, which the judged sets show helps (the reference does it too).
+    return (analyze(page.title) * TITLE_COPIES + analyze(meta) * FIELD_COPIES
+            + analyze(page.summary) * LEAD_COPIES + analyze(page.text))
 
 
 class Postings:
@@ -48,6 +54,12 @@ class Postings:
 class Hit:
     page: Page
     score: float
+
+
+@lru_cache(maxsize=8192)
+def lead_pairs(summary: str) -> frozenset[tuple[str, str]]:
+    terms = analyze(summary)
+    return frozenset(zip(terms, terms[1:], strict=False))
 
 
 def term_weight(term: str) -> float:
@@ -156,7 +168,8 @@ class LexicalIndex:
     # -- search ---------------------------------------------------------------------
 
     def search(self, terms: Sequence[str], *, approved_only: bool, limit: int,
-               excluded: Iterable[str] = (), min_score: float | None = None) -> list[Hit]:
+               excluded: Iterable[str] = (), min_score: float | None = None,
+               sequence: Sequence[str] = ()) -> list[Hit]:
         """Ranked pages for the query terms: BM25 × role multiplier, ties by role, path."""
         n_docs = len(self.pages)
         if n_docs == 0 or not terms:
@@ -204,6 +217,14 @@ class LexicalIndex:
             kth = round(float(scores[top].min()), 4)
             candidates = candidates[np.round(scores[candidates], 4) >= kth]
         hits = [Hit(self.pages[int(d)], float(scores[int(d)])) for d in candidates]  # type: ignore[arg-type]
+        pairs = set(zip(sequence, sequence[1:], strict=False))
+        if pairs:
+            # Phrase evidence: query term pairs that also follow each other in a page's
+            # lead. Applied to the best candidates only, so it costs little per query.
+            hits.sort(key=lambda h: -h.score)
+            for hit in hits[: max(3 * limit, 30)]:
+                lead = lead_pairs(hit.page.summary)
+                hit.score *= 1.0 + PHRASE_WEIGHT * len(pairs & lead) / len(pairs)
         hits.sort(key=lambda h: (-round(h.score, 4), ROLE_RANK.get(h.page.role, 3), h.page.path))
         del doc_len, valid
         return hits[:limit]

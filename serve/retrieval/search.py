@@ -10,13 +10,14 @@ from typing import Any
 
 from serve.errors import UserError
 from serve.projection import Projection, orientation_order
-from serve.retrieval.analyzer import query_terms
+from serve.retrieval.analyzer import analyze
 from serve.retrieval.index import ROLE_MULTIPLIER, Hit, LexicalIndex
 from serve.source.page import ROLE_RANK, Page, collapse
 
 RESULT_FIELDS = ("page_id", "title", "path", "score", "snippet", "role", "source_refs", "route")
 DEFAULT_SNIPPET_CHARS = 280
 MAX_QUERY_TERMS = 64  # a 100 KB query is searched by its first 64 distinct terms
+MAX_QUERY_CHARS = 8192
 FUSION_K = 60
 NO_EVIDENCE = "No matching approved LLMWiki page was found."
 EMPTY_QUERY = "The query is empty, so no evidence was searched."
@@ -141,12 +142,13 @@ class Searcher:
         return self.lexical(req.query, req)
 
     def lexical(self, query: str, req: SearchRequest) -> list[dict[str, Any]]:
-        terms = query_terms(query)[:MAX_QUERY_TERMS]
+        sequence = analyze(query[:MAX_QUERY_CHARS])
+        terms = list(dict.fromkeys(sequence))[:MAX_QUERY_TERMS]
         if not terms:
             return []
         hits = self.index.search(terms, approved_only=not req.include_drafts, limit=req.limit,
                                  excluded=_excluded_paths(self.projection, req.exclude_page_ids),
-                                 min_score=req.min_score)
+                                 min_score=req.min_score, sequence=sequence[:MAX_QUERY_TERMS * 4])
         needles = [t for t in terms if len(t) > 1] or terms
         return [result(h.page, round(h.score, 4), "search", snippet(h.page, needles, req.snippet_chars))
                 for h in hits]

@@ -10,16 +10,17 @@ from serve.retrieval.analyzer import analyze, query_terms
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("before release.", ["befor", "releas"]),  # trailing punctuation is not kept
+        # Stems, plus the word as written when it differs; trailing punctuation is dropped.
+        ("before release.", ["befor", "before", "releas", "release"]),
         ("publish.yml", ["publish.yml", "publish", "yml"]),
-        ("REFUND_WINDOW_DAYS", ["refund_window_days", "refund", "window", "day"]),
+        ("REFUND_WINDOW_DAYS", ["refund_window_days", "refund", "window", "day", "days"]),
         ("ExportJob.rotateToken", ["exportjob.rotatetoken", "exportjob", "export", "job",
-                                   "rotatetoken", "rotat", "token"]),
+                                   "rotatetoken", "rotat", "rotate", "token"]),
         ("snake_case", ["snake_case", "snake", "case"]),
         ("HTTPServer", ["httpserver", "http", "server"]),
         ("v1.2.3", ["v1.2.3", "v1", "v", "1", "2", "3"]),
         ("2026-07-10", ["2026-07-10", "2026", "07", "10"]),
-        ("studies", ["studi"]),
+        ("studies", ["studi", "studies"]),
         ("the and of", []),  # stopwords carry no meaning on their own
     ],
 )
@@ -45,7 +46,7 @@ def test_full_width_forms_are_normalised() -> None:
 
 
 def test_query_terms_are_distinct_in_order() -> None:
-    assert query_terms("release the release notes") == ["releas", "note"]
+    assert query_terms("release the release notes") == ["releas", "release", "note", "notes"]
 
 
 def test_control_characters_and_symbols_only_give_no_terms() -> None:
