@@ -10,7 +10,13 @@ from aiohttp import web
 
 def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     """JSON with non-ASCII kept (UTF-8), as both services answer."""
-    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    try:
+        body = text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (echoed from a client's "\ud800") cannot be UTF-8: fall back to
+        # ASCII escapes, which keep the JSON valid and the value faithful.
+        body = json.dumps(payload, ensure_ascii=True, separators=(",", ":")).encode("ascii")
     return web.Response(body=body, status=status, content_type="application/json",
                         charset="utf-8", headers=headers)
 

@@ -133,7 +133,7 @@ def read_file(job: ReadJob) -> ReadResult:
                       fragment=page_fragment(page), options=options)
 
 
-def _die_with_parent(parent: int) -> None:
+def die_with_parent(parent: int) -> None:
     """Worker start-up: a forked worker holds the parent's pipe ends, so it would wait
     forever if the parent were killed; ask the kernel to end it with the parent."""
     if sys.platform.startswith("linux"):
@@ -387,7 +387,7 @@ class FolderMirror:
             context = multiprocessing.get_context("fork")
             fresh = []
             with ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                                     initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
+                                     initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
                 for payload in pool.map(read_files, chunks):
                     fresh.extend((rel, decode_record(raw)) for rel, raw in marshal.loads(payload))
         out = {}

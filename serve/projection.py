@@ -139,7 +139,8 @@ class Projection:
             pages[index], fragments[index] = page, fragment
         nxt = object.__new__(Projection)
         nxt.__dict__.update(self.__dict__)
-        nxt.__dict__.pop("orientation", None)  # it holds page objects
+        for key in ("_ordered_all", "_ordered_approved", "_entry_all", "_entry_approved"):
+            nxt.__dict__.pop(key, None)  # they hold page objects
         nxt.pages = tuple(pages)
         nxt.fragments = tuple(fragments)
         nxt.signature = signature
@@ -236,9 +237,22 @@ class Projection:
                     ref["linked_page_ids"].append(page.id)
         return sorted(refs.values(), key=lambda r: str(r["id"]))
 
-    @cached_property
-    def orientation(self) -> tuple[Page, ...]:
-        return tuple(orientation_order(self.approved_pages))
+    def ordered(self, include_drafts: bool) -> tuple[Page, ...]:
+        """Visible pages in orientation order (entry pages first), computed once."""
+        key = "_ordered_all" if include_drafts else "_ordered_approved"
+        cached = self.__dict__.get(key)
+        if cached is None:
+            cached = self.__dict__[key] = tuple(orientation_order(self.visible_pages(include_drafts)))
+        return cached
+
+    def entry_pages(self, include_drafts: bool) -> tuple[Page, ...]:
+        """Visible hot, index and overview pages in orientation order."""
+        key = "_entry_all" if include_drafts else "_entry_approved"
+        cached = self.__dict__.get(key)
+        if cached is None:
+            hubs = [p for p in self.visible_pages(include_drafts) if p.role != "topic"]
+            cached = self.__dict__[key] = tuple(orientation_order(hubs))
+        return cached
 
 
 def _unique_ref_id(label: str, used: set[str]) -> str:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
+from serve.folder import die_with_parent
 from serve.retrieval.analyzer import analyze
 from serve.source.page import ROLE_RANK, Page
 
@@ -23,8 +27,11 @@ TITLE_COPIES = 2
 FIELD_COPIES = 1
 LEAD_COPIES = 2
 PHRASE_WEIGHT = 0.3
+RERANK_POOL = 100  # candidates the phrase bonus may reorder (limit is at most 30)
 # Rebuild the postings when this share of documents is dead (replaced or removed).
 COMPACT_DEAD_SHARE = 0.3
+# A first sync with more pages than this builds the main segment in bulk.
+BULK_MIN = 256
 
 
 def page_terms(page: Page) -> list[str]:
@@ -38,22 +45,66 @@ def page_terms(page: Page) -> list[str]:
 
 
 class Postings:
-    """One term's postings: parallel arrays of document ids and term frequencies, plus
-    document frequencies over live documents (all, and approved only)."""
+    """One term's postings in the delta segment (documents added after the bulk build):
+    parallel arrays of document ids and term frequencies."""
 
-    __slots__ = ("docs", "tfs", "df_all", "df_approved")
+    __slots__ = ("docs", "tfs")
 
     def __init__(self) -> None:
         self.docs = array("i")
         self.tfs = array("f")
-        self.df_all = 0
-        self.df_approved = 0
 
 
 @dataclass(slots=True)
 class Hit:
     page: Page
     score: float
+
+
+Slice = tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+_BULK_PAGES: Sequence[Page] = ()  # read by forked workers (inherited, never pickled)
+PARALLEL_BULK_MIN = 2000
+
+
+def analyse_range(bounds: tuple[int, int]) -> Slice:
+    """Analyse pages [start, stop) of _BULK_PAGES: a local vocabulary, per-posting term
+    ids and frequencies, and per-document posting counts and lengths."""
+    start, stop = bounds
+    vocab: dict[str, int] = {}
+    term_ids: list[int] = []
+    tfs: list[int] = []
+    doc_terms: list[int] = []
+    doc_lengths: list[int] = []
+    for page in _BULK_PAGES[start:stop]:
+        counts = Counter(page_terms(page))
+        term_ids.extend(vocab.setdefault(term, len(vocab)) for term in counts)
+        tfs.extend(counts.values())
+        doc_terms.append(len(counts))
+        doc_lengths.append(sum(counts.values()))
+    return (list(vocab), np.array(term_ids, dtype=np.int32),
+            np.minimum(np.array(tfs, dtype=np.int64), 65535).astype(np.uint16),
+            np.array(doc_terms, dtype=np.int64), np.array(doc_lengths, dtype=np.int64))
+
+
+def analyse_slices(pages: Sequence[Page]) -> list[Slice]:
+    global _BULK_PAGES
+    workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    if len(pages) < PARALLEL_BULK_MIN or workers < 2:
+        _BULK_PAGES = pages
+        try:
+            return [analyse_range((0, len(pages)))]
+        finally:
+            _BULK_PAGES = ()
+    step = -(-len(pages) // workers)
+    bounds = [(i, min(len(pages), i + step)) for i in range(0, len(pages), step)]
+    _BULK_PAGES = pages
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                                 initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+            return list(pool.map(analyse_range, bounds))
+    finally:
+        _BULK_PAGES = ()
 
 
 @lru_cache(maxsize=8192)
@@ -74,13 +125,21 @@ def term_weight(term: str) -> float:
 class LexicalIndex:
     """BM25 over the pages of the current snapshot.
 
-    Documents are appended; a changed page gets a new document and its old one is marked
-    dead, so an edit costs the work of indexing one page. Statistics (N, df, average
-    length) are kept for two corpora, approved pages and all pages, as the contract asks.
-    Dead documents are dropped by an occasional compaction."""
+    A bulk build puts every page in a compact main segment (CSR: per-term slices of two
+    numpy arrays). Later changes append documents to a small delta segment, and a changed
+    page's old document is marked dead, so an edit costs the work of indexing one page.
+    Document frequencies and lengths are kept for two corpora, approved pages and all
+    pages, as the contract asks. Dead documents go at the next rebuild, which happens
+    when they pile up."""
 
     def __init__(self) -> None:
-        self.postings: dict[str, Postings] = {}
+        self.vocab: dict[str, int] = {}
+        self.indptr = np.zeros(1, dtype=np.int64)
+        self.main_docs = np.zeros(0, dtype=np.int32)
+        self.main_tfs = np.zeros(0, dtype=np.uint16)
+        self.delta: dict[int, Postings] = {}
+        self.df_all = np.zeros(0, dtype=np.int32)
+        self.df_approved = np.zeros(0, dtype=np.int32)
         self.pages: list[Page | None] = []  # by document id; None when dead
         self.doc_len = array("f")
         self.alive = bytearray()
@@ -95,6 +154,9 @@ class LexicalIndex:
 
     def sync(self, pages: Sequence[Page]) -> int:
         """Bring the index to exactly `pages`; returns how many documents changed."""
+        if not self.by_path and len(pages) > BULK_MIN:
+            self._bulk(pages)
+            return len(pages)
         changed = 0
         seen: set[str] = set()
         for page in pages:
@@ -110,23 +172,25 @@ class LexicalIndex:
             self._remove(self.by_path.pop(path))
             changed += 1
         if self.dead > COMPACT_DEAD_SHARE * max(1, len(self.pages)) and self.dead > 64:
-            self._compact()
+            live = [p for p in self.pages if p is not None]
+            self.__init__()  # type: ignore[misc]
+            self._bulk(live)
         return changed
 
-    def _add(self, page: Page, terms: list[str] | None = None) -> None:
+    def _term_id(self, term: str) -> int:
+        tid = self.vocab.get(term)
+        if tid is None:
+            tid = self.vocab[term] = len(self.vocab)
+            if tid >= len(self.df_all):  # grow the per-term arrays geometrically
+                size = max(1024, 2 * len(self.df_all))
+                self.df_all = np.concatenate([self.df_all, np.zeros(size - len(self.df_all), np.int32)])
+                self.df_approved = np.concatenate(
+                    [self.df_approved, np.zeros(size - len(self.df_approved), np.int32)])
+        return tid
+
+    def _document(self, page: Page, length: float) -> int:
         doc = len(self.pages)
-        counts = Counter(page_terms(page) if terms is None else terms)
-        length = float(sum(counts.values()))
         approved = page.approved
-        for term, tf in counts.items():
-            post = self.postings.get(term)
-            if post is None:
-                post = self.postings[term] = Postings()
-            post.docs.append(doc)
-            post.tfs.append(tf)
-            post.df_all += 1
-            if approved:
-                post.df_approved += 1
         self.pages.append(page)
         self.doc_len.append(length)
         self.alive.append(1)
@@ -138,6 +202,56 @@ class LexicalIndex:
         if approved:
             self.n_approved += 1
             self.len_approved += length
+        return doc
+
+    def _bulk(self, pages: Sequence[Page]) -> None:
+        """Index many pages at once into the main segment. Analysis runs in forked worker
+        processes when there are many pages: it is CPU-bound, and the temporary objects
+        it creates then never swell this process's heap."""
+        vocab = self.vocab
+        slices = analyse_slices(pages)
+        term_parts: list[np.ndarray] = []
+        tf_parts: list[np.ndarray] = []
+        lengths: list[np.ndarray] = []
+        for local_vocab, term_ids, tfs, doc_terms, doc_lengths in slices:
+            mapping = np.array([vocab.setdefault(t, len(vocab)) for t in local_vocab], dtype=np.int32)
+            term_parts.append(mapping[term_ids] if len(term_ids) else term_ids)
+            tf_parts.append(tfs)
+            lengths.append(doc_terms)
+            for page, length in zip(pages[len(self.pages):], doc_lengths.tolist(), strict=False):
+                self._document(page, float(length))
+        all_terms = np.concatenate(term_parts) if term_parts else np.zeros(0, np.int32)
+        all_tfs = np.concatenate(tf_parts) if tf_parts else np.zeros(0, np.uint16)
+        per_doc = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+        all_docs = np.repeat(np.arange(len(pages), dtype=np.int32), per_doc)
+        order = np.argsort(all_terms, kind="stable")  # by term; documents stay in order
+        size = len(vocab)
+        counts_per_term = np.bincount(all_terms, minlength=size)
+        self.indptr = np.zeros(size + 1, dtype=np.int64)
+        np.cumsum(counts_per_term, out=self.indptr[1:])
+        self.main_docs = all_docs[order]
+        self.main_tfs = all_tfs[order]
+        approved = np.frombuffer(self.approved, dtype=np.uint8)[all_docs].astype(bool)
+        capacity = max(1024, size)
+        self.df_all = np.zeros(capacity, np.int32)
+        self.df_approved = np.zeros(capacity, np.int32)
+        self.df_all[:size] = counts_per_term
+        self.df_approved[:size] = np.bincount(all_terms[approved], minlength=size)
+
+    def _add(self, page: Page) -> None:
+        counts = Counter(page_terms(page))
+        doc = self._document(page, float(sum(counts.values())))
+        approved = page.approved
+        for term, tf in counts.items():
+            tid = self._term_id(term)
+            post = self.delta.get(tid)
+            if post is None:
+                post = self.delta[tid] = Postings()
+            post.docs.append(doc)
+            post.tfs.append(tf)
+            self.df_all[tid] += 1
+            if approved:
+                self.df_approved[tid] += 1
 
     def _remove(self, doc: int) -> None:
         page = self.pages[doc]
@@ -145,10 +259,10 @@ class LexicalIndex:
             return
         approved = bool(self.approved[doc])
         for term in set(page_terms(page)):  # the same terms it was indexed under
-            post = self.postings[term]
-            post.df_all -= 1
+            tid = self.vocab[term]
+            self.df_all[tid] -= 1
             if approved:
-                post.df_approved -= 1
+                self.df_approved[tid] -= 1
         length = self.doc_len[doc]
         self.n_all -= 1
         self.len_all -= length
@@ -159,11 +273,16 @@ class LexicalIndex:
         self.alive[doc] = 0
         self.dead += 1
 
-    def _compact(self) -> None:
-        live = [p for p in self.pages if p is not None]
-        self.__init__()  # type: ignore[misc]
-        for page in live:
-            self._add(page)
+    def postings_of(self, tid: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The (documents, term frequencies) slices of one term, main then delta."""
+        if tid < len(self.indptr) - 1:
+            start, stop = int(self.indptr[tid]), int(self.indptr[tid + 1])
+            if stop > start:
+                yield self.main_docs[start:stop], self.main_tfs[start:stop]
+        post = self.delta.get(tid)
+        if post is not None and post.docs:
+            yield (np.frombuffer(post.docs, dtype=np.int32).copy(),
+                   np.frombuffer(post.tfs, dtype=np.float32).copy())
 
     # -- search ---------------------------------------------------------------------
 
@@ -182,21 +301,21 @@ class LexicalIndex:
         doc_len = np.frombuffer(self.doc_len, dtype=np.float32)
         scores = np.zeros(n_docs, dtype=np.float64)
         matched = False
+        df_of = self.df_approved if approved_only else self.df_all
         for term in terms:
-            post = self.postings.get(term)
-            if post is None:
+            tid = self.vocab.get(term)
+            if tid is None:
                 continue
-            df = post.df_approved if approved_only else post.df_all
+            df = int(df_of[tid])
             if df <= 0:
                 continue
             matched = True
             idf = math.log(1.0 + (corpus_n - df + 0.5) / (df + 0.5))
-            docs = np.frombuffer(post.docs, dtype=np.int32)
-            tf = np.frombuffer(post.tfs, dtype=np.float32).astype(np.float64)
-            dl = doc_len[docs]
-            contrib = idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / avgdl))
-            scores[docs] += contrib * term_weight(term)
-            del docs, dl  # release the buffer views before the arrays can grow again
+            weight = term_weight(term)
+            for docs, tfs in self.postings_of(tid):
+                tf = tfs.astype(np.float64)
+                dl = doc_len[docs]
+                scores[docs] += idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / avgdl)) * weight
         if not matched:
             return []
         valid = np.frombuffer(self.approved if approved_only else self.alive, dtype=np.uint8)
@@ -208,23 +327,23 @@ class LexicalIndex:
             doc = self.by_path.get(key)
             if doc is not None:
                 scores[doc] = 0.0
-        floor = 0.0 if min_score is None else min_score
-        candidates = np.nonzero(scores > 0.0)[0] if min_score is None else np.nonzero(
-            (scores > 0.0) & (scores >= floor))[0]
-        if len(candidates) > 4 * limit + 64:
-            # Keep everything tied with the limit-th best so tie-breaking stays exact.
-            top = candidates[np.argpartition(-scores[candidates], limit - 1)[:limit]]
+        candidates = np.nonzero(scores > 0.0)[0]
+        if len(candidates) > RERANK_POOL:
+            # The best RERANK_POOL documents (and all tied with the last) are re-ranked;
+            # the rest cannot overtake them, as the phrase bonus only raises scores. The
+            # pool does not depend on `limit`, so `limit` only cuts the ranking.
+            top = candidates[np.argpartition(-scores[candidates], RERANK_POOL - 1)[:RERANK_POOL]]
             kth = round(float(scores[top].min()), 4)
             candidates = candidates[np.round(scores[candidates], 4) >= kth]
         hits = [Hit(self.pages[int(d)], float(scores[int(d)])) for d in candidates]  # type: ignore[arg-type]
         pairs = set(zip(sequence, sequence[1:], strict=False))
         if pairs:
-            # Phrase evidence: query term pairs that also follow each other in a page's
-            # lead. Applied to the best candidates only, so it costs little per query.
-            hits.sort(key=lambda h: -h.score)
-            for hit in hits[: max(3 * limit, 30)]:
+            # Phrase evidence: query term pairs that also follow each other in a page's lead.
+            for hit in hits:
                 lead = lead_pairs(hit.page.summary)
                 hit.score *= 1.0 + PHRASE_WEIGHT * len(pairs & lead) / len(pairs)
+        if min_score is not None:  # compared with the score the client sees
+            hits = [h for h in hits if h.score >= min_score]
         hits.sort(key=lambda h: (-round(h.score, 4), ROLE_RANK.get(h.page.role, 3), h.page.path))
         del doc_len, valid
         return hits[:limit]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from serve.errors import UserError
-from serve.projection import Projection, orientation_order
+from serve.projection import Projection
 from serve.retrieval.analyzer import analyze
 from serve.retrieval.index import ROLE_MULTIPLIER, Hit, LexicalIndex
 from serve.source.page import ROLE_RANK, Page, collapse
@@ -118,7 +118,7 @@ class Searcher:
         return self.projection.visible_pages(include_drafts)
 
     def overview(self, req: SearchRequest, route: str = "overview") -> list[dict[str, Any]]:
-        pages = orientation_order(self.visible(req.include_drafts))
+        pages = self.projection.ordered(req.include_drafts)
         excluded = _excluded_paths(self.projection, req.exclude_page_ids)
         items: list[dict[str, Any]] = []
         for page in pages:
@@ -209,7 +209,7 @@ class Searcher:
     def orientation(self, req: SearchRequest) -> list[dict[str, Any]]:
         """Entry pages (hot, index, overview, quickstart) for navigation: at most three,
         never evidence by themselves."""
-        hubs = [p for p in orientation_order(self.visible(req.include_drafts)) if p.role != "topic"]
+        hubs = self.projection.entry_pages(req.include_drafts)
         return [result(page, round(1.0 - 0.01 * i, 4), "orientation",
                        snippet(page, (), req.snippet_chars))
                 for i, page in enumerate(hubs[:3])]

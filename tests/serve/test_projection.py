@@ -798,11 +798,11 @@ def test_raw_origin_labels(tmp_path: Path) -> None:
 
 def test_orientation_fills_with_topics(tmp_path: Path) -> None:
     projection = project(FIXTURES / "sample-wiki")
-    assert [p.path for p in projection.orientation][:3] == ["hot.md", "index.md", "overview.md"]
-    assert "runbooks/incident-comms.md" not in [p.path for p in projection.orientation]
+    assert [p.path for p in projection.ordered(False)][:3] == ["hot.md", "index.md", "overview.md"]
+    assert "runbooks/incident-comms.md" not in [p.path for p in projection.ordered(False)]
     root = build(tmp_path / "kb", {"b.md": "# B\n", "a.md": "# A\n", "overview.md": "# O\n",
                                    "draft.md": "---\ndraft: true\n---\n"})
-    assert [p.path for p in project(root).orientation] == ["overview.md", "a.md", "b.md"]
+    assert [p.path for p in project(root).ordered(False)] == ["overview.md", "a.md", "b.md"]
 
 
 # -- the adversarial folder -----------------------------------------------------------------

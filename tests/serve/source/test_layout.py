@@ -570,7 +570,7 @@ def test_native_nested_root_paths_are_source_root_relative() -> None:
 def test_openwiki_quickstart_is_index_and_orients_first() -> None:
     projection = project(FIXTURES / "shapes/openwiki-repo")
     assert projection.role_page_path("index") == "quickstart.md"
-    assert [p.path for p in projection.orientation][:2] == ["quickstart.md", "architecture/overview.md"]
+    assert [p.path for p in projection.ordered(False)][:2] == ["quickstart.md", "architecture/overview.md"]
     texts = " ".join(p.text for p in projection.pages)
     assert "REPOREADME" not in texts
 
@@ -585,7 +585,7 @@ def test_root_quickstart_is_index_in_generic_markdown(tmp_path: Path) -> None:
         ("quickstart.md", "quickstart", "index"),
     ]
     assert projection.role_page_path("index") == "quickstart.md"
-    assert [p.path for p in projection.orientation] == ["quickstart.md", "architecture/overview.md"]
+    assert [p.path for p in projection.ordered(False)] == ["quickstart.md", "architecture/overview.md"]
 
 
 def test_generic_nested_quickstart_stays_topic() -> None:
@@ -601,7 +601,7 @@ def test_obsidian_nested_hubs_roles_and_orientation() -> None:
     assert projection.role_page_path("hot") == "wiki/hot.md"
     assert projection.role_page_path("index") == "wiki/index.md"
     assert projection.role_page_path("overview") == "wiki/overview.md"
-    orientation = [p.path for p in projection.orientation][:3]
+    orientation = [p.path for p in projection.ordered(False)][:3]
     assert orientation == ["wiki/hot.md", "wiki/index.md", "wiki/overview.md"]
     texts = " ".join(p.text for p in projection.pages)
     assert "TEMPLATEONLY" not in texts
