@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -391,3 +391,124 @@ def approved_view(nodes: list[Node], edges: list[Edge], pages: Sequence[Page],
                                            if not _contains_text(v, withheld_paths)})
             kept_edges.append(edge)
     return GraphView(visible, kept_edges, base_meta)
+
+
+def evidence_graph(pages: Sequence[Page], fragments: Sequence[Fragment], lookup: dict[str, Page],
+                   position_of: dict[str, int], incoming: dict[str, list[int]],
+                   facts: dict[str, list[SidecarFact]],
+                   seeds: Sequence[Page], *, visible: Callable[[Page], bool], limit: int,
+                   base_meta: dict[str, Any],
+                   owner: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+    """The depth-1 neighbourhood of evidence pages, built from the pages themselves rather
+    than the whole graph (which a large folder takes seconds and tens of MB to build):
+    each page's headings, source refs, tags and links, the visible pages linking to it and
+    the sidecar facts that touch it. Nodes equal those of the filtered whole graph: a
+    shared node carries the path of the first visible page that has it (`owner`)."""
+    nodes: dict[str, Node] = {}
+    edges: dict[tuple[str, str, str], Edge] = {}
+
+    def add_node(node: Node) -> bool:
+        if node.id in nodes:
+            return True
+        if len(nodes) >= limit:
+            return False
+        nodes[node.id] = node
+        return True
+
+    def add_edge(source: str, target: str, relation: str, meta: dict[str, Any] | None) -> None:
+        if source in nodes and target in nodes and len(edges) < limit:
+            edges.setdefault((source, target, relation), _edge(source, target, relation, meta))
+
+    def page_node(page: Page) -> Node:
+        return _node(f"page:{page.id}", page.title, page.role, page.path, page)
+
+    for page in seeds:
+        add_node(page_node(page))
+    for page in seeds:
+        pid = f"page:{page.id}"
+        position = position_of.get(page.path)
+        if position is None:
+            continue
+        fragment = fragments[position]
+        for nid, label, kind, relation in _members(page, fragment):
+            if add_node(_node(nid, label, kind, owner.get(nid, page.path), None)):
+                add_edge(pid, nid, relation, None)
+        for key, raw in zip(fragment.link_keys, page.links, strict=True):
+            target = lookup.get(key) if key else None
+            if target is not None:
+                if visible(target) and add_node(page_node(target)):
+                    add_edge(pid, f"page:{target.id}", "links_to", None)
+            else:
+                node = unresolved_node(raw, page.path, "wikilink")
+                node = node._replace(path=owner.get(node.id, page.path))
+                if add_node(node):
+                    add_edge(pid, node.id, "links_to", UNRESOLVED_LINK)
+        for source_index in incoming.get(page.path, ()):
+            source = pages[source_index]
+            if visible(source) and add_node(page_node(source)):
+                add_edge(f"page:{source.id}", pid, "links_to", None)
+        for sidecar_path, fact, ends in facts.get(page.path, ()):
+            ids = []
+            for value, end in zip((fact.source, fact.target), ends, strict=True):
+                if end is None:
+                    node = unresolved_node(value, page.path, "graph.json")
+                    node = node._replace(path=owner.get(node.id, page.path))
+                elif visible(end):
+                    node = page_node(end)
+                else:
+                    break
+                if not add_node(node):
+                    break
+                ids.append(node.id)
+            if len(ids) == 2:
+                meta: dict[str, Any] = {"source": "graph.json", "path": sidecar_path}
+                if fact.confidence is not None:
+                    meta["confidence"] = fact.confidence
+                add_edge(ids[0], ids[1], canonical_relation(fact.type), meta)
+    view = GraphView([], [], base_meta)
+    return view.payload(nodes.values(), edges.values())
+
+
+SidecarFact = tuple[str, SidecarEdge, tuple[Page | None, Page | None]]
+
+
+def sidecar_facts(sidecars: Sequence[SidecarFile], lookup: dict[str, Page]) -> dict[str, list[SidecarFact]]:
+    """Page path -> the sidecar facts with that page at either end, endpoints resolved."""
+    facts: dict[str, list[SidecarFact]] = {}
+    for sidecar in sidecars:
+        for fact in sidecar.edges:
+            ends = (lookup.get(lookup_key(fact.source)), lookup.get(lookup_key(fact.target)))
+            for path in {end.path for end in ends if end is not None}:
+                facts.setdefault(path, []).append((sidecar.path, fact, ends))
+    return facts
+
+
+def first_owners(pages: Sequence[Page], fragments: Sequence[Fragment], lookup: dict[str, Page],
+                 visible: Callable[[Page], bool]) -> dict[str, str]:
+    """Shared non-page node id -> path of the first visible page (in page order) that has
+    it as a source ref, tag or unresolved link: the path the filtered graph shows for it."""
+    owner: dict[str, str] = {}
+    for page, fragment in zip(pages, fragments, strict=True):
+        if not visible(page):
+            continue
+        for nid in fragment.member_ids:
+            if not nid.startswith("heading:"):
+                owner.setdefault(nid, page.path)
+        for key, raw in zip(fragment.link_keys, page.links, strict=True):
+            if not key or key not in lookup:
+                owner.setdefault(unresolved_node(raw, "", "").id, page.path)
+    return owner
+
+
+def incoming_links(pages: Sequence[Page], fragments: Sequence[Fragment],
+                   lookup: dict[str, Page]) -> dict[str, list[int]]:
+    """For each page path, the positions of the pages that link to it (in page order)."""
+    incoming: dict[str, list[int]] = {}
+    for position, fragment in enumerate(fragments):
+        seen: set[str] = set()
+        for key in fragment.link_keys:
+            target = lookup.get(key) if key else None
+            if target is not None and target.path not in seen:
+                seen.add(target.path)
+                incoming.setdefault(target.path, []).append(position)
+    return incoming

@@ -13,13 +13,18 @@ from serve.graph import (
     Fragment,
     GraphView,
     Node,
+    SidecarFact,
     SidecarFile,
     approved_view,
     build_graph,
     build_lookup,
     canonical_relation,
+    evidence_graph,
+    first_owners,
     graph_counts,
+    incoming_links,
     lookup_key,
+    sidecar_facts,
     slug,
 )
 from serve.source.layout import Layout
@@ -65,6 +70,14 @@ def orientation_order(pages: Iterable[Page]) -> list[Page]:
                 break
     chosen = {id(p) for p in head}
     return head + [p for p in ordered if id(p) not in chosen]
+
+
+def _all_pages(page: Page) -> bool:
+    return True
+
+
+def _approved_only(page: Page) -> bool:
+    return page.approved
 
 
 class Projection:
@@ -170,6 +183,37 @@ class Projection:
     @cached_property
     def lookup(self) -> dict[str, Page]:
         return build_lookup(self.pages, self.fragments, self.layout.metadata.get("source_root", "."))
+
+    @cached_property
+    def incoming(self) -> dict[str, list[int]]:
+        """Page path -> positions of the pages linking to it (for evidence graphs)."""
+        return incoming_links(self.pages, self.fragments, self.lookup)
+
+    @cached_property
+    def facts(self) -> dict[str, list[SidecarFact]]:
+        """Page path -> sidecar facts touching it (for evidence graphs)."""
+        return sidecar_facts(self.sidecars, self.lookup)
+
+    def evidence_graph(self, seeds: Sequence[Page], include_drafts: bool,
+                       limit: int) -> dict[str, list[dict[str, Any]]]:
+        """The neighbourhood of the evidence pages, for a context pack."""
+        if limit <= 0 or not seeds:
+            return {"nodes": [], "edges": []}
+        return evidence_graph(self.pages, self.fragments, self.lookup, self.position,
+                              self.incoming, self.facts, seeds,
+                              visible=_all_pages if include_drafts else _approved_only,
+                              limit=limit, base_meta=self.base_meta,
+                              owner=self.owners(include_drafts))
+
+    def owners(self, include_drafts: bool) -> dict[str, str]:
+        """Shared graph node -> path of its first visible page (computed once)."""
+        key = "_owners_all" if include_drafts else "_owners_approved"
+        cached = self.__dict__.get(key)
+        if cached is None:
+            cached = self.__dict__[key] = first_owners(
+                self.pages, self.fragments, self.lookup,
+                _all_pages if include_drafts else _approved_only)
+        return cached
 
     @cached_property
     def _graph(self) -> tuple[list[Node], list[Edge]]:

@@ -251,9 +251,9 @@ class KnowledgeSource:
         try:
             with self._index_lock:
                 projection = self.searcher().projection
-            projection.graph(False).outgoing("")  # builds the graph, its view and adjacency
-            if self.settings.allow_drafts:
-                projection.graph(True).outgoing("")
+            len(projection.incoming)  # the link index behind context-pack graphs
+            len(projection.owners(False))
+            len(projection.facts)
         except KnowledgeSourceError:
             pass  # nothing to warm until the folder can be served
 
@@ -275,13 +275,13 @@ class KnowledgeSource:
 
     def _context(self, req: SearchRequest) -> dict[str, Any]:
         searcher = self.searcher()
-        view = searcher.projection.graph(req.include_drafts)
-        adapter = searcher.projection.layout.adapter
+        projection = searcher.projection
+        adapter = projection.layout.adapter
 
         def around(seeds: list[str], limit: int) -> dict[str, Any]:
-            graph = neighborhood(view, seeds, depth=1, direction="both", limit=limit,
-                                 max_limit=2000)
-            return {"nodes": graph["nodes"], "edges": graph["edges"]}
+            pages = [page for seed in seeds
+                     if (page := projection.find_page(seed.removeprefix("page:"))) is not None]
+            return projection.evidence_graph(pages, req.include_drafts, limit)
 
         return searcher.context(
             req, graph_limit=self.settings.context_graph_limit, neighborhood=around,
