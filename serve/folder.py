@@ -168,15 +168,38 @@ def encode_record(record: FileRecord) -> tuple[Any, ...]:
     )
 
 
+_intern = sys.intern
+
+
+def _interned(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(map(_intern, values))
+
+
+def share_strings(page: Page, fragment: Fragment | None) -> tuple[Page, Fragment | None]:
+    """Intern the strings pages repeat (tags, refs, link targets, states, member ids):
+    tens of thousands of pages otherwise hold separate copies of the same few words."""
+    page = page._replace(
+        role=_intern(page.role), review_state=_intern(page.review_state),
+        status=_intern(page.status), source_refs=_interned(page.source_refs),
+        tags=_interned(page.tags), links=_interned(page.links))
+    if fragment is not None:
+        fragment = Fragment(_interned(fragment.member_ids), _interned(fragment.link_keys),
+                            fragment.page_keys)
+    return page, fragment
+
+
 def decode_record(raw: tuple[Any, ...]) -> FileRecord:
     stat, digest, verified_ns, flat_page, fragment, parse_key, text, sidecar, problem, skipped = raw
     page = None
     if flat_page is not None:
         sections = tuple(_new(Section, s) for s in flat_page[_SECTIONS])
         page = _new(Page, (*flat_page[:_SECTIONS], sections, *flat_page[_SECTIONS + 1 :]))
+    if page is not None:
+        page, fragment = share_strings(page, _new(Fragment, fragment) if fragment else None)
+    elif fragment is not None:
+        fragment = _new(Fragment, fragment)
     return _new(FileRecord, (
-        _new(FileStat, stat), digest, verified_ns, page,
-        _new(Fragment, fragment) if fragment is not None else None,
+        _new(FileStat, stat), digest, verified_ns, page, fragment,
         (parse_key[0], _new(ParseOptions, parse_key[1])) if parse_key else None,
         text, tuple(_new(SidecarEdge, e) for e in sidecar), problem, skipped,
     ))
@@ -184,10 +207,13 @@ def decode_record(raw: tuple[Any, ...]) -> FileRecord:
 
 def record_from(result: ReadResult, st: FileStat) -> FileRecord:
     parse_key = None
-    if result.page is not None and result.options is not None:
-        parse_key = (result.page.path, result.options)
-    return FileRecord(st, result.digest, result.verified_ns, page=result.page,
-                      fragment=result.fragment, parse_key=parse_key, text=result.text,
+    page, fragment = result.page, result.fragment
+    if page is not None:
+        page, fragment = share_strings(page, fragment)
+        if result.options is not None:
+            parse_key = (page.path, result.options)
+    return FileRecord(st, result.digest, result.verified_ns, page=page,
+                      fragment=fragment, parse_key=parse_key, text=result.text,
                       sidecar=result.sidecar, problem=result.problem, skipped=result.skipped)
 
 
