@@ -19,13 +19,14 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     for option in OPTIONS:
         dest = option.name
         if option.is_flag:
-            parser.add_argument(option.flag, dest=dest, action="store_true", default=None,
+            parser.add_argument(option.flag, *option.aliases, dest=dest, action="store_true", default=None,
                                 help=f"{option.help} [env {option.env}]")
         elif option.repeatable:
             parser.add_argument(option.flag, dest=dest, action="append", default=None,
                                 help=f"{option.help} [env {option.env}]")
         else:
-            parser.add_argument(option.flag, dest=dest, type=option.parse, default=None,
+            parser.add_argument(option.flag, *option.aliases, dest=dest, type=option.parse,
+                                default=None,
                                 help=f"{option.help} [env {option.env}]")
 
 
@@ -40,6 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the HTTP service for ROOT")
     serve.add_argument("root", metavar="ROOT", help="the knowledge folder to serve")
     _add_serve_options(serve)
+
+    mcp = commands.add_parser("mcp", help="speak MCP over stdin/stdout for ROOT (stdio transport)")
+    mcp.add_argument("root", metavar="ROOT", help="the knowledge folder to serve")
+    _add_serve_options(mcp)
 
     for name, text in (("query", "print the context pack JSON for a question"),
                        ("search", "print the search results JSON for terms")):
@@ -117,12 +122,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command != "serve" and not root.is_dir():
         parser.error(f"ROOT must be an existing directory: {args.root}")
     try:
-        settings = _settings(args, one_shot=args.command != "serve")
+        settings = _settings(args, one_shot=args.command not in ("serve", "mcp"))
     except SettingsError as exc:
         parser.error(str(exc))
     configure_logging(settings.log_level, settings.log_format)
     if args.command == "serve":
         return _serve(settings)
+    if args.command == "mcp":
+        from serve.protocols.stdio import run_stdio
+
+        return run_stdio(settings)
     from serve.service import KnowledgeSource
 
     source = KnowledgeSource(settings)

@@ -28,6 +28,8 @@ BASE_CAPABILITIES = (
     "llmwiki_graph",
     "llmwiki_graph_neighbors",
     "llmwiki_source_refs",
+    "mcp-jsonrpc",
+    "mcp-streamable-http",
     "llmwiki_retrieval_v1",
     "llmwiki_agent_guided_lexical_v1",
     "llmwiki_search_mode_lexical",
@@ -51,7 +53,7 @@ class KnowledgeSource:
     def __init__(self, settings: ServeSettings, *, a2a_enabled: bool = False) -> None:
         self.settings = settings
         self.root = settings.root.expanduser().resolve()
-        self.a2a_enabled = a2a_enabled
+        self.a2a_enabled = a2a_enabled or settings.enable_a2a
         self.cache: PageCache | None = None
         records = None
         if settings.page_cache:

@@ -36,6 +36,12 @@ class ServeSettings:
     inotify: bool = True
     log_level: str = "info"
     log_format: str = "auto"
+    mcp_server_name: str | None = None
+    mcp_instructions: str | None = None
+    mcp_tool_description_prefix: str | None = None
+    mcp_tools: tuple[str, ...] = ()
+    mcp_exclude_tools: tuple[str, ...] = ()
+    enable_a2a: bool = False
 
     def __post_init__(self) -> None:
         _check_range("port", self.port, 1, 65535)
@@ -48,6 +54,27 @@ class ServeSettings:
             raise SettingsError("refresh_interval_seconds must be >= 0")
         if self.log_format not in ("auto", "json", "console"):
             raise SettingsError("log_format must be auto, json or console")
+        tool_selection(self.mcp_tools, self.mcp_exclude_tools)
+
+
+MCP_TOOL_NAMES = (
+    "llmwiki_context", "llmwiki_search", "llmwiki_read", "llmwiki_graph",
+    "llmwiki_graph_neighbors", "llmwiki_source_refs", "llmwiki_source_bundle",
+)
+
+
+def tool_selection(include: Sequence[str], exclude: Sequence[str]) -> tuple[str, ...]:
+    """The MCP tools left enabled by an allowlist then an exclusion list (comma lists ok)."""
+    wanted = [n.strip() for item in include for n in str(item).split(",") if n.strip()]
+    dropped = [n.strip() for item in exclude for n in str(item).split(",") if n.strip()]
+    unknown = [n for n in dict.fromkeys(wanted + dropped) if n not in MCP_TOOL_NAMES]
+    if unknown:
+        raise SettingsError(f"Unknown MCP tool name(s): {', '.join(unknown)}. "
+                            f"Known tools: {', '.join(MCP_TOOL_NAMES)}")
+    enabled = tuple(n for n in MCP_TOOL_NAMES if (not wanted or n in wanted) and n not in dropped)
+    if not enabled:
+        raise SettingsError("MCP tool selection leaves no tools enabled")
+    return enabled
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:
@@ -95,6 +122,7 @@ class Option:
     help: str
     repeatable: bool = False
     is_flag: bool = False
+    aliases: tuple[str, ...] = ()  # other accepted spellings of the flag
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -140,6 +168,21 @@ OPTIONS: tuple[Option, ...] = (
            "debug, info, warning or error (default info)."),
     Option("log_format", "--log-format", "LLMWIKI_SERVE_LOG_FORMAT", str,
            "auto (JSON unless stderr is a terminal), json or console."),
+    Option("mcp_server_name", "--mcp-server-name", "LLMWIKI_MCP_SERVER_NAME", str,
+           "MCP server name (default: '<wiki title> - LLMWiki Serve').", aliases=("--mcp-title",)),
+    Option("mcp_instructions", "--mcp-instructions", "LLMWIKI_MCP_INSTRUCTIONS", str,
+           "MCP server instructions (default: derived from the manifest)."),
+    Option("mcp_tool_description_prefix", "--mcp-tool-description-prefix",
+           "LLMWIKI_MCP_TOOL_DESCRIPTION_PREFIX", str,
+           "Prefix for every MCP tool description (default: '[<title> | source_id: <id>]')."),
+    Option("mcp_tools", "--mcp-tools", "LLMWIKI_MCP_TOOLS", parse_list,
+           "Only these MCP tools are listed and callable (repeatable or comma-separated).",
+           repeatable=True),
+    Option("mcp_exclude_tools", "--mcp-exclude-tools", "LLMWIKI_MCP_EXCLUDE_TOOLS", parse_list,
+           "MCP tools to hide and block (repeatable or comma-separated).", repeatable=True),
+    Option("enable_a2a", "--enable-a2a", "LLMWIKI_SERVE_ENABLE_A2A", parse_bool,
+           "Serve the A2A agent card and POST /message:send (off by default).", is_flag=True,
+           aliases=("--enable-a2a-compat",)),
 )
 OPTION_NAMES = frozenset(o.name for o in OPTIONS)
 _INVERTED_FLAGS = frozenset({"page_cache", "inotify"})  # their flag turns the setting off
@@ -165,6 +208,8 @@ def resolve_settings(root: str | Path, cli: Mapping[str, Any],
             values[option.name] = option.parse(raw)
         except ValueError as exc:
             raise SettingsError(f"{option.env} {exc}") from None
+    if "mcp_server_name" not in values and env.get("LLMWIKI_MCP_TITLE"):
+        values["mcp_server_name"] = env["LLMWIKI_MCP_TITLE"]  # the older name of the variable
     known = {f.name for f in fields(ServeSettings)}
     values = {k: v for k, v in values.items() if k in known}
     return ServeSettings(root=Path(root).expanduser(), **values)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -13,6 +14,7 @@ from common.logging import setup_request_context
 from common.schemas import QueryRequest
 from serve.errors import KnowledgeSourceError, UserError, WikiRootError
 from serve.projection import slug
+from serve.protocols import a2a, mcp_http
 from serve.protocols.openapi import docs_page, openapi_document
 from serve.protocols.params import QueryParams, json_body, model_from_body
 from serve.protocols.security import OriginPolicy, setup_security
@@ -148,12 +150,19 @@ async def projection_store(request: web.Request) -> web.Response:
                           "available": True, "last_error": ""})
 
 
+def _openapi(request: web.Request) -> dict[str, Any]:
+    document = openapi_document()
+    if _source(request).a2a_enabled:  # opt-in routes are documented only when they exist
+        document["paths"].update(a2a.openapi_paths())
+    return document
+
+
 async def openapi(request: web.Request) -> web.Response:
-    return json_response(openapi_document())
+    return json_response(_openapi(request))
 
 
 async def docs(request: web.Request) -> web.Response:
-    return web.Response(text=docs_page(openapi_document()), content_type="text/html")
+    return web.Response(text=docs_page(_openapi(request)), content_type="text/html")
 
 
 def add_routes(app: web.Application) -> None:
@@ -170,6 +179,9 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/diagnostics/projection-store", projection_store)
     app.router.add_get("/openapi.json", openapi)
     app.router.add_get("/docs", docs)
+    mcp_http.add_routes(app, app[SOURCE_KEY], app[POLICY_KEY])
+    if app[SOURCE_KEY].a2a_enabled:  # opt-in: otherwise both paths 404 like unknown routes
+        app.router.add_routes(a2a.routes(_source))
 
 
 def create_app(settings: ServeSettings, source: KnowledgeSource | None = None) -> web.Application:

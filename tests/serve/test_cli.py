@@ -24,7 +24,8 @@ ClientFactory = Callable[..., Awaitable[Client]]  # the `serve_client` fixture
 REPO = Path(__file__).resolve().parents[2]
 CAPABILITIES = ["llmwiki_source_bundle", "llmwiki_context", "llmwiki_search", "llmwiki_read",
                 "llmwiki_graph", "llmwiki_graph_neighbors", "llmwiki_source_refs",
-                "llmwiki_retrieval_v1", "llmwiki_agent_guided_lexical_v1",
+                "mcp-jsonrpc", "mcp-streamable-http", "llmwiki_retrieval_v1",
+                "llmwiki_agent_guided_lexical_v1",
                 "llmwiki_search_mode_lexical", "llmwiki_search_mode_literal"]
 
 

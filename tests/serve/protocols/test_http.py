@@ -58,7 +58,8 @@ PAGE_KEYS = ["id", "title", "path", "role", "text", "summary", "frontmatter", "r
 NEIGHBORHOOD_KEYS = ["seeds", "unmatched", "depth", "direction", "relations", "nodes", "edges"]
 CAPABILITIES = ["llmwiki_source_bundle", "llmwiki_context", "llmwiki_search", "llmwiki_read",
                 "llmwiki_graph", "llmwiki_graph_neighbors", "llmwiki_source_refs",
-                "llmwiki_retrieval_v1", "llmwiki_agent_guided_lexical_v1",
+                "mcp-jsonrpc", "mcp-streamable-http", "llmwiki_retrieval_v1",
+                "llmwiki_agent_guided_lexical_v1",
                 "llmwiki_search_mode_lexical", "llmwiki_search_mode_literal"]
 
 SAMPLE_SOURCE_ID = "sample-operations-wiki"

@@ -1,0 +1,87 @@
+"""MCP over HTTP: POST /mcp (MCP-style JSON-RPC, or standard MCP when versioned) and the
+sessionless Streamable HTTP endpoint /mcp/stream (JSON responses only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from common.errors import json_response
+from serve.protocols.mcp import (
+    INVALID_REQUEST,
+    Dispatcher,
+    McpError,
+    Rejection,
+    Reply,
+    response,
+    route_stream,
+)
+from serve.protocols.params import json_body, model_from_body
+from serve.protocols.security import LOOPBACK_HOSTS, OriginPolicy
+from serve.service import KnowledgeSource
+
+DISPATCHER_KEY = web.AppKey("mcp_dispatcher", Dispatcher)
+STREAM_POLICY_KEY = web.AppKey("mcp_stream_policy", OriginPolicy)
+VERSION_HEADER = "MCP-Protocol-Version"
+
+
+class JsonRpcRequest(BaseModel):
+    """The reference's /mcp request model: a bad shape is a 422 validation body."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    jsonrpc: str = "2.0"
+    id: int | str | None = None
+    method: str
+    params: dict[str, Any] | None = Field(default_factory=dict)
+
+
+def _send(reply: Reply) -> web.Response:
+    if reply.body is None:
+        return web.Response(status=202)
+    return json_response(reply.body, status=reply.status)
+
+
+def _host_has_port(request: web.Request) -> bool:
+    """The stream's DNS-rebinding guard also wants an explicit port on loopback hosts."""
+    if "*" in request.app[STREAM_POLICY_KEY].extra_hosts:
+        return True
+    host = request.headers.get("Host", "").strip().lower()
+    return host not in LOOPBACK_HOSTS
+
+
+async def stream_post(request: web.Request) -> web.Response:
+    if not _host_has_port(request):
+        return web.Response(status=421, text="Invalid Host header")
+    routed = route_stream(request.headers, await request.read())
+    if isinstance(routed, Rejection):
+        return json_response(routed.body, status=routed.status)
+    return _send(request.app[DISPATCHER_KEY].handle(routed.message, routed.era))
+
+
+async def stream_not_allowed(request: web.Request) -> web.Response:
+    """Sessionless: no standalone SSE stream to open and no session to delete."""
+    headers = {"Allow": "POST"}
+    if request.method == "DELETE":
+        body = response(None, error=McpError(
+            INVALID_REQUEST, "Method Not Allowed: Session termination not supported"))
+        return json_response(body, status=405, headers=headers)
+    return web.Response(status=405, headers=headers)
+
+
+async def mcp_post(request: web.Request) -> web.Response:
+    if VERSION_HEADER in request.headers:  # a real MCP client: answer exactly as the stream
+        return await stream_post(request)
+    body = model_from_body(JsonRpcRequest, await json_body(request))
+    return _send(request.app[DISPATCHER_KEY].handle_compat(body.model_dump()))
+
+
+def add_routes(app: web.Application, source: KnowledgeSource, policy: OriginPolicy) -> None:
+    app[DISPATCHER_KEY] = Dispatcher(source)
+    app[STREAM_POLICY_KEY] = policy
+    app.router.add_post("/mcp", mcp_post)
+    for path in ("/mcp/stream", "/mcp/stream/"):
+        app.router.add_post(path, stream_post)
+        app.router.add_route("*", path, stream_not_allowed)  # GET, DELETE, ...: 405

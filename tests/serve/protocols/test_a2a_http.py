@@ -1,0 +1,319 @@
+"""A2A over plain HTTP: opt-in routes, the card, legacy and 1.0 message forms, JSON-RPC, junk."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from common.version import __version__
+from serve.cli import build_parser
+from serve.protocols.a2a import (
+    NO_EVIDENCE,
+    is_v1_request,
+    legacy_query,
+    message_query,
+    render_summary,
+)
+from serve.settings import resolve_settings
+
+Client = TestClient[web.Request, web.Application]
+ClientFactory = Callable[..., Awaitable[Client]]  # the `serve_client` fixture
+
+A2A_PATHS = [("GET", "/.well-known/agent-card.json"), ("POST", "/message:send"),
+             ("POST", "/a2a/jsonrpc")]
+DRAFT_WORD = "BLUEHERON"  # only in runbooks/incident-comms.md, a draft
+
+
+async def _query_pack(client: Client, query: str) -> dict[str, Any]:
+    response = await client.post("/query", json={"query": query})
+    assert response.status == 200
+    pack: dict[str, Any] = await response.json()
+    return pack
+
+
+async def _send(client: Client, body: object, path: str = "/message:send") -> dict[str, Any]:
+    response = await client.post(path, json=body)
+    assert response.status == 200, await response.text()
+    payload: dict[str, Any] = await response.json()
+    return payload
+
+
+# -- opt-in ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("method", "path"), A2A_PATHS)
+async def test_disabled_a2a_paths_are_not_found(serve_client: ClientFactory, sample_root: Path,
+                                                method: str, path: str) -> None:
+    client = await serve_client(sample_root)
+    response = await client.request(method, path, json={"data": {"query": "release"}})
+    assert response.status == 404
+    assert await response.json() == {"detail": "Not Found"}
+
+
+async def test_health_and_capabilities_follow_the_switch(serve_client: ClientFactory,
+                                                         sample_root: Path) -> None:
+    off = await serve_client(sample_root)
+    health = await (await off.get("/health")).json()
+    assert health["endpoints"]["a2a_agent_card"] == ""
+    assert health["endpoints"]["a2a_message_send"] == ""
+    assert "a2a-message" not in health["capabilities"]
+    assert "a2a-message" not in (await (await off.get("/manifest")).json())["capabilities"]
+
+    on = await serve_client(sample_root, enable_a2a=True)
+    health = await (await on.get("/health")).json()
+    assert health["endpoints"]["a2a_agent_card"] == "/.well-known/agent-card.json"
+    assert health["endpoints"]["a2a_message_send"] == "/message:send"
+    assert health["capabilities"][-1] == "a2a-message"
+    assert (await (await on.get("/manifest")).json())["capabilities"][-1] == "a2a-message"
+    assert (await (await on.get("/source-bundle")).json())["capabilities"][-1] == "a2a-message"
+
+
+@pytest.mark.parametrize("flag", ["--enable-a2a", "--enable-a2a-compat"])
+def test_flag_and_its_alias_enable_a2a(tmp_path: Path, flag: str) -> None:
+    args = build_parser().parse_args(["serve", str(tmp_path), flag])
+    assert args.enable_a2a is True
+    assert resolve_settings(tmp_path, {"enable_a2a": True}, {}).enable_a2a is True
+    assert resolve_settings(tmp_path, {}, {"LLMWIKI_SERVE_ENABLE_A2A": "1"}).enable_a2a is True
+    assert resolve_settings(tmp_path, {}, {}).enable_a2a is False
+
+
+# -- the card ----------------------------------------------------------------------------
+
+async def test_agent_card_is_a_1_0_card_with_0_3_and_contract_fields(
+        serve_client: ClientFactory, sample_root: Path) -> None:
+    client = await serve_client(sample_root, enable_a2a=True)
+    response = await client.get("/.well-known/agent-card.json")
+    assert response.status == 200
+    card = await response.json()
+    manifest = await (await client.get("/manifest")).json()
+    base = f"http://{client.server.host}:{client.server.port}"
+    assert card["name"] == manifest["title"]
+    assert card["description"] == manifest["description"]
+    assert card["version"] == __version__
+    assert card["capabilities"] == {"streaming": False, "pushNotifications": False}
+    assert card["supportedInterfaces"] == [
+        {"url": base, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        {"url": base + "/a2a/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+    ]
+    assert card["defaultInputModes"] and card["defaultOutputModes"]
+    for skill in card["skills"]:
+        assert {"id", "name", "description", "tags"} <= skill.keys()
+        assert skill["tags"]
+    # 0.3 connection fields, absolute so 0.3 clients can use them
+    assert card["url"] == base + "/a2a/jsonrpc"
+    assert card["preferredTransport"] == "JSONRPC"
+    assert card["protocolVersion"] == "0.3.0"
+    assert str(sample_root) not in json.dumps(card)
+
+
+# -- legacy forms ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("body", [
+    {"data": {"query": "release checklist"}},
+    {"text": "release checklist"},
+    {"message": {"parts": [{"text": "release"}, {"kind": "text", "text": "checklist"}]}},
+    {"message": {"role": "user", "parts": [{"text": "release checklist"}]}},
+    {"data": {"query": "release checklist"}, "text": "ignored because data wins"},
+], ids=["data-query", "text", "message-parts", "message-with-role", "data-wins"])
+async def test_legacy_forms_answer_the_documented_shape(serve_client: ClientFactory,
+                                                        sample_root: Path, body: object) -> None:
+    client = await serve_client(sample_root, enable_a2a=True)
+    payload = await _send(client, body)
+    expected = await _query_pack(client, "release checklist")
+    assert list(payload) == ["status", "message", "artifacts"]
+    assert payload["status"] == "completed"
+    assert payload["message"] == {"role": "agent",
+                                  "parts": [{"kind": "text", "text": render_summary(expected)}]}
+    assert payload["artifacts"] == [{"name": "llmwiki_context",
+                                     "parts": [{"kind": "data", "data": expected}]}]
+    text = payload["message"]["parts"][0]["text"]
+    assert text.startswith(f"{expected['wiki_title']} context:\n")
+    assert "Evidence:\n[1] " in text
+    assert str(sample_root) not in json.dumps(payload)
+
+
+@pytest.mark.parametrize("body", [
+    {},
+    {"message": {"parts": "not-a-list"}},
+    {"message": {"parts": [1, None, "x", {"text": None}]}},
+    {"message": "hello"},
+    {"data": 5},
+    {"data": {"query": ""}, "text": ""},
+], ids=["empty", "parts-not-list", "junk-parts", "message-string", "data-number", "blank"])
+async def test_junk_legacy_input_gets_the_empty_query_pack(serve_client: ClientFactory,
+                                                           sample_root: Path, body: object) -> None:
+    client = await serve_client(sample_root, enable_a2a=True)
+    payload = await _send(client, body)
+    pack = payload["artifacts"][0]["parts"][0]["data"]
+    assert payload["status"] == "completed"
+    assert pack["query"] == ""
+    assert pack["answerable"] is False  # deliberate: an empty query is not answerable
+    assert pack == await _query_pack(client, "")
+
+
+@pytest.mark.parametrize("raw", ["[1, 2]", "\"text\"", "null", "{not json"])
+async def test_non_object_bodies_are_422(serve_client: ClientFactory, sample_root: Path,
+                                         raw: str) -> None:
+    client = await serve_client(sample_root, enable_a2a=True)
+    response = await client.post("/message:send", data=raw,
+                                 headers={"Content-Type": "application/json"})
+    assert response.status == 422
+    assert "detail" in await response.json()
+
+
+async def test_message_send_is_approved_only(serve_client: ClientFactory, sample_root: Path) -> None:
+    client = await serve_client(sample_root, enable_a2a=True, allow_drafts=True)
+    drafts = await (await client.post("/query", json={"query": DRAFT_WORD,
+                                                      "include_drafts": True})).json()
+    assert drafts["evidence"]  # the operator allows drafts, and /query can show them ...
+    for body in ({"data": {"query": DRAFT_WORD, "include_drafts": True}, "include_drafts": True},
+                 {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": DRAFT_WORD}]},
+                  "metadata": {"include_drafts": True}}):
+        payload = await _send(client, body)
+        text = json.dumps(payload)
+        assert "incident-comms" not in text  # ... but A2A never does
+        assert "Incident Communications" not in text
+
+
+# -- 1.0 SendMessageRequest over REST ----------------------------------------------------
+
+async def test_rest_send_message_request_answers_a_1_0_task(serve_client: ClientFactory,
+                                                             sample_root: Path) -> None:
+    client = await serve_client(sample_root, enable_a2a=True)
+    body = {"message": {"messageId": "m-1", "contextId": "ctx-1", "role": "ROLE_USER",
+                        "parts": [{"text": "release checklist"}]},
+            "configuration": {"acceptedOutputModes": ["application/json"]}}
+    payload = await _send(client, body)
+    expected = await _query_pack(client, "release checklist")
+    task = payload["task"]
+    assert list(payload) == ["task"]
+    assert task["contextId"] == "ctx-1" and task["id"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert task["status"]["message"]["role"] == "ROLE_AGENT"
+    [artifact] = task["artifacts"]
+    assert artifact["name"] == "llmwiki_context" and artifact["artifactId"]
+    assert artifact["parts"][0]["data"] == expected
+    assert artifact["parts"][1]["text"] == render_summary(expected)
+
+
+@pytest.mark.parametrize("parts", [[], "junk", [{"raw": "aGVsbG8="}], [{"data": [1, 2]}], [7]])
+async def test_rest_junk_parts_get_the_empty_query_task(serve_client: ClientFactory,
+                                                        sample_root: Path, parts: object) -> None:
+    client = await serve_client(sample_root, enable_a2a=True)
+    payload = await _send(client, {"message": {"messageId": "m", "role": "ROLE_USER",
+                                               "parts": parts}})
+    pack = payload["task"]["artifacts"][0]["parts"][0]["data"]
+    assert payload["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert pack["query"] == "" and pack["answerable"] is False
+
+
+async def test_a_data_part_query_is_read(serve_client: ClientFactory, sample_root: Path) -> None:
+    client = await serve_client(sample_root, enable_a2a=True)
+    payload = await _send(client, {"message": {"messageId": "m", "role": "ROLE_USER",
+                                               "parts": [{"data": {"query": "release checklist"}}]}})
+    pack = payload["task"]["artifacts"][0]["parts"][0]["data"]
+    assert pack == await _query_pack(client, "release checklist")
+
+
+# -- JSON-RPC ----------------------------------------------------------------------------
+
+def _rpc(method: str, params: object, rpc_id: object = 1) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}
+
+
+async def test_jsonrpc_send_message_and_0_3_message_send(serve_client: ClientFactory,
+                                                         sample_root: Path) -> None:
+    client = await serve_client(sample_root, enable_a2a=True)
+    expected = await _query_pack(client, "release checklist")
+    message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "release checklist"}]}
+    v1 = await _send(client, _rpc("SendMessage", {"message": message}, "a"), "/a2a/jsonrpc")
+    assert v1["id"] == "a" and v1["jsonrpc"] == "2.0"
+    assert v1["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert v1["result"]["task"]["artifacts"][0]["parts"][0]["data"] == expected
+
+    legacy_message = {"kind": "message", "messageId": "m", "role": "user",
+                      "parts": [{"kind": "text", "text": "release checklist"}]}
+    v03 = await _send(client, _rpc("message/send", {"message": legacy_message}, 2), "/a2a/jsonrpc")
+    task = v03["result"]
+    assert task["kind"] == "task" and task["status"]["state"] == "completed"
+    assert task["artifacts"][0]["name"] == "llmwiki_context"
+    assert task["artifacts"][0]["parts"][0] == {"kind": "data", "data": expected}
+
+
+@pytest.mark.parametrize(("raw", "code"), [
+    ("{not json", -32700),
+    ("[1]", -32600),
+    ('{"jsonrpc": "2.0", "id": 1}', -32600),
+    ('{"jsonrpc": "1.0", "id": 1, "method": "SendMessage"}', -32600),
+    ('{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {}}', -32601),
+    ('{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": []}', -32602),
+])
+async def test_jsonrpc_errors_come_back_with_http_200(serve_client: ClientFactory, sample_root: Path,
+                                                      raw: str, code: int) -> None:
+    client = await serve_client(sample_root, enable_a2a=True)
+    response = await client.post("/a2a/jsonrpc", data=raw, headers={"Content-Type": "application/json"})
+    assert response.status == 200
+    payload = await response.json()
+    assert payload["error"]["code"] == code
+    assert "result" not in payload
+
+
+async def test_jsonrpc_junk_message_gets_the_empty_query_task(serve_client: ClientFactory,
+                                                              sample_root: Path) -> None:
+    client = await serve_client(sample_root, enable_a2a=True)
+    payload = await _send(client, _rpc("SendMessage", {"message": {"parts": [None, {"raw": 1}]}}),
+                          "/a2a/jsonrpc")
+    pack = payload["result"]["task"]["artifacts"][0]["parts"][0]["data"]
+    assert pack["query"] == "" and pack["answerable"] is False
+
+
+# -- security still applies ---------------------------------------------------------------
+
+@pytest.mark.parametrize(("method", "path"), A2A_PATHS)
+async def test_foreign_origin_is_refused(serve_client: ClientFactory, sample_root: Path,
+                                         method: str, path: str) -> None:
+    client = await serve_client(sample_root, enable_a2a=True)
+    response = await client.request(method, path, json={"text": "release"},
+                                    headers={"Origin": "http://evil.example"})
+    assert response.status == 403
+
+
+async def test_foreign_host_is_refused(serve_client: ClientFactory, sample_root: Path) -> None:
+    client = await serve_client(sample_root, enable_a2a=True)
+    response = await client.get("/.well-known/agent-card.json", headers={"Host": "evil.example"})
+    assert response.status == 421
+
+
+# -- pure helpers ---------------------------------------------------------------------------
+
+def test_only_a_message_id_makes_a_1_0_request() -> None:
+    assert is_v1_request({"message": {"messageId": "m", "parts": []}})
+    assert not is_v1_request({"message": {"role": "ROLE_USER", "parts": []}})
+    assert not is_v1_request({"data": {"query": "q"}, "messageId": "m"})
+
+
+def test_query_extraction_rules() -> None:
+    assert legacy_query({"data": {"query": " a "}, "text": "b"}) == "a"
+    assert legacy_query({"data": {"query": ""}, "text": "b"}) == "b"
+    assert legacy_query({"message": {"parts": [{"text": "a"}, {"x": 1}, {"text": "b"}]}}) == "a  b"
+    assert message_query({"parts": [{"text": "a"}, {"text": "b"}]}) == "a b"
+    assert message_query({"parts": [{"data": {"query": "q"}}]}) == "q"
+    assert message_query(None) == ""
+
+
+def test_summary_without_evidence() -> None:
+    assert render_summary({"orientation": [], "evidence": []}) == NO_EVIDENCE
+
+
+async def test_openapi_lists_a2a_routes_only_when_enabled(serve_client: ClientFactory,
+                                                          sample_root: Path) -> None:
+    paths = {"/.well-known/agent-card.json", "/message:send", "/a2a/jsonrpc"}
+    off = await (await (await serve_client(sample_root)).get("/openapi.json")).json()
+    assert not paths & set(off["paths"])
+    on = await (await (await serve_client(sample_root, enable_a2a=True)).get("/openapi.json")).json()
+    assert paths <= set(on["paths"])
