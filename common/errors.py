@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -92,3 +93,14 @@ def from_aiohttp(exc: web.HTTPException) -> HttpError:
     if isinstance(exc, web.HTTPRequestEntityTooLarge):
         return DetailError(413, "Request body too large")
     return DetailError(exc.status, exc.reason or "error")
+
+
+async def render_errors(handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                        request: web.Request) -> web.StreamResponse:
+    """Run a handler, turning our errors and aiohttp's into their JSON responses."""
+    try:
+        return await handler(request)
+    except HttpError as exc:
+        return exc.response()
+    except web.HTTPException as exc:
+        return from_aiohttp(exc).response()

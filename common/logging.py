@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from common.errors import HttpError, from_aiohttp
+from common.errors import HttpError, render_errors
 
 REQUEST_ID_HEADER = "X-Request-Id"
 _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -61,11 +61,7 @@ def setup_request_context(app: web.Application, service: str) -> None:
         started = time.perf_counter()
         try:
             try:
-                response = await handler(request)
-            except HttpError as exc:
-                response = exc.response()
-            except web.HTTPException as exc:
-                response = from_aiohttp(exc).response()
+                response = await render_errors(handler, request)
             except Exception:
                 # The traceback stays in our log; the client gets a fixed body.
                 log.exception("unhandled_exception", method=request.method, path=request.path)

@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from common.errors import DetailError, HttpError, from_aiohttp
+from common.errors import DetailError, render_errors
 
 LOCAL_ORIGIN_RE = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\])(?::\d+)?$")
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
@@ -78,12 +78,7 @@ def setup_security(app: web.Application, policy: OriginPolicy) -> None:
                 response.headers["Access-Control-Allow-Headers"] = requested
             response.headers["Access-Control-Max-Age"] = "600"
         else:
-            try:
-                response = await handler(request)
-            except HttpError as exc:
-                response = exc.response()
-            except web.HTTPException as exc:
-                response = from_aiohttp(exc).response()
+            response = await render_errors(handler, request)
         if not response.prepared:
             response.headers["Vary"] = "Origin"
             if origin is not None:
