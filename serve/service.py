@@ -74,8 +74,8 @@ class KnowledgeSource:
         self._saved_generation = -1
         self.index = LexicalIndex()
         self._indexed: Projection | None = None
-        # The index grows in place: syncing and searching must not interleave (the start-up
-        # warm-up runs in a worker thread).
+        # The index grows in place: syncing and index lookups must not interleave (the
+        # start-up warm-up and literal scans run in worker threads).
         self._index_lock = threading.Lock()
 
     # -- lifecycle --------------------------------------------------------------------
@@ -239,20 +239,24 @@ class KnowledgeSource:
 
     # -- retrieval --------------------------------------------------------------------
 
+    @property
+    def index_ready(self) -> bool:
+        """Whether the search index has been built once (later syncs are quick)."""
+        return self._indexed is not None
+
     def searcher(self) -> Searcher:
-        """A searcher over the current snapshot, with the index brought up to it. Call
-        with `_index_lock` held."""
+        """A searcher over the current snapshot, with the index brought up to it."""
         projection = self.snapshot()
-        if self._indexed is not projection:
-            self.index.sync(projection.pages)
-            self._indexed = projection
-        return Searcher(projection, self.index)
+        with self._index_lock:
+            if self._indexed is not projection:
+                self.index.sync(projection.pages)
+                self._indexed = projection
+        return Searcher(projection, self.index, self._index_lock)
 
     def warm(self) -> None:
         """Build the search index and the graph views ahead of the first query."""
         try:
-            with self._index_lock:
-                projection = self.searcher().projection
+            projection = self.searcher().projection
             len(projection.incoming)  # the link index behind context-pack graphs
             len(projection.owners(False))
             len(projection.facts)
@@ -267,15 +271,10 @@ class KnowledgeSource:
                              include_drafts=include, **values)
 
     def search(self, req: SearchRequest) -> dict[str, Any]:
-        with self._index_lock:
-            items = self.searcher().search(req)
+        items = self.searcher().search(req)
         return {"results": [project_fields(i, req.fields) for i in items]}
 
     def context(self, req: SearchRequest) -> dict[str, Any]:
-        with self._index_lock:
-            return self._context(req)
-
-    def _context(self, req: SearchRequest) -> dict[str, Any]:
         searcher = self.searcher()
         projection = searcher.projection
         adapter = projection.layout.adapter

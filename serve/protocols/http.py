@@ -130,16 +130,28 @@ def _search_request(source: KnowledgeSource, body: QueryRequest) -> SearchReques
         exclude_page_ids=tuple(body.exclude_page_ids), query_variants=tuple(body.query_variants))
 
 
+async def _off_loop_if_slow(source: KnowledgeSource, req: SearchRequest,
+                            work: Callable[[SearchRequest], Any]) -> Any:
+    """Literal search checks many pages' text, and the first search may wait for the
+    index being built: run those in a worker thread so the event loop keeps answering
+    other requests meanwhile."""
+    if req.mode == "literal" or not source.index_ready:
+        return await asyncio.get_running_loop().run_in_executor(None, work, req)
+    return work(req)
+
+
 async def query(request: web.Request) -> web.Response:
     body = model_from_body(QueryRequest, await json_body(request))
     source = _source(request)
-    return json_response(source.context(_search_request(source, body)))
+    req = _search_request(source, body)
+    return json_response(await _off_loop_if_slow(source, req, source.context))
 
 
 async def search(request: web.Request) -> web.Response:
     body = model_from_body(QueryRequest, await json_body(request))
     source = _source(request)
-    return json_response(source.search(_search_request(source, body)))
+    req = _search_request(source, body)
+    return json_response(await _off_loop_if_slow(source, req, source.search))
 
 
 async def projection_store(request: web.Request) -> web.Response:

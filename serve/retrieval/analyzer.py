@@ -78,7 +78,8 @@ def _word_terms(word: str) -> Iterator[str]:
 
 def _latin_terms(piece: str) -> Iterator[str]:
     lower = piece.lower()
-    parts = CAMEL_RE.findall(piece) if not piece.isdigit() else [piece]
+    # camelCase splitting is for ASCII identifiers; other scripts' words stay whole.
+    parts = CAMEL_RE.findall(piece) if piece.isascii() and not piece.isdigit() else [piece]
     if len(parts) > 1:
         yield lower  # the whole camelCase word: "rotatetoken"
     for part in parts:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 import multiprocessing
 import os
 from array import array
@@ -15,9 +17,11 @@ from functools import lru_cache
 import numpy as np
 
 from serve.folder import die_with_parent
-from serve.retrieval.analyzer import analyze
+from serve.retrieval.analyzer import STOPWORDS, analyze
 from serve.source.page import ROLE_RANK, Page
 
+WORD_RE = re.compile(r"[^\W_]+")
+CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]+")
 K1 = 1.2
 B = 0.75
 ROLE_MULTIPLIER = {"hot": 1.15, "index": 1.06, "overview": 1.03, "topic": 1.0}
@@ -27,7 +31,7 @@ TITLE_COPIES = 2
 FIELD_COPIES = 1
 LEAD_COPIES = 2
 PHRASE_WEIGHT = 0.3
-RERANK_POOL = 100  # candidates the phrase bonus may reorder (limit is at most 30)
+RERANK_POOL = 30  # candidates the phrase bonus may reorder: the most `limit` can be
 # Rebuild the postings when this share of documents is dead (replaced or removed).
 COMPACT_DEAD_SHARE = 0.3
 # A first sync with more pages than this builds the main segment in bulk.
@@ -285,6 +289,49 @@ class LexicalIndex:
                    np.frombuffer(post.tfs, dtype=np.float32).copy())
 
     # -- search ---------------------------------------------------------------------
+
+    def literal_candidates(self, needle: str) -> set[str] | None:
+        """Paths of the pages that may contain `needle` (case-folded), or None when the
+        index cannot narrow it down and every page must be checked.
+
+        A page containing the phrase contains each of its words inside one of its own
+        word runs, and the analyzer indexes every run whole (lowercased) — except CJK
+        runs, indexed as bigrams, and stopwords. So, per word, the pages holding a
+        vocabulary term that contains the word (for CJK, its first bigram) are a
+        superset, and so is the intersection over the words."""
+        found: set[int] | None = None
+        for word in dict.fromkeys(WORD_RE.findall(needle)):
+            docs = self._word_candidates(word)
+            if docs is None:
+                continue
+            found = docs if found is None else found & docs
+            if not found:
+                break
+        if found is None:
+            return None
+        return {page.path for d in found if (page := self.pages[d]) is not None}
+
+    def _word_candidates(self, word: str) -> set[int] | None:
+        if not word.isascii():
+            word = unicodedata.normalize("NFKC", word)
+        if word != word.lower() or len(word) < 3 and not CJK_RE.search(word):
+            return None  # case folding beyond lowercasing, or too short to narrow much
+        if any(word in stopword for stopword in STOPWORDS):
+            return None  # it may sit inside a stopword, which is not indexed
+        if CJK_RE.fullmatch(word):
+            if len(word) < 2:
+                return None
+            term_ids = [tid] if (tid := self.vocab.get(word[:2])) is not None else []
+        else:
+            term_ids = [tid for term, tid in self.vocab.items() if word in term]
+            # Case folding can turn a term into other letters ("straße" -> "strasse").
+            term_ids += [tid for term, tid in self.vocab.items()
+                         if not term.isascii() and word in term.casefold()]
+        docs: set[int] = set()
+        for tid in term_ids:
+            for doc_ids, _ in self.postings_of(tid):
+                docs.update(doc_ids.tolist())
+        return docs
 
     def search(self, terms: Sequence[str], *, approved_only: bool, limit: int,
                excluded: Iterable[str] = (), min_score: float | None = None,

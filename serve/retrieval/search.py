@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
+from contextlib import AbstractContextManager, nullcontext
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,9 +111,11 @@ def _excluded_paths(projection: Projection, entries: Sequence[str]) -> set[str]:
 class Searcher:
     """Runs searches against one snapshot and the index synced to it."""
 
-    def __init__(self, projection: Projection, index: LexicalIndex) -> None:
+    def __init__(self, projection: Projection, index: LexicalIndex,
+                 lock: AbstractContextManager[Any] | None = None) -> None:
         self.projection = projection
         self.index = index
+        self.lock = lock if lock is not None else nullcontext()
 
     def visible(self, include_drafts: bool) -> tuple[Page, ...]:
         return self.projection.visible_pages(include_drafts)
@@ -146,9 +149,11 @@ class Searcher:
         terms = list(dict.fromkeys(sequence))[:MAX_QUERY_TERMS]
         if not terms:
             return []
-        hits = self.index.search(terms, approved_only=not req.include_drafts, limit=req.limit,
-                                 excluded=_excluded_paths(self.projection, req.exclude_page_ids),
-                                 min_score=req.min_score, sequence=sequence[:MAX_QUERY_TERMS * 4])
+        excluded = _excluded_paths(self.projection, req.exclude_page_ids)
+        with self.lock:
+            hits = self.index.search(terms, approved_only=not req.include_drafts, limit=req.limit,
+                                     excluded=excluded, min_score=req.min_score,
+                                     sequence=sequence[:MAX_QUERY_TERMS * 4])
         needles = [t for t in terms if len(t) > 1] or terms
         return [result(h.page, round(h.score, 4), "search", snippet(h.page, needles, req.snippet_chars))
                 for h in hits]
@@ -186,9 +191,13 @@ class Searcher:
             return self.overview(req)
         needle = phrase.casefold()
         excluded = _excluded_paths(self.projection, req.exclude_page_ids)
+        # The index names the only pages that can contain the phrase; every candidate is
+        # still checked against its text, so the index only saves work.
+        with self.lock:
+            candidates = self.index.literal_candidates(needle)
         hits: list[Hit] = []
         for page in self.visible(req.include_drafts):
-            if page.path in excluded:
+            if page.path in excluded or (candidates is not None and page.path not in candidates):
                 continue
             haystack = " ".join((page.title, page.path, page.summary, page.text,
                                  " ".join(page.tags), " ".join(page.source_refs))).casefold()

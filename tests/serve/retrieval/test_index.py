@@ -91,3 +91,29 @@ def test_ties_break_by_role_then_path(tmp_path: Path) -> None:
     index = LexicalIndex()
     index.sync(_projection(root).pages)
     assert [pid for pid, _ in _ranked(index, "identical words")] == ["a", "b", "c"]
+
+
+def test_literal_candidates_never_miss_a_page_that_contains_the_phrase(tmp_path: Path) -> None:
+    root = tmp_path / "w"
+    root.mkdir()
+    texts = {
+        "a.md": "# Café Notes\nThe Straße runs there. ExportJob.rotateToken and snake_case_name.\n",
+        "b.md": "# 계약\n3차 계약서를 검토했다. 日本語のリリースノート v2版 2026-07-10\n",
+        "c.md": "# Other\nnothing relevant here at all\n",
+    }
+    for name, text in texts.items():
+        (root / name).write_text(text, encoding="utf-8")
+    p = _projection(root)
+    index = LexicalIndex()
+    index.sync(p.pages)
+    needles = ["café", "ther", "straße", "portjob.rotate", "ke_case_na", "3차 계약", "계약서",
+               "本語のリ", "v2版", "07-10", "notes", "nothing relevant"]
+    for needle in needles:
+        folded = needle.casefold()
+        expected = {page.path for page in p.pages
+                    if folded in " ".join((page.title, page.path, page.summary, page.text)).casefold()}
+        assert expected, needle
+        candidates = index.literal_candidates(folded)
+        assert candidates is None or expected <= candidates, needle
+    narrowed = index.literal_candidates("snake_case_name")
+    assert narrowed == {"a.md"}
