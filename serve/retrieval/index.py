@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 import multiprocessing
 import os
+import re
+import unicodedata
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from contextlib import AbstractContextManager, nullcontext
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
