@@ -1,1 +1,1 @@
-"""llmwiki-agent-bridge: fans a question out to Knowledge Sources (arrives in a later issue)."""
+"""llmwiki-agent-bridge: fans a question out to Knowledge Sources and returns one cited result."""

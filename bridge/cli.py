@@ -1,11 +1,184 @@
-"""The llmwiki-agent-bridge command line (the bridge service itself is not built yet)."""
+"""The llmwiki-agent-bridge command line: `serve` (the default) runs the HTTP bridge."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
+import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
+
+from bridge.registry import redact_url
+from bridge.settings import OPTIONS, BridgeSettings, SettingsError, check_bind_policy
+from bridge.settings_store import load_settings
+from common.logging import configure_logging
+from common.version import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="llmwiki-agent-bridge",
+        description="Fan a question out to LLMWiki Knowledge Sources and return cited evidence "
+                    "(HTTP, evidence-only in this release).")
+    parser.add_argument("-v", "--version", action="version", version=__version__)
+    parser.add_argument("command", nargs="?", choices=("serve", "sources", "ls", "status"),
+                        default="serve",
+                        help="serve (default): run the HTTP bridge; sources (ls): list the registered "
+                             "Knowledge Sources; status: registry plus runtime and persistence")
+    parser.add_argument("--json", action="store_true", help="sources/status: print JSON")
+    parser.add_argument("--probe", action="store_true",
+                        help="sources/status: check each source live (under the source policy)")
+    for option in OPTIONS:
+        text = f"{option.help} [env {option.env}]"
+        if option.is_flag:
+            parser.add_argument(option.flag, dest=option.name, action="store_true", default=None, help=text)
+        elif option.name in ("allowed_origins", "allowed_source_origins"):
+            parser.add_argument(option.flag, dest=option.name, action="append", default=None, help=text)
+        else:
+            parser.add_argument(option.flag, dest=option.name, default=None, help=text,
+                                type=_argument_type(option.parse))
+    return parser
+
+
+def _argument_type(parse: Any) -> Any:
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return convert
+
+
+def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
+    values = {k: v for k, v in vars(args).items()
+              if k not in ("command", "json", "probe") and v is not None}
+    for name in ("allowed_origins", "allowed_source_origins"):
+        if name in values:
+            parse = next(o.parse for o in OPTIONS if o.name == name)
+            values[name] = parse(",".join(values[name]))
+    return values
+
+
+def ready_event(settings: BridgeSettings, port: int) -> dict[str, Any]:
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    return {"event": "ready", "url": f"http://{host}:{port}", "baseUrl": redact_url(settings.base_url),
+            "baseUrlSource": settings.base_url_source, "modelConfigured": bool(settings.model),
+            "modelSource": settings.model_source, "publicBind": settings.public_bind,
+            "bridgeAuthConfigured": bool(settings.bearer_token),
+            "configuredAllowedOrigins": len(settings.allowed_origins),
+            "sourcePolicy": settings.source_policy, "runtimeProfile": settings.runtime_profile,
+            "settingsPersistence": settings.config_path is not None}
+
+
+async def serve(settings: BridgeSettings) -> None:
+    from aiohttp import web
+
+    from bridge.protocols.http import create_app
+
+    runner = web.AppRunner(create_app(settings), access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, settings.host, settings.port)
+        await site.start()
+        port = settings.port
+        for address in runner.addresses:
+            if isinstance(address, tuple) and len(address) >= 2:
+                port = int(address[1])
+                break
+        sys.stdout.write(json.dumps(ready_event(settings, port), separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+async def registry_report(settings: BridgeSettings, command: str, probe: bool) -> dict[str, Any]:
+    """The offline operator view of the settings file's registry (raw URLs and roots: local output)."""
+    import aiohttp
+
+    from bridge.protocols.http import load_registry
+    from bridge.service import BridgeService
+    from bridge.settings_store import SettingsStore
+
+    store = SettingsStore(settings.config_path) if settings.config_path else None
+    service = BridgeService(settings, load_registry(store), store)
+    async with aiohttp.ClientSession() as session:
+        service.session = session
+        view = await service.sources_view(probe, local=True)
+    if command != "status":
+        return view
+    identity = settings.identity()
+    return {"bridge": "llmwiki-agent-bridge",
+            "runtime": {"profile": settings.runtime_profile, "adapter": "chat-completions",
+                        "id": identity["runtimeId"], "runtime": identity["runtime"],
+                        "agentRuntime": identity["agentRuntime"]},
+            "runtimeConnection": service.settings_document()["runtimeConnection"],
+            "sourceRegistry": view, "persistence": service.persistence()}
+
+
+def _text_report(report: dict[str, Any], command: str) -> str:
+    view = report["sourceRegistry"] if command == "status" else report
+    lines: list[str] = []
+    if command == "status":
+        runtime, connection = report["runtime"], report["runtimeConnection"]
+        lines += [f"Bridge: {report['bridge']}",
+                  f"Runtime: {runtime['profile']} / {runtime['adapter']} ({connection['modelSource']} "
+                  f"model, {connection['baseUrlSource']} base URL)",
+                  "Persistence: " + ("configured" if report["persistence"]["enabled"] else "not configured")]
+    lines.append(f"Sources: {view['registeredCount']} registered, {view['selectedCount']} selected, "
+                 f"{view['readyCount']} ready ({view['healthBasis']})")
+    if not view["sources"]:
+        lines.append("No Knowledge Sources are registered.")
+    else:
+        rows = [("ID", "URL", "ROOT", "PROTOCOL", "HEALTH", "SELECTED", "PAGES")]
+        for entry in view["sources"]:
+            health = entry["health"]
+            rows.append((entry["id"], entry["url"], entry.get("root") or entry.get("rootLabel", ""),
+                         entry["protocol"], "ok" if health.get("ok") else str(health.get("reason", "")),
+                         "yes" if entry["selected"] else "no", str(entry.get("pageCount", ""))))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+                  for row in rows]
+    if view["warnings"]:
+        lines.append("Warnings:")
+        lines += [f"- {w['code']}: {', '.join(w['sourceIds'])}" for w in view["warnings"]]
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    sys.stderr.write("llmwiki-agent-bridge is not available in this release yet.\n")
-    return 2
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command = "sources" if args.command == "ls" else args.command
+    if command in ("sources", "status"):
+        try:
+            settings = load_settings(_cli_values(args))
+            report = asyncio.run(registry_report(settings, command, args.probe))
+        except (SettingsError, ValueError, OSError) as exc:
+            sys.stderr.write(f"llmwiki agent bridge cli failed: {exc}\n")
+            return 1
+        sys.stdout.write((json.dumps(report, indent=2, ensure_ascii=False) if args.json
+                          else _text_report(report, command)) + "\n")
+        return 0
+    try:
+        settings = load_settings(_cli_values(args))
+        check_bind_policy(settings)
+    except (SettingsError, ValueError) as exc:
+        sys.stderr.write(f"failed to start llmwiki agent bridge: {exc}\n")
+        return 1
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        asyncio.run(serve(settings))
+    except OSError as exc:
+        sys.stderr.write(f"failed to start llmwiki agent bridge: {exc.strerror or 'bind failed'}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

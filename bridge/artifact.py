@@ -1,0 +1,366 @@
+"""The `llmwiki_agent_result` artifact: citations, graph, source bundles, steps, answers, diagnostics."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from bridge.registry import SourceDescriptor, now_iso
+from bridge.sources.transport import SourceCallError
+from common.bridge_schemas import (
+    BundleSourceRef,
+    Citation,
+    CitationRef,
+    Diagnostic,
+    Graph,
+    GraphEdge,
+    GraphNode,
+    JsonObject,
+    Observation,
+    ProjectionSummary,
+    RawOriginsSummary,
+    SourceBundle,
+    TraceStep,
+)
+
+ARTIFACT_NAME = "llmwiki_agent_result"
+_SAFE_REF = re.compile(r"^urn:llmwiki:source-ref:[A-Za-z0-9][A-Za-z0-9._~-]{0,127}$")
+
+
+def safe_id(value: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", value) or "source"
+
+
+def markdown_readable(text: Any) -> str:
+    if not isinstance(text, str):
+        return ""
+    text = re.sub(r"(?m)^\s{0,3}#{1,6}\s+", "", text)
+    text = re.sub(r"\[\[([^\]|]+)\|([^\]]+)\]\]", r"\2", text)
+    text = re.sub(r"\[\[([^\]]+)\]\]", r"\1", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def safe_trace_text(text: Any, limit: int = 160) -> str:
+    clean = re.sub(r"[\x00-\x1f\x7f]", " ", markdown_readable(text)).strip()
+    return clean if len(clean) <= limit else clean[: limit - 3] + "..."
+
+
+def _str(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return ""
+
+
+def as_object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _first(raw: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if raw.get(key) not in (None, ""):
+            return raw[key]
+    return None
+
+
+# ----------------------------------------------------------------------------- evidence
+
+@dataclass
+class SourceEvidence:
+    """What one source contributed: its namespaced citations, graph and preview lines."""
+
+    wiki_title: str
+    citations: list[Citation]
+    graph: Graph
+    orientation: list[str] = field(default_factory=list)
+
+
+def _refs(item: dict[str, Any]) -> list[str]:
+    refs = _first(item, "sourceRefs", "source_refs")
+    return [str(r) for r in refs if isinstance(r, (str, int))] if isinstance(refs, list) else []
+
+
+def citations_from(payload: JsonObject, source: SourceDescriptor) -> list[Citation]:
+    items = [i for key in ("evidence", "citations") if isinstance(payload.get(key), list)
+             for i in payload[key]]
+    citations: list[Citation] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue
+        raw_id = _str(_first(item, "id", "page_id", "path")) or str(index + 1)
+        page_id = _str(_first(item, "page_id", "pageId", "id")) or raw_id
+        cid = raw_id if raw_id.startswith(f"{source.id}:") else f"{source.id}:{raw_id}"
+        score = item.get("score")
+        citations.append(Citation(
+            id=cid, source_id=source.id, page_id=page_id,
+            title=_str(item.get("title")) or "Untitled", path=_str(item.get("path")),
+            score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+            snippet=markdown_readable(item.get("snippet")),
+            connection_id=_str(_first(item, "connectionId", "connection_id")) or source.id,
+            source_refs=_refs(item)))
+    return citations
+
+
+def graph_from(payload: JsonObject, source_id: str) -> Graph:
+    raw = as_object(payload.get("graph")) or payload
+    nodes_raw = as_list(raw.get("nodes"))
+    edges_raw = as_list(raw.get("edges"))
+    nodes: list[GraphNode] = []
+    local_ids: set[str] = set()
+    for index, node in enumerate(n for n in nodes_raw if isinstance(n, dict)):
+        node_id = _str(node.get("id")) or f"node:{index + 1}"
+        local_ids.add(node_id)
+        metadata = as_object(node.get("metadata"))
+        nodes.append(GraphNode(
+            id=f"{source_id}:{node_id}",
+            label=_str(_first(node, "label", "title", "id")) or f"Node {index + 1}",
+            kind=_str(_first(node, "kind", "role")) or "node", path=_str(node.get("path")),
+            metadata={**metadata, "connectionId": source_id}))
+    edges: list[GraphEdge] = []
+    for edge in (e for e in edges_raw if isinstance(e, dict)):
+        source, target = _str(edge.get("source")), _str(edge.get("target"))
+        if not source or not target:
+            continue
+        metadata = as_object(edge.get("metadata"))
+        edges.append(GraphEdge(
+            source=f"{source_id}:{source}" if source in local_ids else source,
+            target=f"{source_id}:{target}" if target in local_ids else target,
+            relation=_str(_first(edge, "relation", "kind")) or "related",
+            metadata={**metadata, "connectionId": source_id}))
+    return Graph(nodes=nodes, edges=edges)
+
+
+def evidence_from(payload: JsonObject, source: SourceDescriptor) -> SourceEvidence:
+    orientation = []
+    for item in as_list(payload.get("orientation")):
+        if isinstance(item, dict):
+            orientation.append(_preview(_str(item.get("path")), _str(item.get("title")),
+                                        _str(_first(item, "id", "page_id", "pageId"))))
+    return SourceEvidence(
+        wiki_title=_str(_first(payload, "wiki_title", "wikiTitle", "title")) or source.name,
+        citations=citations_from(payload, source), graph=graph_from(payload, source.id),
+        orientation=[o for o in orientation if o])
+
+
+def merge_graphs(graphs: Sequence[Graph]) -> Graph:
+    nodes: dict[str, GraphNode] = {}
+    edges: dict[tuple[str, str, str], GraphEdge] = {}
+    for graph in graphs:
+        for node in graph.nodes:
+            nodes.setdefault(node.id, node)
+        for edge in graph.edges:
+            edges.setdefault((edge.source, edge.target, edge.relation), edge)
+    return Graph(nodes=list(nodes.values()), edges=list(edges.values()))
+
+
+def dedupe_citations(groups: Sequence[Sequence[Citation]]) -> list[Citation]:
+    seen: dict[str, Citation] = {}
+    for group in groups:
+        for citation in group:
+            seen.setdefault(citation.id, citation)
+    return list(seen.values())
+
+
+# ----------------------------------------------------------------------------- source bundle
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _safe_uri(value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return None
+    if value.startswith("urn:"):
+        return value if _SAFE_REF.match(value) else None
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https", "llmwiki") or not parts.netloc:
+        return None
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def source_bundle(raw: JsonObject, source: SourceDescriptor) -> SourceBundle:
+    """The strict allow-list: roots, locators, linked pages and unknown keys are dropped."""
+    projection_raw = as_object(raw.get("projection"))
+    merged = {**raw, **projection_raw}
+    refs_raw = _first(raw, "source_refs", "sourceRefs")
+    refs = refs_raw if isinstance(refs_raw, list) else []
+    origins = _first(raw, "raw_origins", "rawOrigins")
+    raw_origins: RawOriginsSummary | None = None
+    if isinstance(origins, dict):
+        labels = origins.get("public_root_labels") or origins.get("publicRootLabels")
+        raw_origins = RawOriginsSummary(
+            enabled=origins.get("enabled") if isinstance(origins.get("enabled"), bool) else None,
+            metadata_only=_first(origins, "metadata_only", "metadataOnly"),
+            origin_count=_count(_first(origins, "origin_count", "originCount")),
+            public_root_label_count=len(labels) if isinstance(labels, list) else None)
+    elif isinstance(origins, list):
+        raw_origins = RawOriginsSummary(origin_count=len(origins))
+    capabilities = raw.get("capabilities")
+    projection = ProjectionSummary(
+        signature=_str(_first(merged, "signature", "projection_signature", "projectionSignature")) or None,
+        page_count=_count(_first(merged, "page_count", "pageCount")),
+        approved_page_count=_count(_first(merged, "approved_page_count", "approvedPageCount")),
+        graph_node_count=_count(_first(merged, "graph_node_count", "graphNodeCount")),
+        graph_edge_count=_count(_first(merged, "graph_edge_count", "graphEdgeCount")),
+        source_ref_count=len(refs) if refs else None)
+    return SourceBundle(
+        connection_id=source.id,
+        source_id=_str(_first(raw, "source_id", "sourceId")) or source.id,
+        bundle_id=_str(_first(raw, "bundle_id", "bundleId")) or None,
+        title=_str(raw.get("title")) or None,
+        capabilities=[c.strip() for c in capabilities if isinstance(c, str) and c.strip()] or None
+        if isinstance(capabilities, list) else None,
+        adapter=_str(raw.get("adapter")) or source.adapter or None,
+        implementation=_str(raw.get("implementation")) or source.implementation or None,
+        projection=projection if projection.model_dump(exclude_none=True) else None,
+        raw_origins=raw_origins,
+        source_refs=[BundleSourceRef(
+            id=_str(_first(r, "id", "source_ref_id", "sourceRefId")) or None,
+            label=_str(_first(r, "label", "name")) or None,
+            type=_str(_first(r, "type", "kind")) or None,
+            uri=_safe_uri(r.get("uri"))) for r in refs[:40] if isinstance(r, dict)] or None,
+        source_ref_count=len(refs) if refs else None)
+
+
+def bundle_capabilities(raw: JsonObject | None) -> tuple[str, ...]:
+    caps = (raw or {}).get("capabilities")
+    return tuple(c.strip() for c in caps if isinstance(c, str)) if isinstance(caps, list) else ()
+
+
+# ----------------------------------------------------------------------------- steps and diagnostics
+
+def step(step_id: str, label: str, status: str, **extra: Any) -> TraceStep:
+    return TraceStep(id=step_id, label=label, status=status,
+                     timestamp=now_iso(), **extra)
+
+
+def source_diagnostic(source: SourceDescriptor, error: SourceCallError, phase: str, *,
+                      source_policy: str, timeout_ms: int) -> Diagnostic:
+    """A redacted per-source failure: facts about the failure, never URLs, bodies or the query."""
+    observations: list[tuple[str, str]] = []
+    if error.http_status is not None:
+        observations.append(("httpStatus", str(error.http_status)))
+    if error.timeout:
+        observations.append(("timeout", "true"))
+    if error.invalid_json:
+        observations.append(("invalidJson", "true"))
+    if error.policy:
+        observations.append(("policy", "source-url"))
+    observations.append(("sourcePolicy", source_policy))
+    if phase == "query":
+        observations += [("sourceSelected", "true" if source.selected else "false"),
+                         ("sourceStatus", source.status)]
+    observations += [("timeoutMs", str(timeout_ms)), ("redaction", "urls, headers, bodies, queries")]
+    label = safe_trace_text(source.label)
+    if phase == "query":
+        severity, message = "error", f"{label} could not be queried by the bridge."
+        if error.policy:
+            remediation = ("Register the source under an allowed origin or change the bridge source "
+                           "policy.")
+        elif error.invalid_json:
+            remediation = "Check that the URL points at an LLMWiki source that answers JSON."
+        else:
+            remediation = "Check that the Knowledge Source is running and reachable, then retry."
+    else:
+        severity, message = "warning", f"{label} source bundle metadata could not be read."
+        remediation = "The run continued without source bundle metadata."
+    return Diagnostic(severity=severity, scope="source", phase=phase,
+                      protocol=source.protocol, subject=safe_id(source.id), retryable=error.retryable,
+                      observations=[Observation(name=n, value=safe_trace_text(v)) for n, v in observations],
+                      remediation=remediation, message=message)
+
+
+def _preview(path: str, title: str, ident: str) -> str:
+    if path and title:
+        return f"{path} ({title})"
+    return path or title or ident
+
+
+def _safe_ref_text(value: str) -> bool:
+    return bool(value) and not (value.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", value)
+                                or any(bad in value for bad in ("\\", "://", "@", "?", "#")))
+
+
+def citation_refs(citations: Sequence[Citation]) -> list[CitationRef]:
+    refs: list[CitationRef] = []
+    for citation in citations[:5]:
+        path = citation.path.removeprefix("./")
+        path_ok = _safe_ref_text(path) and ".." not in path.split("/") and not re.match(r"^[a-z]+:", path)
+        title_ok = bool(citation.title) and not (citation.title.startswith("/") or "\\" in citation.title
+                                                 or "://" in citation.title)
+        source_refs = [r for r in citation.source_refs if _safe_ref_text(r)
+                       and not any(c in r for c in "[]{}<>")][:5]
+        refs.append(CitationRef(
+            id=safe_trace_text(citation.id) if _safe_ref_text(citation.id) else None,
+            title=safe_trace_text(citation.title) if title_ok else None,
+            path=safe_trace_text(path) if path_ok else None,
+            source_refs=source_refs or None))
+    return refs
+
+
+def tool_detail(evidence: SourceEvidence) -> str:
+    detail = f"Read {len(evidence.citations)} citation(s) from {safe_trace_text(evidence.wiki_title)}."
+    if evidence.orientation:
+        detail += " Orientation: " + "; ".join(safe_trace_text(o) for o in evidence.orientation[:3]) + "."
+    previews = [_preview(c.path, c.title, c.id) for c in evidence.citations]
+    if previews:
+        shown = "; ".join(safe_trace_text(p) for p in previews[:3])
+        more = f"; +{len(previews) - 3} more" if len(previews) > 3 else ""
+        detail += f" Evidence: {shown}{more}."
+    return detail if len(detail) <= 360 else detail[:357] + "..."
+
+
+# ----------------------------------------------------------------------------- answers and the task
+
+def evidence_only_answer(citations: Sequence[Citation], graph: Graph, bundles: Sequence[SourceBundle],
+                         answered_sources: int, failed_sources: int) -> str:
+    lines = [f"Evidence-only result: the bridge gathered {len(citations)} citation(s) from "
+             f"{answered_sources} Knowledge Source(s) and did not call the configured runtime.",
+             f"Graph: {len(graph.nodes)} node(s), {len(graph.edges)} edge(s)."]
+    if bundles:
+        lines.append("Source bundles: " + ", ".join(b.bundle_id or b.source_id for b in bundles) + ".")
+    lines.append("")
+    if citations:
+        lines.append("Citations:")
+        for number, citation in enumerate(citations[:8], start=1):
+            lines.append(f"- [{number}](#citation-{number}) {citation.id}: {citation.title}")
+        if len(citations) > 8:
+            lines.append(f"- {len(citations) - 8} additional citation(s) omitted from this summary.")
+    else:
+        lines.append("Citations: none returned by selected Knowledge Sources.")
+    if failed_sources:
+        lines += ["", f"Source failures: {failed_sources} selected source(s) could not be queried. "
+                  "See trace steps for redacted details."]
+    return "\n".join(lines)
+
+
+def fail_closed_answer(failed_sources: int) -> str:
+    return "\n".join([
+        f"Source readiness diagnostic: {failed_sources} selected Knowledge Source(s) could not be queried.",
+        "Persisted ready status is treated as last-known only until a live source query succeeds.",
+        "The bridge did not call the configured runtime because no selected Knowledge Source "
+        "returned evidence.",
+        "See trace steps and diagnostics for redacted source failure details."])
+
+
+def task_envelope(answer: str, result: JsonObject, request_id: str, trace_id: str) -> JsonObject:
+    """The A2A task: a completed status, the answer as a text part, the result as a data artifact."""
+    return {
+        "id": str(uuid.uuid4()), "requestId": request_id, "traceId": trace_id,
+        "status": {"state": "completed", "message": {"parts": [{"kind": "text", "text": answer}]}},
+        "message": {"role": "agent", "parts": [{"kind": "text", "text": answer}]},
+        "artifacts": [{"name": ARTIFACT_NAME, "parts": [{"kind": "data", "data": result}]}],
+    }

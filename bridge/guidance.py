@@ -1,0 +1,156 @@
+"""Retrieval guidance: the closed `llmwiki.retrieval_guidance.v1` shape, validated and mapped from a
+source's snake_case to the bridge's camelCase (contract 6.6). Pure functions, no I/O."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+from common.bridge_schemas import Diagnostic, Observation
+
+SCHEMA = "llmwiki.retrieval_guidance.v1"
+FALLBACK_ORDER = ("literal", "hybrid", "vector")
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+# public key -> source key, for every level
+_TOP = {"schemaVersion": "schema_version", "orientationSource": "orientation_source",
+        "contentTrust": "content_trust", "maxQueryVariants": "max_query_variants",
+        "characterBudget": "character_budget", "folderCards": "folder_cards", "pageCards": "page_cards",
+        "suggestedTerms": "suggested_terms", "exactIdentifiers": "exact_identifiers",
+        "fallbackModes": "fallback_modes"}
+_FOLDER = {"path": "path", "pageCount": "page_count", "terms": "terms"}
+_PAGE = {"pageId": "page_id", "title": "title", "path": "path", "headings": "headings", "terms": "terms",
+         "exactIdentifiers": "exact_identifiers", "excerpt": "excerpt"}
+
+
+class GuidanceError(ValueError):
+    """The guidance object is not the closed shape; the message names the field path."""
+
+
+def _keys(raw: Any, names: dict[str, str], snake: bool, where: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise GuidanceError(f"{where} must be an object.")
+    wanted = {(source if snake else public): public for public, source in names.items()}
+    extra = [k for k in raw if k not in wanted]
+    if extra:
+        raise GuidanceError(f"{where}.{extra[0]} is not a supported field.")
+    missing = [k for k in wanted if k not in raw]
+    if missing:
+        raise GuidanceError(f"{where}.{missing[0]} is required.")
+    return {wanted[k]: v for k, v in raw.items()}
+
+
+def _string(value: Any, where: str, limit: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise GuidanceError(f"{where} must be a non-empty string.")
+    text = value.strip()
+    if len(text) > limit:
+        raise GuidanceError(f"{where} must be at most {limit} characters.")
+    return text
+
+
+def _array(value: Any, where: str, count: int) -> list[Any]:
+    if not isinstance(value, list):
+        raise GuidanceError(f"{where} must be an array.")
+    if len(value) > count:
+        raise GuidanceError(f"{where} must have at most {count} items.")
+    return value
+
+
+def _strings(value: Any, where: str, count: int, limit: int) -> list[str]:
+    items = [_string(v, f"{where}[{i}]", limit) for i, v in enumerate(_array(value, where, count))]
+    folded = [unicodedata.normalize("NFC", i).lower() for i in items]
+    if len(set(folded)) != len(folded):
+        raise GuidanceError(f"{where} items must be unique.")
+    return items
+
+
+def _path(value: Any, where: str, limit: int) -> str:
+    path = _string(value, where, limit)
+    if (path.startswith(("/", "\\")) or "\\" in path or _DRIVE.match(path) or _SCHEME.match(path)
+            or ".." in path.split("/")):
+        raise GuidanceError(f"{where} must be a source-relative path.")
+    return path
+
+
+def _count(value: Any, where: str, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (
+            high is not None and value > high):
+        raise GuidanceError(f"{where} must be an integer between {low} and {high or 'any'}.")
+    return value
+
+
+def map_guidance(raw: Any, *, snake: bool, where: str = "retrievalGuidance") -> dict[str, Any]:
+    """Validate `raw` (source snake_case when `snake`, else public camelCase) and return the public
+    camelCase object, values and order preserved. Any violation raises GuidanceError."""
+    top = _keys(raw, _TOP, snake, where)
+    if top["schemaVersion"] != SCHEMA:
+        raise GuidanceError(f"{where}.schemaVersion must be {SCHEMA}.")
+    if top["orientationSource"] not in ("authored", "projection_extractive", "none"):
+        raise GuidanceError(f"{where}.orientationSource is not supported.")
+    if top["contentTrust"] != "untrusted_source_evidence":
+        raise GuidanceError(f"{where}.contentTrust must be untrusted_source_evidence.")
+    if top["maxQueryVariants"] != 2 or isinstance(top["maxQueryVariants"], bool):
+        raise GuidanceError(f"{where}.maxQueryVariants must be 2.")
+    budget = _count(top["characterBudget"], f"{where}.characterBudget", 1, 6000)
+    counted: list[str] = []
+    folders_raw = _array(top["folderCards"], f"{where}.folderCards", 8)
+    folders: list[dict[str, Any]] = []
+    for i, card in enumerate(folders_raw):
+        at = f"{where}.folderCards[{i}]"
+        fields = _keys(card, _FOLDER, snake, at)
+        path = _path(fields["path"], f"{at}.path", 1024)
+        terms = _strings(fields["terms"], f"{at}.terms", 8, 120)
+        folders.append({"path": path, "pageCount": _count(fields["pageCount"], f"{at}.pageCount", 1),
+                        "terms": terms})
+        counted += [path, *terms]
+    pages_raw = _array(top["pageCards"], f"{where}.pageCards", 12)
+    pages: list[dict[str, Any]] = []
+    for i, card in enumerate(pages_raw):
+        at = f"{where}.pageCards[{i}]"
+        fields = _keys(card, _PAGE, snake, at)
+        texts = {"pageId": _string(fields["pageId"], f"{at}.pageId", 512),
+                 "title": _string(fields["title"], f"{at}.title", 240),
+                 "path": _path(fields["path"], f"{at}.path", 1024)}
+        lists = {"headings": _strings(fields["headings"], f"{at}.headings", 8, 160),
+                 "terms": _strings(fields["terms"], f"{at}.terms", 12, 120),
+                 "exactIdentifiers": _strings(fields["exactIdentifiers"], f"{at}.exactIdentifiers", 8, 240)}
+        excerpt = _string(fields["excerpt"], f"{at}.excerpt", 240)
+        pages.append({**texts, **lists, "excerpt": excerpt})
+        counted += [*texts.values(), *(t for items in lists.values() for t in items), excerpt]
+    suggested = _strings(top["suggestedTerms"], f"{where}.suggestedTerms", 16, 120)
+    identifiers = _strings(top["exactIdentifiers"], f"{where}.exactIdentifiers", 16, 240)
+    modes = _strings(top["fallbackModes"], f"{where}.fallbackModes", 3, 16)
+    if any(m not in FALLBACK_ORDER for m in modes) or modes != [m for m in FALLBACK_ORDER if m in modes]:
+        raise GuidanceError(f"{where}.fallbackModes must be a subset of literal, hybrid, vector in order.")
+    counted += [*suggested, *identifiers, *modes]
+    if sum(len(s) for s in counted) > budget:
+        raise GuidanceError(f"{where} exceeds its characterBudget.")
+    return {"schemaVersion": SCHEMA, "orientationSource": top["orientationSource"],
+            "contentTrust": top["contentTrust"], "maxQueryVariants": 2, "characterBudget": budget,
+            "folderCards": folders, "pageCards": pages, "suggestedTerms": suggested,
+            "exactIdentifiers": identifiers, "fallbackModes": modes}
+
+
+def guidance_diagnostic(payload: dict[str, Any], advertised: bool, subject: str,
+                        protocol: str) -> Diagnostic | None:
+    """A warning when a guided source sends no guidance, or any source sends guidance that is not
+    the closed shape (it is then dropped whole). Valid guidance needs no note."""
+    if "retrieval_guidance" not in payload:
+        if not advertised:
+            return None
+        state, reason = "absent", "The source advertises guided lexical retrieval but sent no guidance."
+    else:
+        try:
+            map_guidance(payload["retrieval_guidance"], snake=True, where="retrieval_guidance")
+            return None
+        except GuidanceError as exc:
+            state, reason = "omitted", str(exc)
+    return Diagnostic(
+        severity="warning", scope="source", phase="retrieval", protocol=protocol, subject=subject,
+        retryable=False, observations=[Observation(name="guidance", value=state),
+                                       Observation(name="reason", value=reason[:160]),
+                                       Observation(name="redaction", value="urls, queries")],
+        message=f"Source retrieval guidance is {state}.")

@@ -1,0 +1,214 @@
+"""The bridge's HTTP surface: the aiohttp application, its request pipeline and routes."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import structlog
+from aiohttp import web
+from aiohttp.abc import AbstractResolver
+
+from bridge.registry import SourceDescriptor, normalize_registered
+from bridge.service import BridgeService
+from bridge.settings import BridgeSettings, check_bind_policy
+from bridge.settings_store import SettingsFileError, SettingsStore
+from bridge.sources.resolver import PolicyResolver
+from common.errors import CodedError, HttpError, json_response
+from common.logging import REQUEST_ID, setup_request_context
+
+SERVICE_KEY = web.AppKey("bridge_service", BridgeService)
+RESOLVER_KEY = web.AppKey("bridge_resolver", AbstractResolver)
+ALLOW_HEADERS = "authorization, content-type"
+ALLOW_METHODS = "GET, POST, PUT, OPTIONS"
+_SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_BEARER = re.compile(r"^bearer[ \t]+(.*)$", re.IGNORECASE | re.DOTALL)
+_PROBE_VALUES = ("", "1", "true", "yes", "on")
+
+log = structlog.get_logger("llmwiki.bridge.http")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _service(request: web.Request) -> BridgeService:
+    return request.app[SERVICE_KEY]
+
+
+def bearer_matches(header: str | None, token: str) -> bool:
+    """`Bearer <token>`, scheme case-insensitive, spaces/tabs before the token skipped; the rest
+    must equal the token exactly, compared in constant time."""
+    match = _BEARER.match(header or "")
+    given = match.group(1).lstrip(" \t") if match else ""
+    return bool(given) and hmac.compare_digest(given.encode("utf-8"), token.encode("utf-8"))
+
+
+def setup_bridge_pipeline(app: web.Application) -> None:
+    """Origin check, preflight, bearer check, body cap, then the handler; every error becomes the
+    bridge's coded body, and every response carries the CORS headers."""
+
+    @web.middleware
+    async def pipeline(request: web.Request, handler: Handler) -> web.StreamResponse:
+        service = _service(request)
+        origin = request.headers.get("Origin")
+        allowed_origin = origin is not None and service.cors_policy.allows(origin, request.host)
+        if origin is not None and not allowed_origin:
+            response: web.StreamResponse = CodedError(
+                403, "origin_not_allowed", "Request origin is not allowed by the bridge.").response()
+        elif request.method == "OPTIONS":
+            response = web.Response(status=204)
+        else:
+            response = await _guarded(request, handler, service)
+        if not response.prepared:
+            response.headers["Access-Control-Allow-Headers"] = ALLOW_HEADERS
+            response.headers["Access-Control-Allow-Methods"] = ALLOW_METHODS
+            response.headers["Vary"] = "Origin"
+            if allowed_origin and origin is not None:
+                response.headers["Access-Control-Allow-Origin"] = origin
+        return response
+
+    app.middlewares.append(pipeline)
+
+
+async def _guarded(request: web.Request, handler: Handler, service: BridgeService) -> web.StreamResponse:
+    token = service.settings.bearer_token
+    if token and not bearer_matches(request.headers.get("Authorization"), token):
+        return CodedError(401, "bridge_unauthorized", "Bridge bearer token is required.").response()
+    length = request.content_length
+    if length is not None and length > service.settings.max_body_bytes:
+        return _too_large().response()
+    try:
+        return await handler(request)
+    except HttpError as exc:
+        return exc.response()
+    except web.HTTPRequestEntityTooLarge:
+        return _too_large().response()
+    except (web.HTTPNotFound, web.HTTPMethodNotAllowed):
+        return CodedError(404, "not_found", "Not found.").response()
+    except web.HTTPException as exc:
+        return CodedError(exc.status, "bad_request", exc.reason or "Bad request.").response()
+    except Exception:
+        log.exception("bridge_request_failed", method=request.method, path=request.path)
+        return CodedError(500, "bridge_error", "Bridge request failed.").response()
+
+
+def _too_large() -> CodedError:
+    return CodedError(413, "body_too_large", "Request body is too large.")
+
+
+async def json_body(request: web.Request) -> Any:
+    raw = await request.read()
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise CodedError(400, "invalid_json", "Request body must be valid JSON.") from None
+
+
+def _probe_requested(request: web.Request) -> bool:
+    return "probe" in request.query and request.query["probe"].strip().lower() in _PROBE_VALUES
+
+
+async def health(request: web.Request) -> web.Response:
+    return json_response(_service(request).health())
+
+
+async def sources(request: web.Request) -> web.Response:
+    return json_response(await _service(request).sources_view(_probe_requested(request)))
+
+
+async def settings_json(request: web.Request) -> web.Response:
+    return json_response(_service(request).settings_document(request.headers.get("Host")))
+
+
+async def put_config(request: web.Request) -> web.Response:
+    body = await json_body(request)
+    return json_response(_service(request).put_config(body, request.headers.get("Host")))
+
+
+async def get_sources_json(request: web.Request) -> web.Response:
+    return json_response(_service(request).sources_document())
+
+
+async def put_sources_json(request: web.Request) -> web.Response:
+    body = await json_body(request)
+    return json_response(_service(request).put_sources(body))
+
+
+def _trace_id(request: web.Request) -> str:
+    given = request.headers.get("X-Trace-Id", "")
+    return given if _SAFE_ID.match(given) else str(uuid.uuid4())
+
+
+async def message_send(request: web.Request) -> web.Response:
+    request_id, trace_id = request[REQUEST_ID], _trace_id(request)
+    try:
+        body = await json_body(request)
+    except CodedError as exc:
+        exc_body = {**exc.body(), "requestId": request_id, "traceId": trace_id}
+        return json_response(exc_body, status=exc.status)
+    return json_response(await _service(request).run(body, request_id, trace_id))
+
+
+def add_routes(app: web.Application) -> None:
+    """The whole route table, in one place."""
+    app.router.add_get("/health", health, allow_head=False)
+    app.router.add_get("/sources", sources, allow_head=False)
+    app.router.add_get("/settings.json", settings_json, allow_head=False)
+    app.router.add_put("/settings/config.json", put_config)
+    app.router.add_get("/settings/sources.json", get_sources_json, allow_head=False)
+    app.router.add_put("/settings/sources.json", put_sources_json)
+    app.router.add_post("/message:send", message_send)
+
+
+def load_registry(store: SettingsStore | None) -> list[SourceDescriptor]:
+    """Registered sources from the settings file; an unusable file or entry is reported, not fatal."""
+    if store is None:
+        return []
+    try:
+        document = store.read()
+    except SettingsFileError:
+        log.warning("settings_file_invalid")
+        return []
+    try:
+        return normalize_registered(document.sources)
+    except ValueError:
+        store.status = "invalid_sources"
+        log.warning("settings_file_sources_invalid")
+        return []
+
+
+def create_app(settings: BridgeSettings, sources: list[SourceDescriptor] | None = None,
+               resolver: AbstractResolver | None = None) -> web.Application:
+    """Build the bridge application. Sources come from the settings file when `config_path` is set
+    (persistence on), unless given explicitly. `resolver` replaces the system resolver under the
+    policy check (tests use it to simulate DNS answers)."""
+    check_bind_policy(settings)
+    store = SettingsStore(settings.config_path) if settings.config_path is not None else None
+    registry = sources if sources is not None else load_registry(store)
+    app = web.Application(client_max_size=settings.max_body_bytes)
+    app[SERVICE_KEY] = BridgeService(settings, registry, store)
+    if resolver is not None:
+        app[RESOLVER_KEY] = resolver
+    setup_request_context(app, "bridge")
+    setup_bridge_pipeline(app)
+    add_routes(app)
+    app.cleanup_ctx.append(_client_session)
+    return app
+
+
+async def _client_session(app: web.Application) -> AsyncIterator[None]:
+    """One shared outbound session for every source call; closed with the app."""
+    service = app[SERVICE_KEY]
+    inner = app[RESOLVER_KEY] if RESOLVER_KEY in app else aiohttp.ThreadedResolver()
+    resolver = PolicyResolver(inner, lambda: service.source_policy)
+    connector = aiohttp.TCPConnector(limit=64, enable_cleanup_closed=True, resolver=resolver,
+                                     use_dns_cache=False)  # every connection is resolved and checked
+    async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
+        service.session = session
+        yield
+        service.session = None

@@ -1,0 +1,151 @@
+"""Retrieval intent (`data.retrieval`): parsing the closed shape and what each source is sent."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from common.bridge_schemas import Diagnostic, Observation, RetrievalIntent
+
+RETRIEVAL_V1 = "llmwiki_retrieval_v1"
+GUIDED_LEXICAL = "llmwiki_agent_guided_lexical_v1"
+
+
+class IntentError(ValueError):
+    """`data.retrieval` is invalid (400 invalid_retrieval_intent); the message names the field."""
+
+
+def _clean_list(values: list[str] | None, name: str, max_chars: int) -> list[str] | None:
+    if values is None:
+        return None
+    cleaned = []
+    for value in values:
+        text = value.strip() if isinstance(value, str) else ""
+        if not text or len(text) > max_chars:
+            raise IntentError(f"retrieval.search.{name} items must be non-empty strings of at most "
+                              f"{max_chars} characters.")
+        cleaned.append(text)
+    return cleaned
+
+
+def parse_intent(raw: Any, query: str) -> RetrievalIntent:
+    """Validate the closed camelCase shape, trim lists, and dedupe query variants against the query."""
+    if not isinstance(raw, dict):
+        raise IntentError("retrieval must be a JSON object.")
+    try:
+        intent = RetrievalIntent.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        if first["type"] == "extra_forbidden":
+            raise IntentError(f"retrieval.{where} is not a supported retrieval field.") from None
+        raise IntentError(f"retrieval.{where} is invalid.") from None
+    search = intent.search
+    if search is None:
+        return intent
+    search.fields = _clean_list(search.fields, "fields", 80)
+    search.exclude_page_ids = _clean_list(search.exclude_page_ids, "excludePageIds", 512)
+    variants = _clean_list(search.query_variants, "queryVariants", 1000)
+    if variants and intent.search_mode != "lexical":
+        raise IntentError("retrieval.search.queryVariants require searchMode lexical.")
+    seen = {unicodedata.normalize("NFC", query).lower()}
+    kept: list[str] = []
+    for variant in variants or []:
+        key = unicodedata.normalize("NFC", variant).lower()
+        if key not in seen:
+            seen.add(key)
+            kept.append(variant)
+    search.query_variants = kept[:2] or None
+    return intent
+
+
+@dataclass(frozen=True)
+class SourceRetrievalPlan:
+    """What one source receives given its capabilities (fresh bundle, else descriptor)."""
+
+    fields: dict[str, Any]
+    diagnostic: Diagnostic | None
+    mode_supported: bool = True
+
+
+def plan_for(intent: RetrievalIntent, capabilities: Sequence[str], capability_source: str,
+             source_id: str, selected_ids: Sequence[str], protocol: str) -> SourceRetrievalPlan:
+    caps = set(capabilities)
+    mode = intent.search_mode
+    search = intent.search
+    variants = (search.query_variants if search else None) or []
+    mode_matched = RETRIEVAL_V1 in caps and f"llmwiki_search_mode_{mode}" in caps
+    guided_matched = not variants or GUIDED_LEXICAL in caps
+    fields: dict[str, Any] = {}
+    if mode_matched:
+        fields["mode"] = mode
+        if search is not None:
+            if search.limit is not None:
+                fields["limit"] = search.limit
+            if search.snippet_chars is not None:
+                fields["snippet_chars"] = search.snippet_chars
+            if search.fields:
+                fields["fields"] = search.fields
+            excluded = _excluded_for(search.exclude_page_ids or [], source_id, selected_ids)
+            if excluded:
+                fields["exclude_page_ids"] = excluded
+            if variants and guided_matched:
+                fields["query_variants"] = variants
+    if mode_matched and guided_matched:
+        return SourceRetrievalPlan(fields, None)
+    if not caps:
+        status = "unknown"
+    elif RETRIEVAL_V1 not in caps:
+        status = "missing_retrieval_v1"
+    elif not mode_matched:
+        status = "missing_search_mode"
+    else:
+        status = "missing_guided_lexical_v1"
+    missing = (RETRIEVAL_V1 if RETRIEVAL_V1 not in caps
+               else f"llmwiki_search_mode_{mode}" if not mode_matched else GUIDED_LEXICAL)
+    observations = [("requestedMode", mode), ("appliedMode", mode if mode_matched else "legacy"),
+                    ("fallback", intent.fallback), ("capabilityMatched", "false"),
+                    ("capabilityStatus", status), ("capabilityMetadataSource", capability_source),
+                    ("missingCapability", missing), ("redaction", "urls, queries")]
+    diagnostic = Diagnostic(
+        severity="warning", scope="source", phase="retrieval", protocol=protocol,
+        subject=re.sub(r"[^A-Za-z0-9]+", "_", source_id) or "source",
+        retryable=False, observations=[Observation(name=n, value=v) for n, v in observations],
+        remediation="Choose sources that advertise the requested retrieval capability.",
+        message="The source does not advertise the requested retrieval capability; the bridge used "
+                "the lexical fallback.")
+    return SourceRetrievalPlan(fields, diagnostic, mode_matched)
+
+
+def unsupported_message(intent: RetrievalIntent, mode_unsupported: Sequence[str],
+                        guided_unsupported: Sequence[str]) -> str:
+    """The `fallback: "none"` refusal: lists `<id> (<protocol>)` only, never URLs or the query."""
+    guided = (f"llmwiki_agent_guided_lexical_v1: {', '.join(guided_unsupported)}.")
+    if not mode_unsupported:
+        return (f"Retrieval queryVariants require selected source(s) to advertise exact {guided} Omit "
+                "queryVariants, set fallback to lexical, or choose sources that advertise guided lexical "
+                "query-variant support.")
+    message = (f"Retrieval searchMode {intent.search_mode} is not supported by selected source(s): "
+               f"{', '.join(mode_unsupported)}. Set fallback to lexical or choose sources that advertise "
+               "the requested retrieval capability.")
+    if guided_unsupported:
+        message += (" Retrieval queryVariants also require selected source(s) to advertise exact "
+                    f"{guided}")
+    return message
+
+
+def _excluded_for(ids: Sequence[str], source_id: str, selected_ids: Sequence[str]) -> list[str]:
+    """Ids prefixed `<source>:` go only to that source (prefix stripped); others go to every source."""
+    prefix = f"{source_id}:"
+    out: list[str] = []
+    for page_id in ids:
+        if page_id.startswith(prefix):
+            out.append(page_id[len(prefix):])
+        elif not any(page_id.startswith(f"{other}:") for other in selected_ids):
+            out.append(page_id)
+    return list(dict.fromkeys(out))

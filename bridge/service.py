@@ -1,0 +1,585 @@
+"""The bridge application object: live settings, the source registry, and the evidence-only run."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import structlog
+
+from bridge import artifact
+from bridge.artifact import SourceEvidence, safe_id, safe_trace_text, step
+from bridge.fanout import fan_out
+from bridge.guidance import GuidanceError, guidance_diagnostic, map_guidance
+from bridge.policy import CorsPolicy, SourcePolicy
+from bridge.registry import (
+    SourceDescriptor,
+    SourceValidationError,
+    normalize_inline,
+    normalize_registered,
+    now_iso,
+    readiness,
+    redact_url,
+    registry_view,
+    settings_view,
+    stored_form,
+    summary_counts,
+)
+from bridge.retrieval import (
+    GUIDED_LEXICAL,
+    IntentError,
+    SourceRetrievalPlan,
+    parse_intent,
+    plan_for,
+    unsupported_message,
+)
+from bridge.settings import (
+    PROFILES,
+    BridgeSettings,
+    SettingsError,
+    check_bind_policy,
+    parse_env_bool,
+    parse_origins,
+    parse_policy,
+    parse_profile,
+    parse_source_origins,
+)
+from bridge.settings_store import SettingsFileError, SettingsStore
+from bridge.sources import http_source
+from bridge.sources.http_source import BundleRead
+from bridge.sources.transport import SourceCallError, SourceTransport
+from common.bridge_schemas import Diagnostic, RetrievalIntent, SourceBundle, TraceStep
+from common.errors import CodedError
+
+log = structlog.get_logger("llmwiki.bridge.service")
+
+MODES = ("evidence-only", "delegated-runtime", "hybrid")
+MAX_MESSAGE_CHARS = 6000
+ENDPOINTS = {"health": "/health", "sources": "/sources", "agentCard": "/.well-known/agent-card.json",
+             "messageSend": "/message:send", "mcp": "/mcp", "settings": "/settings",
+             "settingsJson": "/settings.json", "settingsConfigJson": "/settings/config.json",
+             "settingsSourcesJson": "/settings/sources.json"}
+
+
+class RunError(CodedError):
+    """A `/message:send` error: the coded body plus the request and trace ids (and steps if any)."""
+
+    def __init__(self, status: int, code: str, message: str, request_id: str, trace_id: str,
+                 steps: list[TraceStep] | None = None, diagnostics: list[Diagnostic] | None = None) -> None:
+        super().__init__(status, code, message)
+        self.request_id = request_id
+        self.trace_id = trace_id
+        self.steps = steps or []
+        self.diagnostics = diagnostics or []
+
+    def body(self) -> dict[str, Any]:
+        body = {**super().body(), "requestId": self.request_id, "traceId": self.trace_id}
+        if self.steps:
+            body["steps"] = [s.wire() for s in self.steps]
+        if self.diagnostics:
+            body["diagnostics"] = [d.wire() for d in self.diagnostics]
+        return body
+
+
+@dataclass
+class SourceOutcome:
+    """One source's part of a run, kept in selected order whatever order the calls finished in."""
+
+    source: SourceDescriptor
+    steps: list[TraceStep] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    bundle: SourceBundle | None = None
+    evidence: SourceEvidence | None = None
+    failed: bool = False
+
+
+class BridgeService:
+    """Owns the live settings and registry; every handler goes through it."""
+
+    def __init__(self, settings: BridgeSettings, sources: list[SourceDescriptor] | None = None,
+                 store: SettingsStore | None = None) -> None:
+        self.settings = settings
+        self.sources = list(sources or [])
+        self.store = store
+        self.settings_file_status = store.status if store else "disabled"
+        self.session: aiohttp.ClientSession | None = None
+
+    # ------------------------------------------------------------------ policies
+
+    @property
+    def source_policy(self) -> SourcePolicy:
+        return SourcePolicy(self.settings.source_policy, self.settings.allowed_source_origins)
+
+    @property
+    def cors_policy(self) -> CorsPolicy:
+        return CorsPolicy(self.settings.allowed_origins)
+
+    def transport(self) -> SourceTransport:
+        if self.session is None:
+            raise RuntimeError("the bridge client session is not open")
+        return SourceTransport(self.session, self.source_policy, self.settings.timeout_seconds)
+
+    # ------------------------------------------------------------------ views
+
+    def _runtime_connection(self) -> dict[str, Any]:
+        s = self.settings
+        return {"baseUrlConfigured": bool(s.base_url), "baseUrlSource": s.base_url_source,
+                "modelConfigured": bool(s.model), "modelSource": s.model_source,
+                "apiKeyConfigured": bool(s.api_key), "requestTimeoutMs": s.request_timeout_ms,
+                "reachability": {"checked": False, "basis": "not_probed"}}
+
+    def persistence(self) -> dict[str, Any]:
+        return {"enabled": self.store is not None, "configPathConfigured": self.store is not None,
+                "registeredSources": len(self.sources), "fileStatus": self.settings_file_status}
+
+    def health(self) -> dict[str, Any]:
+        s = self.settings
+        identity = s.identity()
+        return {"status": "ok", "runtime": "llmwiki-agent-bridge", "runtimeProfile": s.runtime_profile,
+                "runtimeAdapter": "chat-completions", "runtimeId": identity["runtimeId"],
+                "agentRuntime": identity["agentRuntime"], "modelConfigured": bool(s.model),
+                "hermesModelConfigured": bool(s.model),
+                "configuredAllowedOrigins": len(s.allowed_origins), "sourcePolicy": s.source_policy,
+                "sourceRegistry": summary_counts(self.sources, self.source_policy),
+                "runtimeConnection": self._runtime_connection(),
+                "settingsFile": {"status": self.settings_file_status}}
+
+    def settings_document(self, host_header: str | None = None) -> dict[str, Any]:
+        s = self.settings
+        identity = s.identity()
+        port = s.port
+        if host_header and host_header.rsplit(":", 1)[-1].isdigit() and not host_header.endswith("]"):
+            port = int(host_header.rsplit(":", 1)[-1])
+        return {
+            "bridge": "llmwiki-agent-bridge", "endpoints": dict(ENDPOINTS),
+            "runtime": {"profile": s.runtime_profile, "adapter": "chat-completions",
+                        "id": identity["runtimeId"], "name": identity["runtimeName"],
+                        "runtime": identity["runtime"], "agentRuntime": identity["agentRuntime"],
+                        "providerOrganization": identity["providerOrganization"]},
+            "runtimeConnection": {"baseUrl": redact_url(s.base_url), **self._runtime_connection()},
+            "bridgeAuth": {"bearerTokenConfigured": bool(s.bearer_token)},
+            "network": {"host": s.host, "port": port, "publicBind": s.public_bind,
+                        "allowPublicBind": s.allow_public_bind,
+                        "allowInsecurePublicBind": s.allow_insecure_public_bind,
+                        "configuredAllowedOrigins": len(s.allowed_origins),
+                        "allowedOrigins": [redact_url(o) for o in s.allowed_origins]},
+            "sourcePolicy": {"policy": s.source_policy,
+                             "configuredAllowedSourceOrigins": len(s.allowed_source_origins),
+                             "allowedSourceOrigins": [redact_url(o) for o in s.allowed_source_origins],
+                             "fanoutConcurrency": s.fanout_concurrency},
+            "persistence": self.persistence(),
+        }
+
+    def sources_document(self) -> dict[str, Any]:
+        return {"sources": [settings_view(s) for s in self.sources], "persistence": self.persistence()}
+
+    async def sources_view(self, probe: bool, *, local: bool = False) -> dict[str, Any]:
+        if not probe:
+            return registry_view(self.sources, self.source_policy, local=local)
+        policy = self.source_policy
+        targets = [(i, s) for i, s in enumerate(self.sources)
+                   if readiness(s, policy).ready and s.protocol == "llmwiki-http"]
+        transport = self.transport()
+
+        async def probe_one(target: tuple[int, SourceDescriptor]) -> dict[str, Any]:
+            source = target[1]
+            read = await http_source.probe(transport, source.url, safe_trace_text(source.label))
+            if read.raw is None:
+                error = read.error or SourceCallError("probe failed")
+                health: dict[str, Any] = {"ok": False, "basis": "live_probe", "checkedAt": now_iso(),
+                                          "reason": "probe_failed"}
+                if error.http_status is not None:
+                    health["httpStatus"] = str(error.http_status)
+                if error.timeout:
+                    health["timeout"] = True
+                health.update(retryable=error.retryable, redacted=True)
+                return {"health": health}
+            raw = read.raw
+            merged = {**raw, **artifact.as_object(raw.get("projection"))}
+            metadata = {key: merged[name] for key, name in (
+                ("bundleId", "bundle_id"), ("adapter", "adapter"), ("implementation", "implementation"),
+                ("pageCount", "page_count"), ("approvedPageCount", "approved_page_count"))
+                if isinstance(merged.get(name), (str, int)) and merged.get(name) != ""}
+            return {"health": {"ok": True, "basis": "live_probe", "checkedAt": now_iso(),
+                               "endpoint": read.endpoint}, "metadata": metadata}
+
+        results = await fan_out(targets, probe_one, self.settings.fanout_concurrency)
+        probes = {index: result for (index, _), result in zip(targets, results, strict=True)}
+        return registry_view(self.sources, policy, probes, local=local)
+
+    # ------------------------------------------------------------------ settings writes
+
+    def _require_store(self) -> SettingsStore:
+        if self.store is None:
+            raise CodedError(409, "settings_persistence_disabled",
+                             "Settings persistence is not configured for this bridge.")
+        return self.store
+
+    def _persist(self, config: dict[str, Any] | None = None,
+                 sources: list[dict[str, Any]] | None = None) -> None:
+        store = self._require_store()
+        try:
+            store.write(config, sources)
+        except SettingsFileError:
+            self.settings_file_status = store.status
+            raise CodedError(500, "settings_persist_failed",
+                             "The settings file could not be read, so it was left unchanged.") from None
+        except OSError:
+            raise CodedError(500, "settings_persist_failed", "Settings could not be saved.") from None
+        self.settings_file_status = store.status
+
+    def put_sources(self, body: Any) -> dict[str, Any]:
+        self._require_store()
+        try:
+            sources = normalize_registered(body)
+        except SourceValidationError as exc:
+            raise CodedError(400, "bad_request", str(exc)) from None
+        except ValueError as exc:  # DuplicateSourceError
+            raise CodedError(409, "duplicate_source_id", str(exc)) from None
+        self._persist(sources=[stored_form(s) for s in sources])
+        self.sources = sources
+        return {"status": "saved", "sources": [settings_view(s) for s in sources],
+                "persistence": self.persistence()}
+
+    def put_config(self, body: Any, host_header: str | None = None) -> dict[str, Any]:
+        self._require_store()
+        if not isinstance(body, dict):
+            raise CodedError(400, "invalid_bridge_settings", "Settings body must be a JSON object.")
+        raw = body["config"] if isinstance(body.get("config"), dict) else body
+        try:
+            changes, persisted, applied, restart = self._config_changes(raw)
+            updated = dataclasses.replace(self.settings, **changes)
+            check_bind_policy(updated)
+        except (SettingsError, ValueError) as exc:
+            raise CodedError(400, "invalid_bridge_settings", str(exc)) from None
+        self._persist(config=persisted)
+        self.settings = updated
+        return {"status": "saved", "applied": applied, "restartRequired": restart,
+                "settings": self.settings_document(host_header), "persistence": self.persistence()}
+
+    def _config_changes(self, raw: Mapping[str, Any]
+                        ) -> tuple[dict[str, Any], dict[str, Any], list[str], list[str]]:
+        """Validate the recognised keys: live changes, the file patch, applied and restart lists."""
+        changes: dict[str, Any] = {}
+        persisted: dict[str, Any] = {}
+        applied: list[str] = []
+        restart: list[str] = []
+
+        def first(*keys: str) -> tuple[str, Any] | None:
+            return next(((k, raw[k]) for k in keys if k in raw), None)
+
+        def text(value: Any, name: str, allow_empty: bool = False) -> str:
+            if value is None and allow_empty:
+                return ""
+            if not isinstance(value, str) or (not value.strip() and not allow_empty):
+                raise ValueError(f"{name} must be a non-empty string.")
+            return value.strip()
+
+        def boolean(value: Any, name: str) -> bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.strip().lower() in (
+                    "1", "0", "true", "false", "yes", "no", "on", "off"):
+                return parse_env_bool(value)
+            raise ValueError(f"{name} must be a boolean.")
+
+        def integer(value: Any, name: str, low: int, high: int, message: str) -> int:
+            if isinstance(value, bool):
+                raise ValueError(message)
+            if isinstance(value, str) and value.strip().isdigit():
+                value = int(value.strip())
+            if not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(message)
+            return value
+
+        if "runtimeProfile" in raw:
+            changes["runtime_profile"] = parse_profile(text(raw["runtimeProfile"], "runtimeProfile"))
+            persisted["runtimeProfile"] = changes["runtime_profile"]
+            persisted.update({k: v for k, v in PROFILES[changes["runtime_profile"]].items() if k != "model"})
+            applied += ["runtimeProfile", "runtimeId", "runtimeName", "runtime", "agentRuntime",
+                        "providerOrganization"]
+        if found := first("baseUrl", "agentBaseUrl", "hermesBaseUrl"):
+            changes["base_url"] = text(found[1], "baseUrl")
+            changes["base_url_source"] = "settings"
+            persisted["baseUrl"] = changes["base_url"]
+            applied += ["baseUrl", "hermesBaseUrl"]
+        if found := first("apiKey", "agentApiKey", "hermesApiKey"):
+            key = text(found[1], "apiKey", allow_empty=True)
+            changes["api_key"] = key or None
+            persisted["apiKey"] = key
+            applied.append("apiKey")
+        if found := first("model", "agentModel", "hermesModel"):
+            changes["model"] = text(found[1], "model")
+            changes["model_source"] = "settings"
+            persisted["model"] = changes["model"]
+            applied += ["model", "hermesModel"]
+        if found := first("requestTimeoutMs", "timeoutMs"):
+            changes["request_timeout_ms"] = integer(found[1], "requestTimeoutMs", 1, 10**9,
+                                                    "requestTimeoutMs must be a positive integer.")
+            persisted["requestTimeoutMs"] = changes["request_timeout_ms"]
+            applied.append("requestTimeoutMs")
+        if "fanoutConcurrency" in raw:
+            changes["fanout_concurrency"] = integer(raw["fanoutConcurrency"], "fanoutConcurrency", 1, 64,
+                                                    "fanoutConcurrency must be between 1 and 64.")
+            persisted["fanoutConcurrency"] = changes["fanout_concurrency"]
+            applied.append("fanoutConcurrency")
+        for key, name, parse in (("allowedOrigins", "allowed_origins", parse_origins),
+                                 ("allowedSourceOrigins", "allowed_source_origins", parse_source_origins)):
+            if key in raw:
+                value = raw[key]
+                if not isinstance(value, (str, list)):
+                    raise ValueError(f"{key} must be an array or a comma-separated string.")
+                changes[name] = parse(value)
+                persisted[key] = list(changes[name])
+                applied.append(key)
+        if "sourcePolicy" in raw:
+            changes["source_policy"] = parse_policy(text(raw["sourcePolicy"], "sourcePolicy"))
+            persisted["sourcePolicy"] = changes["source_policy"]
+            applied.append("sourcePolicy")
+        if found := first("bridgeBearerToken", "bearerToken"):
+            token = text(found[1], "bridgeBearerToken", allow_empty=True)
+            changes["bearer_token"] = token or None
+            persisted["bridgeBearerToken"] = token
+            applied.append("bridgeBearerToken")
+        for key, name in (("allowPublicBind", "allow_public_bind"),
+                          ("allowInsecurePublicBind", "allow_insecure_public_bind")):
+            if key in raw:
+                changes[name] = boolean(raw[key], key)
+                persisted[key] = changes[name]
+                applied.append(key)
+        if "host" in raw:
+            host = text(raw["host"], "host")
+            persisted["host"] = host
+            if _host_key(host) != _host_key(self.settings.host):
+                restart.append("host")
+        if "port" in raw:
+            port = integer(raw["port"], "port", 0, 65535, "port must be an integer between 0 and 65535.")
+            persisted["port"] = port
+            if port != self.settings.port:
+                restart.append("port")
+        assert set(changes) <= {f.name for f in dataclasses.fields(BridgeSettings)}
+        return changes, persisted, applied, restart
+
+    # ------------------------------------------------------------------ the run
+
+    async def run(self, envelope: Any, request_id: str, trace_id: str) -> dict[str, Any]:
+        """`/message:send`: validate, select, fan out, and build the task with the artifact."""
+
+        def fail(status: int, code: str, message: str) -> RunError:
+            return RunError(status, code, message, request_id, trace_id)
+
+        if not isinstance(envelope, dict):
+            raise fail(400, "bad_request", "A2A request body must be a JSON object.")
+        data = envelope["data"] if isinstance(envelope.get("data"), dict) else envelope
+        message = data.get("message") if data.get("message") is not None else envelope.get("message")
+        raw_query = data.get("query")
+        query = raw_query.strip() if isinstance(raw_query, str) else ""
+        query = query or _message_text(message)
+        if not query:
+            raise fail(400, "bad_request", "A2A request data.query or message text is required.")
+        mode = next((m.strip() for m in (data.get("orchestrationMode"), data.get("mode"),
+                                          envelope.get("orchestrationMode"), envelope.get("mode"))
+                     if isinstance(m, str) and m.strip()), "delegated-runtime")
+        if mode not in MODES:
+            raise fail(400, "bad_request",
+                       "orchestrationMode must be one of: evidence-only, delegated-runtime, hybrid.")
+        intent: RetrievalIntent | None = None
+        if "retrieval" in data:
+            try:
+                intent = parse_intent(data["retrieval"], query)
+            except IntentError as exc:
+                raise fail(400, "invalid_retrieval_intent", str(exc)) from None
+        if "retrievalGuidance" in data:  # validated only: never forwarded (contract 3.6)
+            try:
+                map_guidance(data["retrievalGuidance"], snake=False, where="data.retrievalGuidance")
+            except GuidanceError as exc:
+                raise fail(400, "invalid_retrieval_guidance", str(exc)) from None
+        inline = data.get("knowledgeSources", data.get("knowledge_sources"))
+        if inline is not None and not isinstance(inline, list):
+            raise fail(400, "bad_request", "knowledgeSources must be an array.")
+        candidates = normalize_inline(inline) if inline is not None else list(self.sources)
+        selected = [s for s in candidates if readiness(s).ready]
+
+        transport = self.transport()
+        steps = [step("bridge-plan", "Plan source calls", "done",
+                      detail=f"Prepared {len(selected)} selected last-known ready Knowledge Source(s) "
+                             f"for {mode} answering.")]
+        pre_bundles: dict[int, BundleRead] = {}
+        plans: dict[int, SourceRetrievalPlan] = {}
+        if intent is not None:
+            pre_bundles, plans = await self._discover(transport, selected, intent)
+            if intent.fallback == "none":
+                labels = [f"{s.id} ({s.protocol})" for s in selected]
+                mode_unsupported = [labels[i] for i in plans if not plans[i].mode_supported]
+                guided_unsupported = [labels[i] for i in plans
+                                      if plans[i].mode_supported and plans[i].diagnostic is not None]
+                if mode_unsupported or guided_unsupported:
+                    raise fail(400, "retrieval_mode_unsupported",
+                               unsupported_message(intent, mode_unsupported, guided_unsupported))
+
+        async def gather(index: int) -> SourceOutcome:
+            return await self._gather(transport, selected[index], query, pre_bundles.get(index),
+                                      plans.get(index))
+
+        outcomes = await fan_out(range(len(selected)), gather, self.settings.fanout_concurrency)
+        return self._result(outcomes, mode, steps, request_id, trace_id)
+
+    async def _discover(self, transport: SourceTransport, selected: list[SourceDescriptor],
+                        intent: RetrievalIntent
+                        ) -> tuple[dict[int, BundleRead], dict[int, SourceRetrievalPlan]]:
+        """With a retrieval intent, read every bundle first: fresh capabilities decide what is sent."""
+
+        async def discover(index: int) -> BundleRead | None:
+            source = selected[index]
+            if source.protocol != "llmwiki-http":
+                return None
+            return await http_source.read_bundle(transport, source.url, safe_trace_text(source.label))
+
+        reads = await fan_out(range(len(selected)), discover, self.settings.fanout_concurrency)
+        bundles: dict[int, BundleRead] = {}
+        plans: dict[int, SourceRetrievalPlan] = {}
+        ids = [s.id for s in selected]
+        for index, (source, read) in enumerate(zip(selected, reads, strict=True)):
+            if read is not None:
+                bundles[index] = read
+            if read is not None and read.raw is not None:
+                caps, basis = artifact.bundle_capabilities(read.raw), "fresh"
+            else:
+                caps, basis = source.capabilities, "descriptor" if source.capabilities else "none"
+            plans[index] = plan_for(intent, caps, basis, source.id, ids, source.protocol)
+        return bundles, plans
+
+    async def _gather(self, transport: SourceTransport, source: SourceDescriptor, query: str,
+                      pre_bundle: BundleRead | None, plan: SourceRetrievalPlan | None) -> SourceOutcome:
+        """One source: bundle step, query, tool step. Failures become steps and diagnostics."""
+        outcome = SourceOutcome(source)
+        sid = safe_id(source.id)
+        label = safe_trace_text(source.label) or "Knowledge Source"
+        started = time.perf_counter()
+        tool = step(f"tool-{sid}", f"Call {label}", "running", connection_id=source.id,
+                    tool_name=f"llmwiki_context__{sid}", parent_id="bridge-plan",
+                    detail=f"Calling selected {source.protocol} Knowledge Source.")
+        outcome.steps.append(tool)
+        if plan is not None and plan.diagnostic is not None:
+            outcome.diagnostics.append(plan.diagnostic)
+        bundle_diagnostic: Diagnostic | None = None
+        try:
+            if source.protocol != "llmwiki-http":
+                raise SourceCallError(
+                    f"{source.protocol} sources are not supported by this bridge build yet.")
+            read = pre_bundle or await http_source.read_bundle(transport, source.url, label)
+            if read.attempted:
+                manifest_step = step(f"source-manifest-{sid}", f"Read {label} source bundle", "done",
+                                     parent_id=tool.id, connection_id=source.id)
+                if read.raw is not None:
+                    outcome.bundle = artifact.source_bundle(read.raw, source)
+                    manifest_step.detail = ("Read safe source bundle metadata." if read.endpoint ==
+                                            "source-bundle" else "Read safe manifest metadata.")
+                else:
+                    bundle_diagnostic = artifact.source_diagnostic(
+                        source, read.error or SourceCallError("Source bundle unavailable."),
+                        "source-bundle", source_policy=self.settings.source_policy,
+                        timeout_ms=self.settings.request_timeout_ms)
+                    manifest_step.status = "error"
+                    manifest_step.error = "Source bundle unavailable."
+                    manifest_step.detail = (f"{label} source bundle metadata could not be read; "
+                                            "continuing without it.")
+                    manifest_step.diagnostic = bundle_diagnostic
+                    outcome.diagnostics.append(bundle_diagnostic)
+                outcome.steps.append(manifest_step)
+            body: dict[str, Any] = {"query": query, "limit": http_source.DEFAULT_QUERY_LIMIT}
+            if plan is not None:
+                body.update(plan.fields)
+            payload = await http_source.query(transport, source.url, label, body)
+            extra = plan.fields if plan is not None else {}
+            searches = [query] if "query_variants" in extra else http_source.augmentation_queries(query)
+            await http_source.augment(transport, source.url, label, payload, searches, extra)
+        except SourceCallError as exc:
+            log.warning("source_failed", source=sid, error=exc.message)
+            if bundle_diagnostic is not None:
+                outcome.diagnostics.remove(bundle_diagnostic)
+            diagnostic = artifact.source_diagnostic(source, exc, "query",
+                                                    source_policy=self.settings.source_policy,
+                                                    timeout_ms=self.settings.request_timeout_ms)
+            outcome.diagnostics.append(diagnostic)
+            tool.status = "error"
+            tool.detail = f"{label} could not be queried by the bridge."
+            tool.error = "Source query failed."
+            tool.diagnostic = diagnostic
+            tool.latency_ms = round((time.perf_counter() - started) * 1000)
+            outcome.failed = True
+            return outcome
+        evidence = artifact.evidence_from(payload, source)
+        outcome.evidence = evidence
+        caps = set(source.capabilities) | set(artifact.bundle_capabilities(payload))
+        if outcome.bundle is not None:
+            caps |= set(outcome.bundle.capabilities or ())
+        guidance_note = guidance_diagnostic(payload, GUIDED_LEXICAL in caps, sid, source.protocol)
+        if guidance_note is not None:
+            outcome.diagnostics.append(guidance_note)
+        tool.status = "done"
+        tool.detail = artifact.tool_detail(evidence)
+        tool.citation_ids = [c.id for c in evidence.citations]
+        tool.citation_refs = artifact.citation_refs(evidence.citations)
+        tool.diagnostic = plan.diagnostic if plan is not None else None
+        tool.latency_ms = round((time.perf_counter() - started) * 1000)
+        return outcome
+
+    def _result(self, outcomes: list[SourceOutcome], mode: str, steps: list[TraceStep],
+                request_id: str, trace_id: str) -> dict[str, Any]:
+        diagnostics: list[Diagnostic] = []
+        bundles: list[SourceBundle] = []
+        for outcome in outcomes:
+            steps += outcome.steps
+            diagnostics += outcome.diagnostics
+            if outcome.bundle is not None:
+                bundles.append(outcome.bundle)
+        answered = [o.evidence for o in outcomes if o.evidence is not None]
+        failed = sum(1 for o in outcomes if o.failed)
+        citations = artifact.dedupe_citations([e.citations for e in answered])
+        graph = artifact.merge_graphs([e.graph for e in answered])
+        steps.append(step("bridge-evidence", "Prepare evidence", "done",
+                          detail=f"Prepared {len(citations)} citation(s), {len(graph.nodes)} graph node(s), "
+                                 f"{len(bundles)} source bundle metadata record(s), and {failed} source "
+                                 "failure note(s)."))
+        if outcomes and failed == len(outcomes) and mode != "evidence-only":
+            answer = artifact.fail_closed_answer(failed)
+            steps.append(step("bridge-source-fail-closed", "Fail closed without runtime", "done",
+                              detail="No selected Knowledge Source returned evidence; the runtime was "
+                                     "not called."))
+        elif mode == "evidence-only":
+            answer = artifact.evidence_only_answer(citations, graph, bundles, len(answered), failed)
+            steps.append(step("bridge-evidence-only-answer", "Build evidence-only answer", "done",
+                              detail="Built the answer from source evidence without calling the runtime."))
+        else:
+            raise RunError(501, "runtime_not_available",
+                           "This bridge build answers evidence-only runs only; send orchestrationMode "
+                           "\"evidence-only\".", request_id, trace_id, steps, diagnostics)
+        steps.append(step("bridge-final-answer", "Return A2A artifact", "done",
+                          detail="Returned a structured llmwiki_agent_result artifact."))
+        result = {"requestId": request_id, "traceId": trace_id, "answer": answer,
+                  "orchestrationMode": mode, "citations": [c.wire() for c in citations],
+                  "graph": graph.wire(), "steps": [s.wire() for s in steps],
+                  "sourceBundles": [b.wire() for b in bundles],
+                  "diagnostics": [d.wire() for d in diagnostics]}
+        return artifact.task_envelope(answer, result, request_id, trace_id)
+
+
+def _message_text(message: Any) -> str:
+    """The text of an A2A message from the user or agent role (text parts, joined, bounded)."""
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        return ""
+    if message["role"].strip().lower() not in ("user", "agent", "role_user", "role_agent"):
+        return ""
+    parts = artifact.as_list(message.get("parts"))
+    texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
+             and p.get("kind", "text") == "text"]
+    return "\n".join(texts).strip()[:MAX_MESSAGE_CHARS]
+
+
+def _host_key(host: str) -> str:
+    return host.strip().strip("[]").rstrip(".").lower()

@@ -1,0 +1,343 @@
+"""The bridge's one typed settings object, resolved as: option > environment > settings file > default."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8788
+DEFAULT_BASE_URL = "http://127.0.0.1:8642/v1"
+DEFAULT_TIMEOUT_MS = 120_000
+MAX_BODY_BYTES = 2 * 1024 * 1024
+SOURCE_POLICIES = ("private-http", "allowlist", "public-https")
+_POLICY_ALIASES = {"private-http": "private-http", "default": "private-http", "open": "private-http",
+                   "allowlist": "allowlist", "public-https": "public-https"}
+
+# Identity presets (contract 1.8). The profile picks the identity and the UI default model only.
+PROFILES: dict[str, dict[str, str]] = {
+    "hermes": {"runtimeId": "llmwiki-agent-bridge-hermes", "runtimeName": "LLMWiki Agent Bridge for Hermes",
+               "runtime": "hermes", "agentRuntime": "hermes", "providerOrganization": "LLMWiki",
+               "model": "hermes-agent"},
+    "deepagents": {"runtimeId": "llmwiki-agent-bridge-deepagents",
+                   "runtimeName": "LLMWiki DeepAgents Agent Bridge", "runtime": "deepagents",
+                   "agentRuntime": "deepagents", "providerOrganization": "DeepAgents",
+                   "model": "deepagents-local"},
+    "generic": {"runtimeId": "llmwiki-agent-bridge-generic-openai-compatible",
+                "runtimeName": "LLMWiki Generic OpenAI-Compatible Agent Bridge",
+                "runtime": "generic-openai-compatible", "agentRuntime": "openai-compatible",
+                "providerOrganization": "Generic OpenAI-Compatible", "model": "local-model"},
+}
+
+
+class SettingsError(ValueError):
+    """A setting is invalid or the bind policy refuses it; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class BridgeSettings:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    base_url: str = DEFAULT_BASE_URL
+    model: str = "hermes-agent"
+    api_key: str | None = None
+    runtime_profile: str = "hermes"
+    bearer_token: str | None = None
+    allow_public_bind: bool = False
+    allow_insecure_public_bind: bool = False
+    request_timeout_ms: int = DEFAULT_TIMEOUT_MS
+    allowed_origins: tuple[str, ...] = ()
+    source_policy: str = "private-http"
+    allowed_source_origins: tuple[str, ...] = ()
+    fanout_concurrency: int = 4
+    max_body_bytes: int = MAX_BODY_BYTES
+    config_path: Path | None = None
+    log_level: str = "info"
+    log_format: str = "auto"
+    # Where base_url and model came from (option, env, settings or default): reported, not set.
+    base_url_source: str = "default"
+    model_source: str = "default"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port <= 65535:
+            raise SettingsError("port must be an integer between 0 and 65535.")
+        if (isinstance(self.request_timeout_ms, bool) or not isinstance(self.request_timeout_ms, int)
+                or self.request_timeout_ms <= 0):
+            raise SettingsError("requestTimeoutMs must be a positive integer.")
+        if not 1 <= self.fanout_concurrency <= 64:
+            raise SettingsError("fanoutConcurrency must be between 1 and 64.")
+        if self.source_policy not in SOURCE_POLICIES:
+            raise SettingsError(f"Unsupported LLMWiki Agent Bridge source policy: {self.source_policy}.")
+        if self.runtime_profile not in PROFILES:
+            raise SettingsError(f"Unsupported LLMWiki Agent Bridge runtime profile: {self.runtime_profile}.")
+        if self.max_body_bytes < 1024:
+            raise SettingsError("max_body_bytes must be at least 1024.")
+        if self.log_format not in ("auto", "json", "console"):
+            raise SettingsError("log_format must be auto, json or console.")
+
+    @property
+    def timeout_seconds(self) -> float:
+        return self.request_timeout_ms / 1000
+
+    @property
+    def public_bind(self) -> bool:
+        return not is_loopback_host(self.host)
+
+    def identity(self) -> dict[str, str]:
+        preset = PROFILES[self.runtime_profile]
+        return {k: preset[k] for k in ("runtimeId", "runtimeName", "runtime", "agentRuntime",
+                                       "providerOrganization")}
+
+
+# ----------------------------------------------------------------------------- parsers
+
+def _text(value: str) -> str:
+    return value.strip()
+
+
+def parse_int(value: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ValueError("must be an integer") from None
+
+
+def parse_env_bool(value: str) -> bool:
+    """Contract 1.3: 1/true/yes/on are true, anything else non-empty is false."""
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def parse_policy(value: str) -> str:
+    policy = _POLICY_ALIASES.get(value.strip().lower())
+    if policy is None:
+        raise ValueError(f"Unsupported LLMWiki Agent Bridge source policy: {value.strip()}.")
+    return policy
+
+
+def parse_profile(value: str) -> str:
+    key = value.strip().lower().replace(" ", "").replace("_", "").replace("-", "")
+    profile = {"hermes": "hermes", "deepagents": "deepagents", "generic": "generic",
+               "openaicompatible": "generic"}.get(key)
+    if profile is None:
+        raise ValueError(f"Unsupported LLMWiki Agent Bridge runtime profile: {value.strip()}.")
+    return profile
+
+
+def normalize_origin(value: str, *, http_only: bool = False) -> str | None:
+    """`scheme://host[:port]` with the default port dropped; None for unusable entries."""
+    text = value.strip()
+    if not text or text == "null":
+        return None
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return None
+    if not parts.scheme or not parts.hostname or "@" in parts.netloc:
+        return None
+    scheme = parts.scheme.lower()
+    if http_only and scheme not in ("http", "https"):
+        return None
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    default_port = {"http": 80, "https": 443}.get(scheme)
+    return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default_port else "")
+
+
+def parse_origins(value: str | list[Any] | tuple[Any, ...]) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    return tuple(dict.fromkeys(o for o in (normalize_origin(i) for i in items) if o))
+
+
+def parse_source_origins(value: str | list[Any] | tuple[Any, ...]) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    return tuple(dict.fromkeys(o for o in (normalize_origin(i, http_only=True) for i in items) if o))
+
+
+def is_loopback_host(host: str) -> bool:
+    """localhost, *.localhost, 127.0.0.0/8 and ::1 (brackets and a trailing dot ignored)."""
+    name = host.strip().strip("[]").rstrip(".").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+# ----------------------------------------------------------------------------- option table
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: CLI flag, environment variable (+ legacy aliases), settings-file keys, doc line."""
+
+    name: str
+    flag: str
+    env: str
+    parse: Callable[[str], Any]
+    help: str
+    legacy_env: tuple[str, ...] = ()
+    file_keys: tuple[str, ...] = ()
+    is_flag: bool = False
+    secret: bool = False
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("host", "--host", "LLMWIKI_AGENT_BRIDGE_HOST", _text,
+           "Address to bind (default 127.0.0.1). A non-loopback address needs --allow-public-bind "
+           "and a bearer token.", ("HERMES_A2A_BRIDGE_HOST", "HOST"), ("host",)),
+    Option("port", "--port", "LLMWIKI_AGENT_BRIDGE_PORT", parse_int,
+           "Port to bind (0..65535, default 8788; 0 picks a free port).",
+           ("HERMES_A2A_BRIDGE_PORT", "PORT"), ("port",)),
+    Option("base_url", "--base-url", "LLMWIKI_AGENT_BRIDGE_BASE_URL", _text,
+           "OpenAI-compatible runtime base URL (default http://127.0.0.1:8642/v1; not called in "
+           "evidence-only runs).", ("HERMES_BASE_URL",), ("baseUrl", "agentBaseUrl", "hermesBaseUrl")),
+    Option("model", "--model", "LLMWIKI_AGENT_BRIDGE_MODEL", _text,
+           "Runtime model name (default hermes-agent).", ("HERMES_MODEL",),
+           ("model", "agentModel", "hermesModel")),
+    Option("api_key", "--api-key", "LLMWIKI_AGENT_BRIDGE_API_KEY", _text,
+           "Runtime API key, sent only to the runtime (never shown by the bridge).",
+           ("HERMES_API_KEY",), ("apiKey", "agentApiKey", "hermesApiKey"), secret=True),
+    Option("runtime_profile", "--runtime-profile", "LLMWIKI_AGENT_BRIDGE_RUNTIME_PROFILE", parse_profile,
+           "Runtime identity preset: hermes (default), deepagents or generic.",
+           ("HERMES_A2A_BRIDGE_RUNTIME_PROFILE",), ("runtimeProfile",)),
+    Option("bearer_token", "--bearer-token", "LLMWIKI_AGENT_BRIDGE_BEARER_TOKEN", _text,
+           "When set, every bridge request needs `Authorization: Bearer <token>`.",
+           ("HERMES_A2A_BRIDGE_BEARER_TOKEN",), ("bridgeBearerToken",), secret=True),
+    Option("allow_public_bind", "--allow-public-bind", "LLMWIKI_AGENT_BRIDGE_ALLOW_PUBLIC_BIND",
+           parse_env_bool, "Opt in to binding a non-loopback address (a bearer token is also needed).",
+           ("HERMES_A2A_BRIDGE_ALLOW_PUBLIC_BIND",), ("allowPublicBind",), is_flag=True),
+    Option("allow_insecure_public_bind", "--allow-insecure-public-bind",
+           "LLMWIKI_AGENT_BRIDGE_ALLOW_INSECURE_PUBLIC_BIND", parse_env_bool,
+           "Allow a non-loopback bind without a bearer token (development only).",
+           ("HERMES_A2A_BRIDGE_ALLOW_INSECURE_PUBLIC_BIND",), ("allowInsecurePublicBind",), is_flag=True),
+    Option("request_timeout_ms", "--timeout-ms", "LLMWIKI_AGENT_BRIDGE_TIMEOUT_MS", parse_int,
+           "Timeout of every outbound source call, in milliseconds (default 120000).",
+           ("HERMES_A2A_BRIDGE_TIMEOUT_MS",), ("requestTimeoutMs",)),
+    Option("allowed_origins", "--allowed-origin", "LLMWIKI_AGENT_BRIDGE_ALLOWED_ORIGINS", parse_origins,
+           "Extra browser origin allowed by CORS (repeatable; env is comma-separated). Loopback "
+           "origins are always allowed.", ("HERMES_A2A_BRIDGE_ALLOWED_ORIGINS",), ("allowedOrigins",)),
+    Option("source_policy", "--source-policy", "LLMWIKI_AGENT_BRIDGE_SOURCE_POLICY", parse_policy,
+           "Which source URLs may be called: private-http (default), allowlist or public-https.",
+           ("HERMES_A2A_BRIDGE_SOURCE_POLICY",), ("sourcePolicy",)),
+    Option("allowed_source_origins", "--allowed-source-origin",
+           "LLMWIKI_AGENT_BRIDGE_ALLOWED_SOURCE_ORIGINS", parse_source_origins,
+           "Source origin admitted under every policy (repeatable; env is comma-separated).",
+           ("HERMES_A2A_BRIDGE_ALLOWED_SOURCE_ORIGINS",), ("allowedSourceOrigins",)),
+    Option("fanout_concurrency", "--fanout-concurrency", "LLMWIKI_AGENT_BRIDGE_FANOUT_CONCURRENCY",
+           parse_int, "Most sources queried at once (1..64, default 4).", (), ("fanoutConcurrency",)),
+    Option("config_path", "--config", "LLMWIKI_AGENT_BRIDGE_CONFIG_PATH", lambda v: Path(v.strip()),
+           "Settings file (default $XDG_CONFIG_HOME/llmwiki-agent-bridge/settings.json).",
+           ("HERMES_A2A_BRIDGE_CONFIG_PATH",)),
+    Option("log_level", "--log-level", "LLMWIKI_AGENT_BRIDGE_LOG_LEVEL", _text,
+           "debug, info, warning or error (default info)."),
+    Option("log_format", "--log-format", "LLMWIKI_AGENT_BRIDGE_LOG_FORMAT", _text,
+           "auto (JSON unless stderr is a terminal), json or console."),
+)
+OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
+REPORTED_FIELDS = frozenset({"base_url_source", "model_source", "max_body_bytes"})
+
+
+def default_config_path(env: Mapping[str, str] | None = None) -> Path:
+    """`%APPDATA%` on Windows, else `$XDG_CONFIG_HOME` (or ~/.config); then the bridge's settings.json."""
+    env = os.environ if env is None else env
+    if sys.platform == "win32" and env.get("APPDATA"):
+        base = Path(env["APPDATA"])
+    elif env.get("XDG_CONFIG_HOME"):
+        base = Path(env["XDG_CONFIG_HOME"])
+    else:
+        base = Path.home() / ".config"
+    return base / "llmwiki-agent-bridge" / "settings.json"
+
+
+def config_path_from(cli: Mapping[str, Any], env: Mapping[str, str]) -> Path:
+    """The settings file the CLI uses: --config, then the environment, then the default path."""
+    given = cli.get("config_path")
+    if given:
+        return Path(given).expanduser()
+    for name in ("LLMWIKI_AGENT_BRIDGE_CONFIG_PATH", "HERMES_A2A_BRIDGE_CONFIG_PATH"):
+        if env.get(name, "").strip():
+            return Path(env[name].strip()).expanduser()
+    return default_config_path(env)
+
+
+def _from_file(option: Option, raw: Any) -> Any:
+    """A settings-file value: JSON types are taken as they are; strings go through the parser."""
+    if option.name in ("allow_public_bind", "allow_insecure_public_bind"):
+        if not isinstance(raw, bool):
+            raise ValueError("must be a JSON boolean")
+        return raw
+    if option.name in ("allowed_origins", "allowed_source_origins") and isinstance(raw, list):
+        return option.parse(",".join(str(v) for v in raw))
+    if isinstance(raw, bool):
+        raise ValueError("has the wrong type")
+    if isinstance(raw, int) and option.name in ("port", "request_timeout_ms", "fanout_concurrency"):
+        return raw
+    if not isinstance(raw, str):
+        raise ValueError("has the wrong type")
+    return option.parse(raw)
+
+
+def resolve_settings(cli: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
+                     file_config: Mapping[str, Any] | None = None) -> BridgeSettings:
+    """Resolve every option: a CLI/programmatic value wins, then `LLMWIKI_AGENT_BRIDGE_*`, then the
+    legacy aliases, then the settings file's `config`, then the default. Empty strings are unset."""
+    cli = cli or {}
+    env = os.environ if env is None else env
+    file_config = file_config or {}
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for option in OPTIONS:
+        given = cli.get(option.name)
+        if given is not None and given != () and given != "" and not (option.is_flag and given is False):
+            values[option.name] = tuple(given) if isinstance(given, list) else given
+            origin[option.name] = "option"
+            continue
+        for name in (option.env, *option.legacy_env):
+            raw = env.get(name)
+            if raw is None or not raw.strip():
+                continue
+            try:
+                values[option.name] = option.parse(raw)
+            except ValueError as exc:
+                raise SettingsError(f"{name} {exc}" if str(exc).startswith("must") else str(exc)) from None
+            origin[option.name] = "env"
+            break
+        else:
+            for key in option.file_keys:
+                raw = file_config.get(key)
+                if raw is None or (isinstance(raw, str) and not raw.strip()):
+                    continue
+                try:
+                    values[option.name] = _from_file(option, raw)
+                except ValueError as exc:
+                    raise SettingsError(f"settings file config.{key} {exc}") from None
+                origin[option.name] = "settings"
+                break
+    if "config_path" in values:
+        values["config_path"] = Path(values["config_path"]).expanduser()
+    values["base_url_source"] = origin.get("base_url", "default")
+    values["model_source"] = origin.get("model", "default")
+    known = {f.name for f in fields(BridgeSettings)}
+    return BridgeSettings(**{k: v for k, v in values.items() if k in known})
+
+
+def check_bind_policy(settings: BridgeSettings) -> None:
+    """A non-loopback bind needs an explicit opt-in and (unless insecure is allowed) a bearer token."""
+    if not settings.public_bind:
+        return
+    if not settings.allow_public_bind:
+        raise SettingsError(
+            f"Refusing to bind non-loopback host {settings.host} without "
+            "LLMWIKI_AGENT_BRIDGE_ALLOW_PUBLIC_BIND=1 (--allow-public-bind).")
+    if not settings.bearer_token and not settings.allow_insecure_public_bind:
+        raise SettingsError(
+            "A non-loopback bind needs LLMWIKI_AGENT_BRIDGE_BEARER_TOKEN (--bearer-token), or "
+            "LLMWIKI_AGENT_BRIDGE_ALLOW_INSECURE_PUBLIC_BIND=1 for development only.")

@@ -1,0 +1,1 @@
+"""Source clients, one module per Knowledge Source protocol."""

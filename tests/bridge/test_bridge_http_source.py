@@ -1,0 +1,166 @@
+"""The llmwiki-http source client: manifest fallback, search augmentation, evidence merge."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.test_utils import TestClient, TestServer
+
+from bridge.policy import SourcePolicy
+from bridge.protocols.http import create_app
+from bridge.settings import BridgeSettings
+from bridge.sources.http_source import augmentation_queries
+from bridge.sources.resolver import PolicyResolveError, PolicyResolver
+from tests.support.bridge_sources import BridgeFactory, source
+
+
+def test_augmentation_queries_follow_the_contract_example() -> None:
+    question = ("What decision was recorded about the LLMWiki protocol layer architecture? Answer "
+                "briefly and cite the relevant wiki page.")
+    assert augmentation_queries(question) == ["llmwiki protocol layer architecture decision",
+                                              "decision llmwiki protocol layer architecture"]
+    assert augmentation_queries("What is the answer?") == []
+    assert augmentation_queries("릴리스 체크리스트 [[Hot|hot page]]") == ["릴리스 체크리스트 hot"]
+
+
+def fake_source(calls: list[tuple[str, Any]], *, bundle_status: int = 404,
+                search_status: int = 200, manifest: bool = True) -> web.Application:
+    async def bundle(request: web.Request) -> web.Response:
+        calls.append(("GET", request.path))
+        if request.path == "/source-bundle":
+            return web.json_response({"unrelated": True}, status=bundle_status)
+        return web.json_response({"source_id": "fake", "title": "Fake", "root": "/srv/secret-root",
+                                  "page_count": 2})
+
+    async def query(request: web.Request) -> web.Response:
+        calls.append(("POST /query", await request.json()))
+        return web.json_response({"wiki_title": "Fake", "evidence": [
+            {"page_id": "a", "title": "A", "path": "a.md", "snippet": "# A\nalpha"}],
+            "graph": {"nodes": [{"id": "a", "label": "A"}, {"id": "b"}],
+                      "edges": [{"source": "a", "target": "b"}, {"source": "a", "target": "elsewhere"},
+                                {"source": "a"}]}})
+
+    async def search(request: web.Request) -> web.Response:
+        body = await request.json()
+        calls.append(("POST /search", body))
+        if search_status != 200:
+            return web.Response(status=search_status)
+        return web.json_response({"results": [
+            {"page_id": "a", "title": "A again", "path": "a.md"},
+            {"page_id": f"extra-{body['query'].split()[0]}", "title": "Extra", "path": "extra.md"}]})
+
+    app = web.Application()
+    app.router.add_get("/source-bundle", bundle)
+    if manifest:
+        app.router.add_get("/manifest", bundle)
+    app.router.add_post("/query", query)
+    app.router.add_post("/search", search)
+    return app
+
+
+async def test_manifest_fallback_and_search_augmentation(bridge_client: BridgeFactory,
+                                                         aiohttp_server: Any) -> None:
+    calls: list[tuple[str, Any]] = []
+    server: TestServer = await aiohttp_server(fake_source(calls, bundle_status=200))
+    client = await bridge_client()
+    question = "Which release checklist steps need a second reviewer?"
+    response = await client.post("/message:send", json={
+        "query": question, "mode": "evidence-only",
+        "knowledgeSources": [source("fake", str(server.make_url("")))]})
+    result = (await response.json())["artifacts"][0]["parts"][0]["data"]
+    assert [c for c in calls if c[0] == "GET"] == [("GET", "/source-bundle"), ("GET", "/manifest")]
+    assert ("POST /query", {"query": question, "limit": 8}) in calls
+    searches = [body for kind, body in calls if kind == "POST /search"]
+    assert searches == [{"query": "release checklist steps need second reviewer", "limit": 4}]
+    assert [c["id"] for c in result["citations"]] == ["fake:a", "fake:extra-release"]
+    assert result["citations"][0]["snippet"] == "A alpha"
+    manifest_step = next(s for s in result["steps"] if s["id"] == "source-manifest-fake")
+    assert manifest_step["detail"] == "Read safe manifest metadata."
+    assert result["sourceBundles"] == [{"connectionId": "fake", "sourceId": "fake", "title": "Fake",
+                                        "projection": {"pageCount": 2}}]
+    graph = result["graph"]
+    assert [n["id"] for n in graph["nodes"]] == ["fake:a", "fake:b"]
+    assert [(e["source"], e["target"], e["relation"]) for e in graph["edges"]] == [
+        ("fake:a", "fake:b", "related"), ("fake:a", "elsewhere", "related")]
+    assert "secret-root" not in str(result)
+
+
+async def test_failed_search_and_bundle_do_not_fail_the_source(bridge_client: BridgeFactory,
+                                                               aiohttp_server: Any) -> None:
+    calls: list[tuple[str, Any]] = []
+    app = fake_source(calls, search_status=503, manifest=False)
+    server: TestServer = await aiohttp_server(app)
+    client = await bridge_client()
+    response = await client.post("/message:send", json={
+        "query": "release checklist", "mode": "evidence-only",
+        "knowledgeSources": [source("fake", str(server.make_url("")))]})
+    result = (await response.json())["artifacts"][0]["parts"][0]["data"]
+    tool = next(s for s in result["steps"] if s["id"] == "tool-fake")
+    assert tool["status"] == "done" and tool["citationIds"] == ["fake:a"]
+    bundle_step = next(s for s in result["steps"] if s["id"] == "source-manifest-fake")
+    assert bundle_step["status"] == "error" and bundle_step["error"] == "Source bundle unavailable."
+    [diagnostic] = result["diagnostics"]
+    assert diagnostic["phase"] == "source-bundle" and diagnostic["severity"] == "warning"
+
+
+class FakeDns(AbstractResolver):
+    """Answers from a table, like a DNS server an attacker controls would."""
+
+    def __init__(self, table: dict[str, str]) -> None:
+        self.table = table
+        self.asked: list[str] = []
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        self.asked.append(host)
+        return [{"hostname": host, "host": self.table[host], "port": port, "family": socket.AF_INET,
+                 "proto": 0, "flags": socket.AI_NUMERICHOST}]
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_dns_rebinding_is_refused_under_public_https(aiohttp_server: Any, config_path: Any,
+                                                           network_guard: Any) -> None:
+    calls: list[tuple[str, Any]] = []
+    server: TestServer = await aiohttp_server(fake_source(calls))
+    dns = FakeDns({"rebind.example.com": "127.0.0.1", "lan.example.com": "10.0.0.7"})
+    app = create_app(BridgeSettings(source_policy="public-https", config_path=config_path), None, dns)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        inline = [source("rebind", f"https://rebind.example.com:{server.port}"),
+                  source("lan", "https://lan.example.com")]
+        response = await client.post("/message:send", json={
+            "query": "release", "mode": "evidence-only", "knowledgeSources": inline})
+        result = (await response.json())["artifacts"][0]["parts"][0]["data"]
+    assert "rebind.example.com" in dns.asked and "lan.example.com" in dns.asked
+    assert calls == [] and network_guard.violations == []
+    for tool in (s for s in result["steps"] if s["id"].startswith("tool-")):
+        observations = {o["name"]: o["value"] for o in tool["diagnostic"]["observations"]}
+        assert observations["policy"] == "source-url"
+
+
+async def test_policy_resolver_passes_public_answers() -> None:
+    dns = FakeDns({"wiki.example.com": "93.184.216.34", "evil.example.com": "169.254.169.254"})
+    resolver = PolicyResolver(dns, lambda: SourcePolicy("public-https"))
+    assert (await resolver.resolve("wiki.example.com", 443))[0]["host"] == "93.184.216.34"
+    with pytest.raises(PolicyResolveError):
+        await resolver.resolve("evil.example.com", 443)
+    open_policy = PolicyResolver(dns, lambda: SourcePolicy("private-http"))
+    assert (await open_policy.resolve("evil.example.com", 443))[0]["host"] == "169.254.169.254"
+
+
+async def test_oversized_source_answers_are_failures(bridge_client: BridgeFactory, serve_url: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from bridge.sources import transport
+
+    monkeypatch.setattr(transport, "MAX_RESPONSE_BYTES", 64)
+    client = await bridge_client()
+    response = await client.post("/message:send", json={
+        "query": "release", "mode": "evidence-only", "knowledgeSources": [source("wiki", serve_url)]})
+    result = (await response.json())["artifacts"][0]["parts"][0]["data"]
+    assert result["citations"] == []
+    assert next(s for s in result["steps"] if s["id"] == "tool-wiki")["status"] == "error"
