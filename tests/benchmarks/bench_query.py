@@ -19,7 +19,8 @@ freshness (the default, inotify) and measures:
    fields / snippet_chars;
 3. throughput with 8 concurrent clients (8 tasks, one session, connector limit 8), for a
    fixed number of requests or a time limit, whichever comes first; latency under load and
-   the number of non-200 answers;
+   the number of non-200 answers; then, as a diagnostic, the same without the literal-mode
+   requests;
 4. edit to visible: append a unique word to one page, then POST /search for it at once;
    the very next request must find the page. Repeated for 20 pages; each file is restored
    (and the restore checked) before the next edit;
@@ -655,10 +656,14 @@ def bench_size(pages: int, args: argparse.Namespace, work: Path) -> dict[str, An
         out["latency_phase_cpu"] = meter.read()
         out["rss_after_latency_mb"] = proc_status(pid).get("VmRSS")
 
-        for name, path in (("query", "/query"), ("search", "/search")):
+        # The full mix, then (a diagnostic) the same without the literal-mode requests.
+        lexical = [q for q in queries if q["option"] != "literal"]
+        for name, path, subset in (("query", "/query", queries), ("search", "/search", queries),
+                                   ("query_lexical", "/query", lexical),
+                                   ("search_lexical", "/search", lexical)):
             if args.wait_quiet:
                 out[f"cpu_busy_before_load_{name}"] = wait_for_quiet(args.wait_quiet)
-            out[f"load_{name}"] = asyncio.run(load(server.port, pid, path, queries, args.clients,
+            out[f"load_{name}"] = asyncio.run(load(server.port, pid, path, subset, args.clients,
                                                    args.load_requests, args.load_seconds))
         out["rss_after_load_mb"] = proc_status(pid).get("VmRSS")
 
@@ -703,8 +708,8 @@ def markdown_table(r: dict[str, Any]) -> str:
          f"(that request {r['first_query_request_ms']:.0f} ms)", "", ""))
     hw = r["health_while_warming"]
     if hw.get("count"):
-        add(("GET /health meanwhile: median / max", f"{hw['median_ms']:.2f} / {hw['max_ms']:.0f} ms "
-             f"({hw['count']} requests)", "", ""))
+        add(("GET /health meanwhile (polled every 20 ms): answered / slowest",
+             f"{hw['count']} / {hw['max_ms']:.0f} ms", "", ""))
     add(("GET /health with this client (floor): median / p99",
          f"{r['health_floor']['median_ms']:.3f} / {r['health_floor']['p99_ms']:.3f} ms", "", ""))
     add(("POST /query sequential: median / p90 / p99 / max", _lat(q),
@@ -723,6 +728,10 @@ def markdown_table(r: dict[str, Any]) -> str:
         add((f"POST {name}, {load_r['clients']} clients: median / p90 / p99 / max", _lat(load_r), "", ""))
         add((f"POST {name}, {load_r['clients']} clients: non-200 answers or errors",
              str(load_r["non_200"]), "0", _v(load_r["non_200"] == 0)))
+    for name, key in (("/query", "load_query_lexical"), ("/search", "load_search_lexical")):
+        d = r[key]
+        add((f"diagnostic: POST {name}, {d['clients']} clients, without literal-mode requests",
+             f"{d['rps']:.0f}/s; median / p90 / p99 / max {_lat(d)}", "", ""))
     add(("server CPU per request under load, /query / /search",
          f"{lq['server_cpu_ms_per_request']:.2f} / {ls['server_cpu_ms_per_request']:.2f} ms "
          f"(server {lq['server_cores_busy']:.2f} / {ls['server_cores_busy']:.2f} cores, client "
@@ -766,7 +775,10 @@ def markdown_table(r: dict[str, Any]) -> str:
     busy = {k: r[k] for k in r if k.startswith("cpu_busy_before")}
     options = ", ".join(f"{k} {v}" for k, v in r["query_options"].items())
     phases = {"latency": r["latency_phase_cpu"]["other_busy"], "load /query": lq["other_cpu_busy"],
-              "load /search": ls["other_cpu_busy"], "edits": r["edit_phase_cpu"]["other_busy"]}
+              "load /search": ls["other_cpu_busy"],
+              "load without literal": max(r["load_query_lexical"]["other_cpu_busy"],
+                                          r["load_search_lexical"]["other_cpu_busy"]),
+              "edits": r["edit_phase_cpu"]["other_busy"]}
     lines += [
         "",
         f"- {r['queries']} distinct queries ({options}); "
