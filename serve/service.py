@@ -11,6 +11,7 @@ from common.version import __version__
 from serve.errors import KnowledgeSourceError
 from serve.freshness import Freshness
 from serve.graph import Edge, GraphView, Node, canonical_relation, lookup_key, slug
+from serve.memory import release_free_memory
 from serve.page_cache import PageCache, default_cache_dir
 from serve.projection import Projection
 from serve.retrieval.guidance import build_guidance
@@ -103,6 +104,7 @@ class KnowledgeSource:
         if current is not None:
             counts = {current.signature: current.graph_counts}
         self.cache.save(records, counts)
+        release_free_memory()
         self._saved_generation = generation
 
     def close(self) -> None:
@@ -260,6 +262,7 @@ class KnowledgeSource:
             len(projection.incoming)  # the link index behind context-pack graphs
             len(projection.owners(False))
             len(projection.facts)
+            release_free_memory()
         except KnowledgeSourceError:
             pass  # nothing to warm until the folder can be served
 

@@ -13,6 +13,7 @@ from common.errors import CodedError, DetailError, HttpError, json_response
 from common.logging import setup_request_context
 from common.schemas import QueryRequest
 from serve.errors import KnowledgeSourceError, UserError, WikiRootError
+from serve.memory import release_free_memory
 from serve.projection import slug
 from serve.protocols import a2a, mcp_http
 from serve.protocols.openapi import docs_page, openapi_document
@@ -220,6 +221,7 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
         source.snapshot()
     except KnowledgeSourceError as exc:
         log.warning("source_not_ready", code=exc.code)
+    release_free_memory()
     loop = asyncio.get_running_loop()
     saver = loop.run_in_executor(None, source.save_cache)
     warmer = loop.run_in_executor(None, source.warm)
