@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from common.options import Option
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8788
 DEFAULT_BASE_URL = "http://127.0.0.1:8642/v1"
@@ -172,73 +174,66 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-# ----------------------------------------------------------------------------- option table
 
-@dataclass(frozen=True)
-class Option:
-    """One setting: CLI flag, environment variable (+ legacy aliases), settings-file keys, doc line."""
 
-    name: str
-    flag: str
-    env: str
-    parse: Callable[[str], Any]
-    help: str
-    legacy_env: tuple[str, ...] = ()
-    file_keys: tuple[str, ...] = ()
-    is_flag: bool = False
-    secret: bool = False
+def _option(name: str, flag: str, env: str, parse: Callable[[str], Any], help: str,
+            legacy_env: tuple[str, ...] = (), file_keys: tuple[str, ...] = (),
+            is_flag: bool = False, secret: bool = False) -> Option:
+    """The bridge's table lists legacy names and settings-file keys positionally."""
+    return Option(name, flag, env, parse, help, is_flag=is_flag, legacy_env=legacy_env,
+                  file_keys=file_keys, secret=secret)
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("host", "--host", "LLMWIKI_AGENT_BRIDGE_HOST", _text,
+    _option("host", "--host", "LLMWIKI_AGENT_BRIDGE_HOST", _text,
            "Address to bind (default 127.0.0.1). A non-loopback address needs --allow-public-bind "
            "and a bearer token.", ("HERMES_A2A_BRIDGE_HOST", "HOST"), ("host",)),
-    Option("port", "--port", "LLMWIKI_AGENT_BRIDGE_PORT", parse_int,
+    _option("port", "--port", "LLMWIKI_AGENT_BRIDGE_PORT", parse_int,
            "Port to bind (0..65535, default 8788; 0 picks a free port).",
            ("HERMES_A2A_BRIDGE_PORT", "PORT"), ("port",)),
-    Option("base_url", "--base-url", "LLMWIKI_AGENT_BRIDGE_BASE_URL", _text,
+    _option("base_url", "--base-url", "LLMWIKI_AGENT_BRIDGE_BASE_URL", _text,
            "OpenAI-compatible runtime base URL (default http://127.0.0.1:8642/v1; not called in "
            "evidence-only runs).", ("HERMES_BASE_URL",), ("baseUrl", "agentBaseUrl", "hermesBaseUrl")),
-    Option("model", "--model", "LLMWIKI_AGENT_BRIDGE_MODEL", _text,
+    _option("model", "--model", "LLMWIKI_AGENT_BRIDGE_MODEL", _text,
            "Runtime model name (default hermes-agent).", ("HERMES_MODEL",),
            ("model", "agentModel", "hermesModel")),
-    Option("api_key", "--api-key", "LLMWIKI_AGENT_BRIDGE_API_KEY", _text,
+    _option("api_key", "--api-key", "LLMWIKI_AGENT_BRIDGE_API_KEY", _text,
            "Runtime API key, sent only to the runtime (never shown by the bridge).",
            ("HERMES_API_KEY",), ("apiKey", "agentApiKey", "hermesApiKey"), secret=True),
-    Option("runtime_profile", "--runtime-profile", "LLMWIKI_AGENT_BRIDGE_RUNTIME_PROFILE", parse_profile,
+    _option("runtime_profile", "--runtime-profile", "LLMWIKI_AGENT_BRIDGE_RUNTIME_PROFILE", parse_profile,
            "Runtime identity preset: hermes (default), deepagents or generic.",
            ("HERMES_A2A_BRIDGE_RUNTIME_PROFILE",), ("runtimeProfile",)),
-    Option("bearer_token", "--bearer-token", "LLMWIKI_AGENT_BRIDGE_BEARER_TOKEN", _text,
+    _option("bearer_token", "--bearer-token", "LLMWIKI_AGENT_BRIDGE_BEARER_TOKEN", _text,
            "When set, every bridge request needs `Authorization: Bearer <token>`.",
            ("HERMES_A2A_BRIDGE_BEARER_TOKEN",), ("bridgeBearerToken",), secret=True),
-    Option("allow_public_bind", "--allow-public-bind", "LLMWIKI_AGENT_BRIDGE_ALLOW_PUBLIC_BIND",
+    _option("allow_public_bind", "--allow-public-bind", "LLMWIKI_AGENT_BRIDGE_ALLOW_PUBLIC_BIND",
            parse_env_bool, "Opt in to binding a non-loopback address (a bearer token is also needed).",
            ("HERMES_A2A_BRIDGE_ALLOW_PUBLIC_BIND",), ("allowPublicBind",), is_flag=True),
-    Option("allow_insecure_public_bind", "--allow-insecure-public-bind",
+    _option("allow_insecure_public_bind", "--allow-insecure-public-bind",
            "LLMWIKI_AGENT_BRIDGE_ALLOW_INSECURE_PUBLIC_BIND", parse_env_bool,
            "Allow a non-loopback bind without a bearer token (development only).",
            ("HERMES_A2A_BRIDGE_ALLOW_INSECURE_PUBLIC_BIND",), ("allowInsecurePublicBind",), is_flag=True),
-    Option("request_timeout_ms", "--timeout-ms", "LLMWIKI_AGENT_BRIDGE_TIMEOUT_MS", parse_int,
+    _option("request_timeout_ms", "--timeout-ms", "LLMWIKI_AGENT_BRIDGE_TIMEOUT_MS", parse_int,
            "Timeout of every outbound source call, in milliseconds (default 120000).",
            ("HERMES_A2A_BRIDGE_TIMEOUT_MS",), ("requestTimeoutMs",)),
-    Option("allowed_origins", "--allowed-origin", "LLMWIKI_AGENT_BRIDGE_ALLOWED_ORIGINS", parse_origins,
+    _option("allowed_origins", "--allowed-origin", "LLMWIKI_AGENT_BRIDGE_ALLOWED_ORIGINS", parse_origins,
            "Extra browser origin allowed by CORS (repeatable; env is comma-separated). Loopback "
            "origins are always allowed.", ("HERMES_A2A_BRIDGE_ALLOWED_ORIGINS",), ("allowedOrigins",)),
-    Option("source_policy", "--source-policy", "LLMWIKI_AGENT_BRIDGE_SOURCE_POLICY", parse_policy,
+    _option("source_policy", "--source-policy", "LLMWIKI_AGENT_BRIDGE_SOURCE_POLICY", parse_policy,
            "Which source URLs may be called: private-http (default), allowlist or public-https.",
            ("HERMES_A2A_BRIDGE_SOURCE_POLICY",), ("sourcePolicy",)),
-    Option("allowed_source_origins", "--allowed-source-origin",
+    _option("allowed_source_origins", "--allowed-source-origin",
            "LLMWIKI_AGENT_BRIDGE_ALLOWED_SOURCE_ORIGINS", parse_source_origins,
            "Source origin admitted under every policy (repeatable; env is comma-separated).",
            ("HERMES_A2A_BRIDGE_ALLOWED_SOURCE_ORIGINS",), ("allowedSourceOrigins",)),
-    Option("fanout_concurrency", "--fanout-concurrency", "LLMWIKI_AGENT_BRIDGE_FANOUT_CONCURRENCY",
+    _option("fanout_concurrency", "--fanout-concurrency", "LLMWIKI_AGENT_BRIDGE_FANOUT_CONCURRENCY",
            parse_int, "Most sources queried at once (1..64, default 4).", (), ("fanoutConcurrency",)),
-    Option("config_path", "--config", "LLMWIKI_AGENT_BRIDGE_CONFIG_PATH", lambda v: Path(v.strip()),
+    _option("config_path", "--config", "LLMWIKI_AGENT_BRIDGE_CONFIG_PATH", lambda v: Path(v.strip()),
            "Settings file (default $XDG_CONFIG_HOME/llmwiki-agent-bridge/settings.json).",
            ("HERMES_A2A_BRIDGE_CONFIG_PATH",)),
-    Option("log_level", "--log-level", "LLMWIKI_AGENT_BRIDGE_LOG_LEVEL", _text,
+    _option("log_level", "--log-level", "LLMWIKI_AGENT_BRIDGE_LOG_LEVEL", _text,
            "debug, info, warning or error (default info)."),
-    Option("log_format", "--log-format", "LLMWIKI_AGENT_BRIDGE_LOG_FORMAT", _text,
+    _option("log_format", "--log-format", "LLMWIKI_AGENT_BRIDGE_LOG_FORMAT", _text,
            "auto (JSON unless stderr is a terminal), json or console."),
 )
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from common.options import Option
 
 DEFAULT_MAX_PAGE_BYTES = 8 * 1024 * 1024
 
@@ -111,18 +113,6 @@ def parse_list(text: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
-@dataclass(frozen=True)
-class Option:
-    """One setting: its CLI flag, environment variable, parser and documentation."""
-
-    name: str
-    flag: str
-    env: str
-    parse: Callable[[str], Any]
-    help: str
-    repeatable: bool = False
-    is_flag: bool = False
-    aliases: tuple[str, ...] = ()  # other accepted spellings of the flag
 
 
 OPTIONS: tuple[Option, ...] = (
