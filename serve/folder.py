@@ -194,9 +194,9 @@ def decode_record(raw: tuple[Any, ...]) -> FileRecord:
     if flat_page is not None:
         sections = tuple(_new(Section, s) for s in flat_page[_SECTIONS])
         page = _new(Page, (*flat_page[:_SECTIONS], sections, *flat_page[_SECTIONS + 1 :]))
-    if page is not None:
-        page, fragment = share_strings(page, _new(Fragment, fragment) if fragment else None)
-    elif fragment is not None:
+    # No share_strings here: the strings were interned when the record was first built,
+    # and marshal keeps that, so loading shares them again at C speed.
+    if fragment is not None:
         fragment = _new(Fragment, fragment)
     return _new(FileRecord, (
         _new(FileStat, stat), digest, verified_ns, page, fragment,
