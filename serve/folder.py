@@ -245,6 +245,7 @@ class FolderMirror:
         self.derived_count = 0  # projections derived from the previous one (content edits)
         self.generation = 0  # bumped whenever anything the projection reads has changed
         self.in_walk_order = False  # records' insertion order is the signature's order
+        self._layout_generation = -1  # generation at which self.layout was detected
         # Pages whose content changed since the last projection, or None when anything
         # else changed (files added or removed, config, sidecars): then build anew.
         self.dirty: set[str] | None = None
@@ -266,6 +267,10 @@ class FolderMirror:
         self.layout = detect_layout(
             FolderView(walk.files.keys(), walk.dirs, walk.marker_dirs.keys(), self._config_text),
             self.root.name)
+        # If adopting the walk changes nothing (e.g. a restart from a valid cache), the
+        # layout just detected still holds and _build need not detect it again; a change
+        # (a config file's new content included) bumps the generation and forces it.
+        self._layout_generation = self.generation
         self._adopt_walk(walk, replace_all=True)
 
     def rescan_dirs(self, rel_dirs: Iterable[str]) -> None:
@@ -464,7 +469,10 @@ class FolderMirror:
         return previous.derive(replaced, self.signature(), previous.diagnostics)
 
     def _build(self) -> Projection:
-        layout = detect_layout(self.view(), self.root.name)
+        if self.layout is not None and self._layout_generation == self.generation:
+            layout: Layout | None = self.layout
+        else:
+            layout = detect_layout(self.view(), self.root.name)
         self.layout = layout
         if layout is None:
             raise root_unsupported(self.root_str)
