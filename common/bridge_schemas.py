@@ -7,6 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from common import schemas
+
 JsonObject = dict[str, Any]
 DIAGNOSTIC_SCHEMA = "llmwiki.agent-bridge.diagnostic.v1"
 
@@ -52,19 +54,9 @@ class Citation(CamelModel):
     source_refs: list[str] = Field(default_factory=list)
 
 
-class GraphNode(CamelModel):
-    id: str
-    label: str
-    kind: str
-    path: str = ""
-    metadata: JsonObject = Field(default_factory=dict)
-
-
-class GraphEdge(CamelModel):
-    source: str
-    target: str
-    relation: str
-    metadata: JsonObject = Field(default_factory=dict)
+# Graph nodes and edges have one-word keys, so serve's models are the bridge's too.
+GraphNode = schemas.GraphNode
+GraphEdge = schemas.GraphEdge
 
 
 class Graph(CamelModel):
