@@ -14,7 +14,6 @@ from serve.graph import Edge, GraphView, Node, canonical_relation, lookup_key, s
 from serve.memory import release_free_memory
 from serve.page_cache import PageCache, default_cache_dir
 from serve.projection import Projection
-from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.search import Searcher, SearchRequest, project_fields
 from serve.settings import ServeSettings
@@ -278,18 +277,7 @@ class KnowledgeSource:
         return {"results": [project_fields(i, req.fields) for i in items]}
 
     def context(self, req: SearchRequest) -> dict[str, Any]:
-        searcher = self.searcher()
-        projection = searcher.projection
-        adapter = projection.layout.adapter
-
-        def around(seeds: list[str], limit: int) -> dict[str, Any]:
-            pages = [page for seed in seeds
-                     if (page := projection.find_page(seed.removeprefix("page:"))) is not None]
-            return projection.evidence_graph(pages, req.include_drafts, limit)
-
-        return searcher.context(
-            req, graph_limit=self.settings.context_graph_limit, neighborhood=around,
-            guidance=lambda pages, query: build_guidance(pages, adapter, query))
+        return self.searcher().context(req, graph_limit=self.settings.context_graph_limit)
 
 
 def neighborhood(view: GraphView, seeds: Sequence[str], *, depth: int = 1, direction: str = "both",

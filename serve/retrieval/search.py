@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +12,7 @@ from typing import Any
 from serve.errors import UserError
 from serve.projection import Projection
 from serve.retrieval.analyzer import analyze
+from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import ROLE_MULTIPLIER, Hit, LexicalIndex
 from serve.source.page import ROLE_RANK, Page, collapse
 
@@ -223,9 +224,7 @@ class Searcher:
                        snippet(page, (), req.snippet_chars))
                 for i, page in enumerate(hubs[:3])]
 
-    def context(self, req: SearchRequest, *, graph_limit: int,
-                neighborhood: Callable[[list[str], int], dict[str, Any]],
-                guidance: Callable[[Sequence[Page], str], dict[str, Any]]) -> dict[str, Any]:
+    def context(self, req: SearchRequest, *, graph_limit: int) -> dict[str, Any]:
         """The context pack: orientation, ranked evidence, limitations, the graph around
         the evidence, and retrieval guidance."""
         req.check()
@@ -240,8 +239,9 @@ class Searcher:
         withheld = p.page_count - p.approved_page_count
         if not req.include_drafts and withheld > 0:
             limitations.append(f"{withheld} draft or unapproved page(s) were withheld.")
-        seeds = [f"page:{item['page_id']}" for item in evidence]
-        graph = neighborhood(seeds, graph_limit) if seeds and graph_limit > 0 else {"nodes": [], "edges": []}
+        # Evidence items carry their page's path: the pages themselves seed the graph.
+        seeds = [p.pages[i] for item in evidence if (i := p.position.get(item["path"])) is not None]
+        graph = p.evidence_graph(seeds, req.include_drafts, graph_limit)
         return {
             "query": req.query,
             "wiki_title": p.title,
@@ -255,5 +255,6 @@ class Searcher:
             "evidence": [project_fields(i, req.fields) for i in evidence],
             "limitations": limitations,
             "graph": graph,
-            "retrieval_guidance": guidance(self.visible(req.include_drafts), req.query),
+            "retrieval_guidance": build_guidance(self.visible(req.include_drafts), p.layout.adapter,
+                                                 req.query),
         }
