@@ -71,6 +71,7 @@ from tests.benchmarks.bench_serve import (
     wait_for_cache,
     wait_for_quiet,
     wait_until_files_settled,
+    write_json_report,
 )
 
 REQUEST_TIMEOUT_S = 30.0
@@ -869,11 +870,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.alarm(0)
         shutil.rmtree(work, ignore_errors=True)
     if args.json:
-        text = json.dumps(report, indent=1, ensure_ascii=False) + "\n"
-        if args.json == "-":
-            sys.stdout.write(text)
-        else:
-            Path(args.json).write_text(text, encoding="utf-8")
+        write_json_report(report, args.json)
     return 0
 
 

@@ -30,7 +30,6 @@ never into the repository; without ../shared/corpora/tldr-en-ko.tar.gz it is ski
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import platform
 import re
@@ -45,6 +44,7 @@ from typing import Any
 from serve.folder import FolderMirror
 from serve.projection import Projection, orientation_order
 from serve.source.page import ROLE_RANK, Page
+from tests.benchmarks.bench_serve import write_json_report
 from tests.support import judged as J
 
 K = 10
@@ -332,11 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     out.write(markdown(report))
     if args.json:
-        text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
-        if args.json == "-":
-            sys.stdout.write(text)
-        else:
-            Path(args.json).write_text(text, encoding="utf-8")
+        write_json_report(report, args.json)
     return 0
 
 

@@ -857,12 +857,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.json:
-        text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
-        if args.json == "-":
-            sys.stdout.write(text)
-        else:
-            Path(args.json).write_text(text, encoding="utf-8")
+        write_json_report(report, args.json)
     return 0
+
+
+def write_json_report(report: Any, target: str) -> None:
+    """The raw figures as JSON: to stdout for "-", else to the file `target`."""
+    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    if target == "-":
+        sys.stdout.write(text)
+    else:
+        Path(target).write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":
