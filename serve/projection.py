@@ -106,13 +106,7 @@ class Projection:
         self.signature = signature
         self.raw_labels = list(raw_labels)
         self.diagnostics = tuple(diagnostics)
-        title_page = self.first_with_role("index") or self.first_with_role("overview")
-        if title_page is not None:
-            self.title = title_page.wiki_title or title_page.title or layout.folder_name
-            self.description = title_page.description
-        else:
-            self.title = layout.folder_name
-            self.description = ""
+        self.title, self.description = self._title_and_description()
         self.source_id = source_id or slug(self.title or root_name).lower()
         self.bundle_id = bundle_id_of(self.source_id, signature)
         self.public_uri = f"llmwiki://{self.source_id}"
@@ -160,14 +154,19 @@ class Projection:
         nxt.diagnostics = tuple(diagnostics)
         nxt.bundle_id = bundle_id_of(nxt.source_id, signature)
         nxt.approved_pages = tuple(p for p in nxt.pages if p.approved)
-        title_page = nxt.first_with_role("index") or nxt.first_with_role("overview")
-        if title_page is not None:
-            if (title_page.wiki_title or title_page.title or self.layout.folder_name) != self.title:
-                return None  # the title names the source: identity changes, build anew
-            nxt.description = title_page.description
+        title, nxt.description = nxt._title_and_description()
+        if title != self.title:
+            return None  # the title names the source: identity changes, build anew
         # The graph (ids, labels, kinds, edges, visibility, page-node metadata) is unchanged
         # by construction, so the built graph, its views and its counts carry over.
         return nxt
+
+    def _title_and_description(self) -> tuple[str, str]:
+        """From the first index page, else the first overview page, else the folder name."""
+        page = self.first_with_role("index") or self.first_with_role("overview")
+        if page is None:
+            return self.layout.folder_name, ""
+        return page.wiki_title or page.title or self.layout.folder_name, page.description
 
     def first_with_role(self, role: str) -> Page | None:
         return next((p for p in self.pages if p.role == role), None)
