@@ -1,0 +1,129 @@
+"""One client per source protocol behind one interface: what the run, the MCP tools and the runtime
+tools ask of a Knowledge Source."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from bridge.artifact import safe_trace_text
+from bridge.registry import SourceDescriptor
+from bridge.sources import http_source
+from bridge.sources.http_source import BundleRead
+from bridge.sources.transport import SourceCallError, SourceTransport, call_json, endpoint_url
+
+
+class SourceClient:
+    """The operations a source may support. Every method raises `SourceCallError` (safe message)
+    on failure; an operation a protocol lacks raises `UnsupportedOperation`. Payloads are the
+    source's own JSON (serve's snake_case shapes); normalisation happens in `artifact`."""
+
+    protocol = ""
+
+    def __init__(self, transport: SourceTransport, source: SourceDescriptor) -> None:
+        self.transport = transport
+        self.source = source
+
+    @property
+    def label(self) -> str:
+        return safe_trace_text(self.source.label) or "Knowledge Source"
+
+    async def bundle(self) -> BundleRead:
+        """Source-bundle discovery; never raises for an unreachable source (the read says why)."""
+        raise UnsupportedOperation(self.protocol, "source bundle")
+
+    async def context(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A context pack for `{"query", "limit", ...retrieval fields}`."""
+        raise UnsupportedOperation(self.protocol, "context")
+
+    async def search(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`{"results": [...]}` for `{"query", "limit", ...}`."""
+        raise UnsupportedOperation(self.protocol, "search")
+
+    async def read(self, page_id: str, include_drafts: bool = False) -> dict[str, Any]:
+        raise UnsupportedOperation(self.protocol, "read")
+
+    async def graph(self, limit: int, include_drafts: bool = False) -> dict[str, Any]:
+        raise UnsupportedOperation(self.protocol, "graph")
+
+    async def neighbors(self, seeds: Sequence[str], depth: int, direction: str,
+                        relations: Sequence[str], limit: int,
+                        include_drafts: bool = False) -> dict[str, Any]:
+        raise UnsupportedOperation(self.protocol, "graph neighborhood")
+
+
+class UnsupportedOperation(SourceCallError):
+    """The source's protocol has no such operation (a caller error, not a source failure)."""
+
+    def __init__(self, protocol: str, operation: str) -> None:
+        super().__init__(f"{protocol or 'this'} Knowledge Sources do not support {operation}.")
+        self.operation = operation
+
+
+class HttpSourceClient(SourceClient):
+    """`llmwiki-http`: serve's HTTP routes."""
+
+    protocol = "llmwiki-http"
+
+    def _url(self, path: str, query: list[tuple[str, str]] | None = None) -> str:
+        url = endpoint_url(self.source.url, path)
+        if query:
+            url += ("&" if "?" in url else "?") + urlencode(query)
+        return url
+
+    async def _object(self, method: str, url: str, what: str, body: dict[str, Any] | None = None
+                      ) -> dict[str, Any]:
+        payload = await call_json(self.transport, method, url, f"{self.protocol} {what}", body)
+        if not isinstance(payload, dict):
+            raise SourceCallError(f"{self.protocol} {what} returned invalid JSON", invalid_json=True)
+        return payload
+
+    async def bundle(self) -> BundleRead:
+        return await http_source.read_bundle(self.transport, self.source.url, self.label)
+
+    async def context(self, body: dict[str, Any]) -> dict[str, Any]:
+        return await http_source.query(self.transport, self.source.url, self.label, body)
+
+    async def search(self, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._object("POST", self._url("/search"), "search", body)
+
+    async def read(self, page_id: str, include_drafts: bool = False) -> dict[str, Any]:
+        url = self._url("/read/" + quote(page_id, safe=""), [("include_drafts", _flag(include_drafts))])
+        return await self._object("GET", url, "read")
+
+    async def graph(self, limit: int, include_drafts: bool = False) -> dict[str, Any]:
+        url = self._url("/graph", [("limit", str(limit)), ("include_drafts", _flag(include_drafts))])
+        return await self._object("GET", url, "graph")
+
+    async def neighbors(self, seeds: Sequence[str], depth: int, direction: str,
+                        relations: Sequence[str], limit: int,
+                        include_drafts: bool = False) -> dict[str, Any]:
+        query = [("seed", seed) for seed in seeds]
+        query += [("depth", str(depth)), ("direction", direction)]
+        query += [("relation", relation) for relation in relations]
+        query += [("limit", str(limit)), ("include_drafts", _flag(include_drafts))]
+        return await self._object("GET", self._url("/graph/neighborhood", query), "graph neighborhood")
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+_CLIENTS: dict[str, type[SourceClient]] = {HttpSourceClient.protocol: HttpSourceClient}
+
+
+def register_client(cls: type[SourceClient]) -> type[SourceClient]:
+    """Protocol modules register their client class here (decorator)."""
+    _CLIENTS[cls.protocol] = cls
+    return cls
+
+
+def client_for(transport: SourceTransport, source: SourceDescriptor) -> SourceClient:
+    """The client for the source's protocol; an unknown protocol gets a client that supports nothing."""
+    cls = _CLIENTS.get(source.protocol)
+    if cls is None:
+        unsupported = SourceClient(transport, source)
+        unsupported.protocol = source.protocol
+        return unsupported
+    return cls(transport, source)
