@@ -8,6 +8,7 @@ import os
 import re
 import unicodedata
 from array import array
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -17,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 
 from serve.folder import die_with_parent
-from serve.retrieval.analyzer import STOPWORDS, analyze
+from serve.retrieval.analyzer import COMPOUND_RE, CONNECTOR_RE, STOPWORDS, analyze
 from serve.source.page import ROLE_RANK, Page
 
 WORD_RE = re.compile(r"[^\W_]+")
@@ -126,6 +127,60 @@ def term_weight(term: str) -> float:
     return 1.0
 
 
+class TermFinder:
+    """Finds the vocabulary terms that contain a word: one C-level scan of every term joined
+    by newlines instead of a Python loop over the vocabulary (~500,000 terms at 20,000 pages).
+    Terms are only ever appended to a vocabulary, so new ones extend the text."""
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] | None = None
+        self.plain = _JoinedTerms()
+        self.folded = _JoinedTerms()  # non-ASCII terms whose case folding differs ("straße")
+
+    def containing(self, vocab: dict[str, int], word: str) -> dict[int, int]:
+        """Term id -> how many times `word` occurs in that term (or in its case folding)."""
+        if vocab is not self.vocab or self.plain.size > len(vocab):
+            self.__init__()  # type: ignore[misc]  # a rebuilt index has a new vocabulary
+            self.vocab = vocab
+        if self.plain.size < len(vocab):
+            new = list(vocab)[self.plain.size:]
+            self.plain.extend(new, range(self.plain.size, len(vocab)))
+            odd = [(t.casefold(), vocab[t]) for t in new if not t.isascii() and t.casefold() != t]
+            self.folded.extend([t for t, _ in odd], [tid for _, tid in odd])
+        found = self.plain.find(word)
+        for tid, repeats in self.folded.find(word).items():
+            found[tid] = max(repeats, found.get(tid, 0))
+        return found
+
+
+class _JoinedTerms:
+    def __init__(self) -> None:
+        self.text = ""
+        self.starts = array("q")
+        self.ids = array("i")
+        self.size = 0
+
+    def extend(self, terms: Sequence[str], ids: Iterable[int]) -> None:
+        offset = len(self.text) + (1 if self.text else 0)
+        for term in terms:
+            self.starts.append(offset)
+            offset += len(term) + 1
+        self.ids.extend(ids)
+        if terms:
+            self.text = "\n".join([self.text, *terms]) if self.text else "\n".join(terms)
+        self.size += len(terms)
+
+    def find(self, word: str) -> dict[int, int]:
+        found: dict[int, int] = {}
+        text, starts, ids = self.text, self.starts, self.ids
+        at = text.find(word)
+        while at != -1:
+            tid = ids[bisect_right(starts, at) - 1]
+            found[tid] = found.get(tid, 0) + 1
+            at = text.find(word, at + len(word))  # a term may hold the word twice
+        return found
+
+
 class LexicalIndex:
     """BM25 over the pages of the current snapshot.
 
@@ -153,6 +208,7 @@ class LexicalIndex:
         self.n_all = self.n_approved = 0
         self.len_all = self.len_approved = 0.0
         self.dead = 0
+        self.term_finder = TermFinder()
 
     # -- maintenance ----------------------------------------------------------------
 
@@ -290,48 +346,61 @@ class LexicalIndex:
 
     # -- search ---------------------------------------------------------------------
 
-    def literal_candidates(self, needle: str) -> set[str] | None:
-        """Paths of the pages that may contain `needle` (case-folded), or None when the
-        index cannot narrow it down and every page must be checked.
+    def literal_bounds(self, needle: str) -> np.ndarray | None:
+        """Per document id, an upper bound on how often `needle` (case-folded) occurs in the
+        page (0: it cannot occur), or None when the index cannot bound it at all.
 
         A page containing the phrase contains each of its words inside one of its own
-        word runs, and the analyzer indexes every run whole (lowercased) — except CJK
-        runs, indexed as bigrams, and stopwords. So, per word, the pages holding a
-        vocabulary term that contains the word (for CJK, its first bigram) are a
-        superset, and so is the intersection over the words."""
-        found: set[int] | None = None
-        for word in dict.fromkeys(WORD_RE.findall(needle)):
-            docs = self._word_candidates(word)
-            if docs is None:
+        word runs, and the analyzer indexes every run whole (lowercased) once per
+        occurrence — except CJK runs, indexed as bigrams, and stopwords. So a word occurs
+        at most as often as the terms containing it do (times their own repeats of it;
+        for CJK, its first bigram), and the phrase at most as often as its rarest word.
+        Identifiers with connectors are indexed whole (lowercased) as well, and one inside
+        the needle always lies inside one of the page's, so they bound it the same way."""
+        bound: np.ndarray | None = None
+        # Identifiers are indexed whole too ("publish.yml"): a far tighter bound than their words.
+        compounds = [c for c in COMPOUND_RE.findall(needle) if CONNECTOR_RE.search(c)]
+        for word in dict.fromkeys([*compounds, *WORD_RE.findall(needle)]):
+            counts = self._word_counts(word, compound=word in compounds)
+            if counts is None:
                 continue
-            found = docs if found is None else found & docs
-            if not found:
-                break
-        if found is None:
-            return None
-        return {page.path for d in found if (page := self.pages[d]) is not None}
+            bound = counts if bound is None else np.minimum(bound, counts)
+        return bound
 
-    def _word_candidates(self, word: str) -> set[int] | None:
+    def literal_candidates(self, needle: str) -> set[str] | None:
+        """Paths of the pages that may contain `needle`, or None when every page may."""
+        bound = self.literal_bounds(needle)
+        if bound is None:
+            return None
+        return {page.path for d in np.flatnonzero(bound).tolist() if (page := self.pages[d]) is not None}
+
+    def _word_counts(self, word: str, compound: bool = False) -> np.ndarray | None:
         if not word.isascii():
             word = unicodedata.normalize("NFKC", word)
-        if word != word.lower() or len(word) < 3 and not CJK_RE.search(word):
+        if word != word.lower() or len(word) < (3 if word.isascii() else 2):
             return None  # case folding beyond lowercasing, or too short to narrow much
-        if any(word in stopword for stopword in STOPWORDS):
+        if not compound and any(word in stopword for stopword in STOPWORDS):
             return None  # it may sit inside a stopword, which is not indexed
-        if CJK_RE.fullmatch(word):
-            if len(word) < 2:
-                return None
-            term_ids = [tid] if (tid := self.vocab.get(word[:2])) is not None else []
+        if not compound and CJK_RE.fullmatch(word):
+            tid = self.vocab.get(word[:2])
+            repeats = {tid: 1} if tid is not None else {}
         else:
-            term_ids = [tid for term, tid in self.vocab.items() if word in term]
             # Case folding can turn a term into other letters ("straße" -> "strasse").
-            term_ids += [tid for term, tid in self.vocab.items()
-                         if not term.isascii() and word in term.casefold()]
-        docs: set[int] = set()
-        for tid in term_ids:
-            for doc_ids, _ in self.postings_of(tid):
-                docs.update(doc_ids.tolist())
-        return docs
+            repeats = self.term_finder.containing(self.vocab, word)
+        docs: list[np.ndarray] = []
+        weights: list[np.ndarray] = []
+        for tid, repeat in repeats.items():
+            for doc_ids, tfs in self.postings_of(tid):
+                docs.append(doc_ids)
+                weights.append(tfs.astype(np.float64) * repeat)
+        counts = np.zeros(len(self.pages), dtype=np.float64) if not docs else np.bincount(
+            np.concatenate(docs), weights=np.concatenate(weights), minlength=len(self.pages))
+        # A page's path is indexed as words without its suffix ("notes/a.md" -> "notes a"), so
+        # occurrences inside the path are counted from the path itself.
+        in_paths = [d for d, page in enumerate(self.pages) if page is not None and word in page.path.casefold()]
+        for d in in_paths:
+            counts[d] += self.pages[d].path.casefold().count(word)  # type: ignore[union-attr]
+        return counts
 
     def search(self, terms: Sequence[str], *, approved_only: bool, limit: int,
                excluded: Iterable[str] = (), min_score: float | None = None,

@@ -9,6 +9,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from serve.errors import UserError
 from serve.projection import Projection
 from serve.retrieval.analyzer import analyze
@@ -109,6 +111,25 @@ def _excluded_paths(projection: Projection, entries: Sequence[str]) -> set[str]:
     return {p.path for p in projection.pages if p.id in wanted or p.path in wanted}
 
 
+def _literal_score(page: Page, needle: str, count: float) -> float:
+    """A literal hit's score for `count` occurrences of the (case-folded) needle."""
+    score = (1.0 + min(3.0, math.log(1 + count)) + 1.5 * (needle in page.title.casefold())
+             + 0.7 * (needle in page.summary.casefold()))
+    return score * ROLE_MULTIPLIER.get(page.role, 1.0)
+
+
+def _literal_hit(page: Page, needle: str, min_score: float | None) -> Hit | None:
+    haystack = " ".join((page.title, page.path, page.summary, page.text,
+                         " ".join(page.tags), " ".join(page.source_refs))).casefold()
+    count = haystack.count(needle)
+    if not count:
+        return None
+    score = _literal_score(page, needle, count)
+    if min_score is not None and score < min_score:
+        return None
+    return Hit(page, score)
+
+
 class Searcher:
     """Runs searches against one snapshot and the index synced to it."""
 
@@ -192,29 +213,46 @@ class Searcher:
             return self.overview(req)
         needle = phrase.casefold()
         excluded = _excluded_paths(self.projection, req.exclude_page_ids)
-        # The index names the only pages that can contain the phrase; every candidate is
-        # still checked against its text, so the index only saves work.
         with self.lock:
-            candidates = self.index.literal_candidates(needle)
-        hits: list[Hit] = []
-        for page in self.visible(req.include_drafts):
-            if page.path in excluded or (candidates is not None and page.path not in candidates):
-                continue
-            haystack = " ".join((page.title, page.path, page.summary, page.text,
-                                 " ".join(page.tags), " ".join(page.source_refs))).casefold()
-            count = haystack.count(needle)
-            if not count:
-                continue
-            score = (1.0 + min(3.0, math.log(1 + count)) + 1.5 * (needle in page.title.casefold())
-                     + 0.7 * (needle in page.summary.casefold()))
-            score *= ROLE_MULTIPLIER.get(page.role, 1.0)
-            if req.min_score is not None and score < req.min_score:
-                continue
-            hits.append(Hit(page, score))
-        hits.sort(key=lambda h: (-round(h.score, 4), ROLE_RANK.get(h.page.role, 3), h.page.path))
+            bounds = self.index.literal_bounds(needle)
+            if bounds is not None:
+                pages = self.index.pages  # may be a newer snapshot's than ours: fresher is fine
+                docs = np.flatnonzero(bounds)
+                candidates = [(page, count) for d, count in zip(docs.tolist(), bounds[docs].tolist(),
+                                                                 strict=True)
+                              if (page := pages[d]) is not None]
+        if bounds is None:  # no bound on counts, but title, summary and role still order pages
+            candidates = [(page, math.inf) for page in self.visible(req.include_drafts)]
+        hits = self._bounded_literal(req, needle, candidates, excluded)
         return [result(h.page, round(h.score, 4), "literal",
                        snippet(h.page, (), req.snippet_chars, literal=needle))
-                for h in hits[: req.limit]]
+                for h in hits]
+
+    def _bounded_literal(self, req: SearchRequest, needle: str, candidates: list[tuple[Page, float]],
+                         excluded: set[str]) -> list[Hit]:
+        """The best `limit` literal hits, checking page texts (each one a decompression) in
+        the order of their best possible score and stopping once no unchecked page can
+        reach the top: common words no longer mean reading every page."""
+        ranked: list[tuple[float, int, str, Page]] = []
+        for page, bound in candidates:
+            if page.path in excluded or not (req.include_drafts or page.approved):
+                continue
+            best = _literal_score(page, needle, bound)
+            if req.min_score is not None and best < req.min_score:
+                continue
+            ranked.append((-round(best, 4), ROLE_RANK.get(page.role, 3), page.path, page))
+        ranked.sort(key=lambda r: r[:3])
+        top: list[tuple[tuple[float, int, str], Hit]] = []
+        for neg_best, rank, path, page in ranked:
+            if len(top) >= req.limit and (neg_best, rank, path) > top[-1][0]:
+                break  # every page left scores at most this: none can enter the top
+            hit = _literal_hit(page, needle, req.min_score)
+            if hit is None:
+                continue
+            top.append(((-round(hit.score, 4), rank, path), hit))
+            top.sort(key=lambda t: t[0])
+            del top[req.limit:]
+        return [hit for _, hit in top]
 
     def orientation(self, req: SearchRequest) -> list[dict[str, Any]]:
         """Entry pages (hot, index, overview, quickstart) for navigation: at most three,

@@ -1,0 +1,112 @@
+"""Literal search: the index-bounded, early-stopping scan returns exactly what a full scan does."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from serve.folder import FolderMirror
+from serve.projection import Projection
+from serve.retrieval.index import ROLE_MULTIPLIER, LexicalIndex
+from serve.retrieval.search import Searcher, SearchRequest
+from serve.source.page import ROLE_RANK, Page
+from tests.benchmarks.generate import generate
+from tests.support.folders import copy_fixture
+
+
+def _projection(root: Path) -> Projection:
+    mirror = FolderMirror(root.resolve(), source_id=None, max_page_bytes=8 << 20)
+    mirror.full_scan()
+    return mirror.project()
+
+
+def _brute_force(projection: Projection, needle: str, limit: int, include_drafts: bool,
+                 min_score: float | None = None) -> list[tuple[str, float]]:
+    """The definition: every visible page's case-folded text, counted, scored, sorted."""
+    hits: list[tuple[tuple[float, int, str], str, float]] = []
+    for page in projection.visible_pages(include_drafts):
+        haystack = " ".join((page.title, page.path, page.summary, page.text,
+                             " ".join(page.tags), " ".join(page.source_refs))).casefold()
+        count = haystack.count(needle)
+        if not count:
+            continue
+        score = (1.0 + min(3.0, math.log(1 + count)) + 1.5 * (needle in page.title.casefold())
+                 + 0.7 * (needle in page.summary.casefold())) * ROLE_MULTIPLIER.get(page.role, 1.0)
+        if min_score is not None and score < min_score:
+            continue
+        hits.append(((-round(score, 4), ROLE_RANK.get(page.role, 3), page.path), page.path,
+                     round(score, 4)))
+    hits.sort()
+    return [(path, score) for _, path, score in hits[:limit]]
+
+
+def _needles(pages: tuple[Page, ...], rng: random.Random, count: int) -> list[str]:
+    """Substrings people search for: whole words, word fragments, phrases across words and
+    punctuation, identifiers, Korean, numbers — cut at random points of real page text."""
+    needles: list[str] = []
+    while len(needles) < count:
+        page = rng.choice(pages)
+        text = rng.choice((page.text, page.title, page.summary)) or page.text
+        if len(text) < 4:
+            continue
+        start = rng.randrange(len(text) - 3)
+        needle = " ".join(text[start:start + rng.randint(2, 28)].split()).casefold()
+        if needle:
+            needles.append(needle)
+    return needles
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Projection, Searcher]:
+    root = tmp_path_factory.mktemp("literal") / "generated"
+    generate(root, 400, seed=11)
+    copy_fixture("sample-wiki", root / "extra")  # hubs, drafts, Korean, identifiers
+    projection = _projection(root)
+    index = LexicalIndex()
+    index.sync(projection.pages)
+    return projection, Searcher(projection, index)
+
+
+def test_bounded_literal_search_equals_a_full_scan(corpus: tuple[Projection, Searcher]) -> None:
+    projection, searcher = corpus
+    rng = random.Random(5)
+    needles = _needles(projection.pages, rng, 200)
+    needles += ["the", "release", "publish.yml", "refund_window_days", "3차 계약", "v0.4.1",
+                "not present anywhere zzqx", "a", "ß", "2026-"]
+    checked = 0
+    for needle in needles:
+        for include_drafts in (False, True):
+            limit = rng.choice((1, 3, 8, 30))
+            req = SearchRequest(query=needle, mode="literal", limit=limit, include_drafts=include_drafts)
+            got = [(r["path"], r["score"]) for r in searcher.search(req)]
+            expected = _brute_force(projection, " ".join(needle.split()).casefold(), limit, include_drafts)
+            assert got == expected, (needle, include_drafts, limit)
+            checked += bool(expected)
+    assert checked > 250  # most needles come from real text, so most must find something
+
+
+def test_bounded_literal_search_honours_min_score_and_exclusions(
+        corpus: tuple[Projection, Searcher]) -> None:
+    projection, searcher = corpus
+    req = SearchRequest(query="release", mode="literal", limit=10, min_score=4.5)
+    got = [(r["path"], r["score"]) for r in searcher.search(req)]
+    assert got == _brute_force(projection, "release", 10, False, min_score=4.5)
+    assert got and all(score >= 4.5 for _, score in got)
+    first = got[0][0]
+    req = SearchRequest(query="release", mode="literal", limit=10, exclude_page_ids=[first])
+    assert first not in [r["path"] for r in searcher.search(req)]
+
+
+def test_identifier_needles_are_bounded_by_their_whole_term(corpus: tuple[Projection, Searcher]) -> None:
+    _, searcher = corpus
+    index = searcher.index
+    words_only = index.literal_bounds("publish yml")
+    whole = index.literal_bounds("publish.yml")
+    assert words_only is not None and whole is not None
+    assert (whole <= words_only).all()
+    assert int((whole > 0).sum()) < int((words_only > 0).sum())
+    assert re.fullmatch(r"[0-9.]+", "0.4.1") and index.literal_bounds("v0.4.1") is not None
