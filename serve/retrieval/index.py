@@ -397,9 +397,9 @@ class LexicalIndex:
             np.concatenate(docs), weights=np.concatenate(weights), minlength=len(self.pages))
         # A page's path is indexed as words without its suffix ("notes/a.md" -> "notes a"), so
         # occurrences inside the path are counted from the path itself.
-        in_paths = [d for d, page in enumerate(self.pages) if page is not None and word in page.path.casefold()]
-        for d in in_paths:
-            counts[d] += self.pages[d].path.casefold().count(word)  # type: ignore[union-attr]
+        for d, page in enumerate(self.pages):
+            if page is not None and word in (path := page.path.casefold()):
+                counts[d] += path.count(word)
         return counts
 
     def search(self, terms: Sequence[str], *, approved_only: bool, limit: int,
