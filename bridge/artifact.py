@@ -89,6 +89,12 @@ def _refs(item: dict[str, Any]) -> list[str]:
     return [str(r) for r in refs if isinstance(r, (str, int))] if isinstance(refs, list) else []
 
 
+def _handle(item: dict[str, Any]) -> str | None:
+    """An item's `handle` (or `uri`) when it is an `llmwiki://` handle; no query, fragment or userinfo."""
+    uri = _safe_uri(_first(item, "handle", "uri"))
+    return uri if uri is not None and uri.startswith("llmwiki://") else None
+
+
 def citations_from(payload: JsonObject, source: SourceDescriptor) -> list[Citation]:
     items = [i for key in ("evidence", "citations") if isinstance(payload.get(key), list)
              for i in payload[key]]
@@ -106,7 +112,7 @@ def citations_from(payload: JsonObject, source: SourceDescriptor) -> list[Citati
             score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
             snippet=markdown_readable(item.get("snippet")),
             connection_id=_str(_first(item, "connectionId", "connection_id")) or source.id,
-            source_refs=_refs(item)))
+            source_refs=_refs(item), handle=_handle(item)))
     return citations
 
 
@@ -257,6 +263,8 @@ def source_diagnostic(source: SourceDescriptor, error: SourceCallError, phase: s
         observations.append(("timeout", "true"))
     if error.invalid_json:
         observations.append(("invalidJson", "true"))
+    if error.json_rpc_error:
+        observations.append(("jsonRpcError", "true"))
     if error.policy:
         observations.append(("policy", "source-url"))
     observations.append(("sourcePolicy", source_policy))

@@ -71,6 +71,7 @@ class SourceRetrievalPlan:
     fields: dict[str, Any]
     diagnostic: Diagnostic | None
     mode_supported: bool = True
+    fallback: str = "lexical"  # A2A forwards the whole intent, fallback included
 
 
 def plan_for(intent: RetrievalIntent, capabilities: Sequence[str], capability_source: str,
@@ -97,7 +98,7 @@ def plan_for(intent: RetrievalIntent, capabilities: Sequence[str], capability_so
             if variants and guided_matched:
                 fields["query_variants"] = variants
     if mode_matched and guided_matched:
-        return SourceRetrievalPlan(fields, None)
+        return SourceRetrievalPlan(fields, None, fallback=intent.fallback)
     if not caps:
         status = "unknown"
     elif RETRIEVAL_V1 not in caps:
@@ -119,7 +120,7 @@ def plan_for(intent: RetrievalIntent, capabilities: Sequence[str], capability_so
         remediation="Choose sources that advertise the requested retrieval capability.",
         message="The source does not advertise the requested retrieval capability; the bridge used "
                 "the lexical fallback.")
-    return SourceRetrievalPlan(fields, diagnostic, mode_matched)
+    return SourceRetrievalPlan(fields, diagnostic, mode_matched, intent.fallback)
 
 
 def unsupported_message(intent: RetrievalIntent, mode_unsupported: Sequence[str],

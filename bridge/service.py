@@ -1,4 +1,4 @@
-"""The bridge application object: live settings, the source registry, and the evidence-only run."""
+"""The bridge application object: live settings, the source registry, and the run."""
 
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ import aiohttp
 import structlog
 
 from bridge import artifact
+from bridge.answer import RUNTIME_STEP_ID, RUNTIME_STEP_LABEL, RuntimeAnswer, runtime_answer
 from bridge.artifact import SourceEvidence, safe_id, safe_trace_text, step
 from bridge.fanout import fan_out
-from bridge.guidance import GuidanceError, guidance_diagnostic, map_guidance
+from bridge.guidance import guidance_diagnostic
 from bridge.policy import CorsPolicy, SourcePolicy
+from bridge.prompt import AnsweredSource
 from bridge.registry import (
     SourceDescriptor,
     SourceValidationError,
-    normalize_inline,
     normalize_registered,
     now_iso,
     readiness,
@@ -31,12 +32,12 @@ from bridge.registry import (
 )
 from bridge.retrieval import (
     GUIDED_LEXICAL,
-    IntentError,
     SourceRetrievalPlan,
-    parse_intent,
     plan_for,
     unsupported_message,
 )
+from bridge.run_request import RunRequest, RunRequestError, parse_run_request
+from bridge.runtime import CHAT_FAILED_MESSAGE, RuntimeFailure, model_configured, runtime_diagnostic
 from bridge.settings import (
     PROFILES,
     BridgeSettings,
@@ -50,15 +51,21 @@ from bridge.settings import (
 )
 from bridge.settings_store import SettingsFileError, SettingsStore
 from bridge.sources import http_source
+from bridge.sources.a2a_source import (
+    CARD_ENDPOINT,
+    A2aSourceClient,
+    card_capabilities,
+    forwarded_retrieval,
+)
+from bridge.sources.client import client_for
 from bridge.sources.http_source import BundleRead
+from bridge.sources.mcp_source import BUNDLE_TOOL
 from bridge.sources.transport import SourceCallError, SourceTransport
-from common.bridge_schemas import Diagnostic, RetrievalIntent, SourceBundle, TraceStep
+from common.bridge_schemas import Citation, Diagnostic, Graph, RetrievalIntent, SourceBundle, TraceStep
 from common.errors import CodedError
 
 log = structlog.get_logger("llmwiki.bridge.service")
 
-MODES = ("evidence-only", "delegated-runtime", "hybrid")
-MAX_MESSAGE_CHARS = 6000
 ENDPOINTS = {"health": "/health", "sources": "/sources", "agentCard": "/.well-known/agent-card.json",
              "messageSend": "/message:send", "mcp": "/mcp", "settings": "/settings",
              "settingsJson": "/settings.json", "settingsConfigJson": "/settings/config.json",
@@ -128,7 +135,7 @@ class BridgeService:
     def _runtime_connection(self) -> dict[str, Any]:
         s = self.settings
         return {"baseUrlConfigured": bool(s.base_url), "baseUrlSource": s.base_url_source,
-                "modelConfigured": bool(s.model), "modelSource": s.model_source,
+                "modelConfigured": model_configured(s), "modelSource": s.model_source,
                 "apiKeyConfigured": bool(s.api_key), "requestTimeoutMs": s.request_timeout_ms,
                 "reachability": {"checked": False, "basis": "not_probed"}}
 
@@ -141,8 +148,8 @@ class BridgeService:
         identity = s.identity()
         return {"status": "ok", "runtime": "llmwiki-agent-bridge", "runtimeProfile": s.runtime_profile,
                 "runtimeAdapter": "chat-completions", "runtimeId": identity["runtimeId"],
-                "agentRuntime": identity["agentRuntime"], "modelConfigured": bool(s.model),
-                "hermesModelConfigured": bool(s.model),
+                "agentRuntime": identity["agentRuntime"], "modelConfigured": model_configured(s),
+                "hermesModelConfigured": model_configured(s),
                 "configuredAllowedOrigins": len(s.allowed_origins), "sourcePolicy": s.source_policy,
                 "sourceRegistry": summary_counts(self.sources, self.source_policy),
                 "runtimeConnection": self._runtime_connection(),
@@ -160,7 +167,9 @@ class BridgeService:
                         "id": identity["runtimeId"], "name": identity["runtimeName"],
                         "runtime": identity["runtime"], "agentRuntime": identity["agentRuntime"],
                         "providerOrganization": identity["providerOrganization"]},
-            "runtimeConnection": {"baseUrl": redact_url(s.base_url), **self._runtime_connection()},
+            # The model name is not a secret; the settings page shows it (the contract shape lacks it).
+            "runtimeConnection": {"baseUrl": redact_url(s.base_url), "model": s.model,
+                                  **self._runtime_connection()},
             "bridgeAuth": {"bearerTokenConfigured": bool(s.bearer_token)},
             "network": {"host": s.host, "port": port, "publicBind": s.public_bind,
                         "allowPublicBind": s.allow_public_bind,
@@ -181,13 +190,12 @@ class BridgeService:
         if not probe:
             return registry_view(self.sources, self.source_policy, local=local)
         policy = self.source_policy
-        targets = [(i, s) for i, s in enumerate(self.sources)
-                   if readiness(s, policy).ready and s.protocol == "llmwiki-http"]
+        # Readiness already limits protocols to the three this bridge has clients for.
+        targets = [(i, s) for i, s in enumerate(self.sources) if readiness(s, policy).ready]
         transport = self.transport()
 
         async def probe_one(target: tuple[int, SourceDescriptor]) -> dict[str, Any]:
-            source = target[1]
-            read = await http_source.probe(transport, source.url, safe_trace_text(source.label))
+            read = await client_for(transport, target[1]).probe()
             if read.raw is None:
                 error = read.error or SourceCallError("probe failed")
                 health: dict[str, Any] = {"ok": False, "basis": "live_probe", "checkedAt": now_iso(),
@@ -372,36 +380,13 @@ class BridgeService:
         def fail(status: int, code: str, message: str) -> RunError:
             return RunError(status, code, message, request_id, trace_id)
 
-        if not isinstance(envelope, dict):
-            raise fail(400, "bad_request", "A2A request body must be a JSON object.")
-        data = envelope["data"] if isinstance(envelope.get("data"), dict) else envelope
-        message = data.get("message") if data.get("message") is not None else envelope.get("message")
-        raw_query = data.get("query")
-        query = raw_query.strip() if isinstance(raw_query, str) else ""
-        query = query or _message_text(message)
-        if not query:
-            raise fail(400, "bad_request", "A2A request data.query or message text is required.")
-        mode = next((m.strip() for m in (data.get("orchestrationMode"), data.get("mode"),
-                                          envelope.get("orchestrationMode"), envelope.get("mode"))
-                     if isinstance(m, str) and m.strip()), "delegated-runtime")
-        if mode not in MODES:
-            raise fail(400, "bad_request",
-                       "orchestrationMode must be one of: evidence-only, delegated-runtime, hybrid.")
-        intent: RetrievalIntent | None = None
-        if "retrieval" in data:
-            try:
-                intent = parse_intent(data["retrieval"], query)
-            except IntentError as exc:
-                raise fail(400, "invalid_retrieval_intent", str(exc)) from None
-        if "retrievalGuidance" in data:  # validated only: never forwarded (contract 3.6)
-            try:
-                map_guidance(data["retrievalGuidance"], snake=False, where="data.retrievalGuidance")
-            except GuidanceError as exc:
-                raise fail(400, "invalid_retrieval_guidance", str(exc)) from None
-        inline = data.get("knowledgeSources", data.get("knowledge_sources"))
-        if inline is not None and not isinstance(inline, list):
-            raise fail(400, "bad_request", "knowledgeSources must be an array.")
-        candidates = normalize_inline(inline) if inline is not None else list(self.sources)
+        try:
+            request = parse_run_request(envelope)
+        except RunRequestError as exc:
+            raise fail(exc.status, exc.code, exc.message) from None
+        query, mode, intent = request.query, request.mode, request.intent
+        candidates = (list(request.inline_sources) if request.inline_sources is not None
+                      else list(self.sources))
         selected = [s for s in candidates if readiness(s).ready]
 
         transport = self.transport()
@@ -426,7 +411,7 @@ class BridgeService:
                                       plans.get(index))
 
         outcomes = await fan_out(range(len(selected)), gather, self.settings.fanout_concurrency)
-        return self._result(outcomes, mode, steps, request_id, trace_id)
+        return await self._result(outcomes, request, steps, request_id, trace_id, transport)
 
     async def _discover(self, transport: SourceTransport, selected: list[SourceDescriptor],
                         intent: RetrievalIntent
@@ -435,9 +420,18 @@ class BridgeService:
 
         async def discover(index: int) -> BundleRead | None:
             source = selected[index]
-            if source.protocol != "llmwiki-http":
-                return None
-            return await http_source.read_bundle(transport, source.url, safe_trace_text(source.label))
+            client = client_for(transport, source)
+            if isinstance(client, A2aSourceClient):
+                try:
+                    card = await client.fetch_card()
+                except SourceCallError as exc:  # the gather fetches it again and reports it
+                    log.warning("agent_card_failed", source=safe_id(source.id), error=exc.message)
+                    return None
+                # Not a bundle (no step, no sourceBundle): the card, handed on to the gather.
+                return BundleRead(attempted=False, raw=card, endpoint=CARD_ENDPOINT)
+            if source.protocol in ("llmwiki-http", "mcp"):  # MCP reads it even if not advertised
+                return await client.bundle()
+            return None
 
         reads = await fan_out(range(len(selected)), discover, self.settings.fanout_concurrency)
         bundles: dict[int, BundleRead] = {}
@@ -446,7 +440,9 @@ class BridgeService:
         for index, (source, read) in enumerate(zip(selected, reads, strict=True)):
             if read is not None:
                 bundles[index] = read
-            if read is not None and read.raw is not None:
+            if read is not None and read.raw is not None and read.endpoint == CARD_ENDPOINT:
+                caps, basis = card_capabilities(read.raw), "fresh"
+            elif read is not None and read.raw is not None:
                 caps, basis = artifact.bundle_capabilities(read.raw), "fresh"
             else:
                 caps, basis = source.capabilities, "descriptor" if source.capabilities else "none"
@@ -467,18 +463,22 @@ class BridgeService:
         if plan is not None and plan.diagnostic is not None:
             outcome.diagnostics.append(plan.diagnostic)
         bundle_diagnostic: Diagnostic | None = None
+        client = client_for(transport, source)
+        over_mcp = " MCP" if source.protocol == "mcp" else ""
         try:
-            if source.protocol != "llmwiki-http":
-                raise SourceCallError(
-                    f"{source.protocol} sources are not supported by this bridge build yet.")
-            read = pre_bundle or await http_source.read_bundle(transport, source.url, label)
-            if read.attempted:
+            read = pre_bundle
+            if isinstance(client, A2aSourceClient):  # no bundle step; a card from discovery is reused
+                client.card = read.raw if read is not None else None
+                read = None
+            elif read is None and _reads_bundle(source):
+                read = await client.bundle()
+            if read is not None and read.attempted:
                 manifest_step = step(f"source-manifest-{sid}", f"Read {label} source bundle", "done",
                                      parent_id=tool.id, connection_id=source.id)
                 if read.raw is not None:
                     outcome.bundle = artifact.source_bundle(read.raw, source)
-                    manifest_step.detail = ("Read safe source bundle metadata." if read.endpoint ==
-                                            "source-bundle" else "Read safe manifest metadata.")
+                    manifest_step.detail = ("Read safe manifest metadata." if read.endpoint == "manifest"
+                                            else f"Read safe{over_mcp} source bundle metadata.")
                 else:
                     bundle_diagnostic = artifact.source_diagnostic(
                         source, read.error or SourceCallError("Source bundle unavailable."),
@@ -486,18 +486,23 @@ class BridgeService:
                         timeout_ms=self.settings.request_timeout_ms)
                     manifest_step.status = "error"
                     manifest_step.error = "Source bundle unavailable."
-                    manifest_step.detail = (f"{label} source bundle metadata could not be read; "
+                    manifest_step.detail = (f"{label}{over_mcp} source bundle metadata could not be read; "
                                             "continuing without it.")
                     manifest_step.diagnostic = bundle_diagnostic
                     outcome.diagnostics.append(bundle_diagnostic)
                 outcome.steps.append(manifest_step)
-            body: dict[str, Any] = {"query": query, "limit": http_source.DEFAULT_QUERY_LIMIT}
-            if plan is not None:
-                body.update(plan.fields)
-            payload = await http_source.query(transport, source.url, label, body)
             extra = plan.fields if plan is not None else {}
-            searches = [query] if "query_variants" in extra else http_source.augmentation_queries(query)
-            await http_source.augment(transport, source.url, label, payload, searches, extra)
+            body: dict[str, Any] = {"query": query}
+            if isinstance(client, A2aSourceClient):  # A2A forwards the camelCase intent itself
+                retrieval = forwarded_retrieval(extra, plan.fallback) if plan is not None else None
+                if retrieval is not None:
+                    body["retrieval"] = retrieval
+            else:
+                body.update({"limit": http_source.DEFAULT_QUERY_LIMIT, **extra})
+            payload = await client.context(body)
+            if source.protocol == "llmwiki-http":  # only HTTP sources get search augmentation
+                searches = [query] if "query_variants" in extra else http_source.augmentation_queries(query)
+                await http_source.augment(transport, source.url, label, payload, searches, extra)
         except SourceCallError as exc:
             log.warning("source_failed", source=sid, error=exc.message)
             if bundle_diagnostic is not None:
@@ -518,6 +523,8 @@ class BridgeService:
         caps = set(source.capabilities) | set(artifact.bundle_capabilities(payload))
         if outcome.bundle is not None:
             caps |= set(outcome.bundle.capabilities or ())
+        if isinstance(client, A2aSourceClient):
+            caps |= set(client.capabilities())
         guidance_note = guidance_diagnostic(payload, GUIDED_LEXICAL in caps, sid, source.protocol)
         if guidance_note is not None:
             outcome.diagnostics.append(guidance_note)
@@ -529,8 +536,9 @@ class BridgeService:
         tool.latency_ms = round((time.perf_counter() - started) * 1000)
         return outcome
 
-    def _result(self, outcomes: list[SourceOutcome], mode: str, steps: list[TraceStep],
-                request_id: str, trace_id: str) -> dict[str, Any]:
+    async def _result(self, outcomes: list[SourceOutcome], request: RunRequest, steps: list[TraceStep],
+                      request_id: str, trace_id: str, transport: SourceTransport) -> dict[str, Any]:
+        mode = request.mode
         diagnostics: list[Diagnostic] = []
         bundles: list[SourceBundle] = []
         for outcome in outcomes:
@@ -556,9 +564,9 @@ class BridgeService:
             steps.append(step("bridge-evidence-only-answer", "Build evidence-only answer", "done",
                               detail="Built the answer from source evidence without calling the runtime."))
         else:
-            raise RunError(501, "runtime_not_available",
-                           "This bridge build answers evidence-only runs only; send orchestrationMode "
-                           "\"evidence-only\".", request_id, trace_id, steps, diagnostics)
+            runtime = await self._runtime_answer(outcomes, request, citations, graph, steps, diagnostics,
+                                                 request_id, trace_id, transport)
+            answer, citations, graph = runtime.answer, runtime.citations, runtime.graph
         steps.append(step("bridge-final-answer", "Return A2A artifact", "done",
                           detail="Returned a structured llmwiki_agent_result artifact."))
         result = {"requestId": request_id, "traceId": trace_id, "answer": answer,
@@ -568,18 +576,53 @@ class BridgeService:
                   "diagnostics": [d.wire() for d in diagnostics]}
         return artifact.task_envelope(answer, result, request_id, trace_id)
 
-
-def _message_text(message: Any) -> str:
-    """The text of an A2A message from the user or agent role (text parts, joined, bounded)."""
-    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-        return ""
-    if message["role"].strip().lower() not in ("user", "agent", "role_user", "role_agent"):
-        return ""
-    parts = artifact.as_list(message.get("parts"))
-    texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
-             and p.get("kind", "text") == "text"]
-    return "\n".join(texts).strip()[:MAX_MESSAGE_CHARS]
+    async def _runtime_answer(self, outcomes: list[SourceOutcome], request: RunRequest,
+                              citations: list[Citation], graph: Graph, steps: list[TraceStep],
+                              diagnostics: list[Diagnostic], request_id: str, trace_id: str,
+                              transport: SourceTransport) -> RuntimeAnswer:
+        """delegated-runtime / hybrid: the runtime step around one runtime answer; any runtime
+        failure is the contract's 502 with every step and diagnostic gathered so far."""
+        settings = self.settings  # one snapshot: a live settings change does not split a run
+        runtime_step = step(RUNTIME_STEP_ID, RUNTIME_STEP_LABEL, "running",
+                            detail="Calling the configured OpenAI-compatible runtime.")
+        steps.append(runtime_step)
+        started = time.perf_counter()
+        try:
+            runtime = await runtime_answer(
+                settings, transport, hybrid=request.mode == "hybrid", query=request.query,
+                history=request.conversation, conversation_context=request.context.wire(),
+                answered=[AnsweredSource(o.source, o.evidence, o.bundle) for o in outcomes
+                          if o.evidence is not None],
+                failed=[o.source for o in outcomes if o.failed], citations=citations, graph=graph,
+                steps=steps, diagnostics=diagnostics)
+        except RuntimeFailure as exc:
+            log.warning("chat_completions_failed", reason=exc.message, http_status=exc.http_status,
+                        timeout=exc.timeout)
+            diagnostic = runtime_diagnostic(settings, exc)
+            diagnostics.append(diagnostic)
+            runtime_step.status, runtime_step.error = "error", CHAT_FAILED_MESSAGE
+            runtime_step.detail, runtime_step.diagnostic = safe_trace_text(exc.message), diagnostic
+            runtime_step.latency_ms = round((time.perf_counter() - started) * 1000)
+            raise RunError(502, "chat_completions_failed", CHAT_FAILED_MESSAGE, request_id, trace_id,
+                           steps, diagnostics) from None
+        runtime_step.status = "done"
+        runtime_step.latency_ms = round((time.perf_counter() - started) * 1000)
+        detail = (f"Chat completions runtime returned an answer grounded in {len(runtime.citations)} "
+                  "citation(s).")
+        if request.mode == "hybrid":
+            detail += f" The runtime made {runtime.tool_calls} source tool call(s)."
+        if runtime.anchors_appended:
+            detail += " Appended fallback citation anchors."
+        runtime_step.detail = detail
+        return runtime
 
 
 def _host_key(host: str) -> str:
     return host.strip().strip("[]").rstrip(".").lower()
+
+
+def _reads_bundle(source: SourceDescriptor) -> bool:
+    """HTTP sources always try; MCP sources skip it when their capabilities say there is no tool."""
+    if source.protocol == "llmwiki-http":
+        return True
+    return source.protocol == "mcp" and (not source.capabilities or BUNDLE_TOOL in source.capabilities)

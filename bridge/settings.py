@@ -192,8 +192,9 @@ OPTIONS: tuple[Option, ...] = (
            "Port to bind (0..65535, default 8788; 0 picks a free port).",
            ("HERMES_A2A_BRIDGE_PORT", "PORT"), ("port",)),
     _option("base_url", "--base-url", "LLMWIKI_AGENT_BRIDGE_BASE_URL", _text,
-           "OpenAI-compatible runtime base URL (default http://127.0.0.1:8642/v1; not called in "
-           "evidence-only runs).", ("HERMES_BASE_URL",), ("baseUrl", "agentBaseUrl", "hermesBaseUrl")),
+           "OpenAI-compatible runtime base URL (default http://127.0.0.1:8642/v1; called by "
+           "delegated-runtime and hybrid runs only).", ("HERMES_BASE_URL",),
+           ("baseUrl", "agentBaseUrl", "hermesBaseUrl")),
     _option("model", "--model", "LLMWIKI_AGENT_BRIDGE_MODEL", _text,
            "Runtime model name (default hermes-agent).", ("HERMES_MODEL",),
            ("model", "agentModel", "hermesModel")),
@@ -214,7 +215,7 @@ OPTIONS: tuple[Option, ...] = (
            "Allow a non-loopback bind without a bearer token (development only).",
            ("HERMES_A2A_BRIDGE_ALLOW_INSECURE_PUBLIC_BIND",), ("allowInsecurePublicBind",), is_flag=True),
     _option("request_timeout_ms", "--timeout-ms", "LLMWIKI_AGENT_BRIDGE_TIMEOUT_MS", parse_int,
-           "Timeout of every outbound source call, in milliseconds (default 120000).",
+           "Timeout of every source call and runtime request, in milliseconds (default 120000).",
            ("HERMES_A2A_BRIDGE_TIMEOUT_MS",), ("requestTimeoutMs",)),
     _option("allowed_origins", "--allowed-origin", "LLMWIKI_AGENT_BRIDGE_ALLOWED_ORIGINS", parse_origins,
            "Extra browser origin allowed by CORS (repeatable; env is comma-separated). Loopback "

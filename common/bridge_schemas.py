@@ -52,6 +52,7 @@ class Citation(CamelModel):
     snippet: str
     connection_id: str
     source_refs: list[str] = Field(default_factory=list)
+    handle: str | None = None  # the source's opaque `llmwiki://` handle for the item, when it sent one
 
 
 # Graph nodes and edges have one-word keys, so serve's models are the bridge's too.

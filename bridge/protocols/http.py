@@ -14,13 +14,16 @@ import structlog
 from aiohttp import web
 from aiohttp.abc import AbstractResolver
 
+from bridge.protocols import a2a, mcp
+from bridge.protocols.settings_page import settings_html
 from bridge.registry import SourceDescriptor, normalize_registered
+from bridge.runtime import probe as probe_runtime
 from bridge.service import BridgeService
 from bridge.settings import BridgeSettings, check_bind_policy
 from bridge.settings_store import SettingsFileError, SettingsStore
 from bridge.sources.resolver import PolicyResolver
 from common.errors import CodedError, HttpError, json_response
-from common.logging import REQUEST_ID, setup_request_context
+from common.logging import setup_request_context
 
 SERVICE_KEY = web.AppKey("bridge_service", BridgeService)
 RESOLVER_KEY = web.AppKey("bridge_resolver", AbstractResolver)
@@ -75,7 +78,7 @@ def setup_bridge_pipeline(app: web.Application) -> None:
 
 async def _guarded(request: web.Request, handler: Handler, service: BridgeService) -> web.StreamResponse:
     token = service.settings.bearer_token
-    if token and not bearer_matches(request.headers.get("Authorization"), token):
+    if token and not _open_route(request) and not bearer_matches(request.headers.get("Authorization"), token):
         return CodedError(401, "bridge_unauthorized", "Bridge bearer token is required.").response()
     length = request.content_length
     if length is not None and length > service.settings.max_body_bytes:
@@ -93,6 +96,11 @@ async def _guarded(request: web.Request, handler: Handler, service: BridgeServic
     except Exception:
         log.exception("bridge_request_failed", method=request.method, path=request.path)
         return CodedError(500, "bridge_error", "Bridge request failed.").response()
+
+
+def _open_route(request: web.Request) -> bool:
+    """The settings page itself holds no settings; the JSON endpoints it calls need the token."""
+    return request.method == "GET" and request.path == "/settings"
 
 
 def _too_large() -> CodedError:
@@ -114,7 +122,12 @@ def _probe_requested(request: web.Request) -> bool:
 
 
 async def health(request: web.Request) -> web.Response:
-    return json_response(_service(request).health())
+    """Never touches sources; `?probe` adds one live `GET <runtime>/models` (contract 2.6.1)."""
+    service = _service(request)
+    document = service.health()
+    if _probe_requested(request):
+        document["runtimeConnection"]["reachability"] = await probe_runtime(service.settings)
+    return json_response(document)
 
 
 async def sources(request: web.Request) -> web.Response:
@@ -144,25 +157,17 @@ def _trace_id(request: web.Request) -> str:
     return given if _SAFE_ID.match(given) else str(uuid.uuid4())
 
 
-async def message_send(request: web.Request) -> web.Response:
-    request_id, trace_id = request[REQUEST_ID], _trace_id(request)
-    try:
-        body = await json_body(request)
-    except CodedError as exc:
-        exc_body = {**exc.body(), "requestId": request_id, "traceId": trace_id}
-        return json_response(exc_body, status=exc.status)
-    return json_response(await _service(request).run(body, request_id, trace_id))
-
-
 def add_routes(app: web.Application) -> None:
     """The whole route table, in one place."""
     app.router.add_get("/health", health, allow_head=False)
+    app.router.add_get("/settings", settings_html, allow_head=False)
     app.router.add_get("/sources", sources, allow_head=False)
     app.router.add_get("/settings.json", settings_json, allow_head=False)
     app.router.add_put("/settings/config.json", put_config)
     app.router.add_get("/settings/sources.json", get_sources_json, allow_head=False)
     app.router.add_put("/settings/sources.json", put_sources_json)
-    app.router.add_post("/message:send", message_send)
+    app.router.add_routes(a2a.routes(_service, json_body, _trace_id))  # card, /message:send, JSON-RPC
+    app.router.add_routes(mcp.routes(_service, json_body, _trace_id))  # POST /mcp
 
 
 def load_registry(store: SettingsStore | None) -> list[SourceDescriptor]:

@@ -33,6 +33,11 @@ class SourceClient:
         """Source-bundle discovery; never raises for an unreachable source (the read says why)."""
         raise UnsupportedOperation(self.protocol, "source bundle")
 
+    async def probe(self) -> BundleRead:
+        """`/sources?probe=1`: is the source live, and its metadata (`raw`) if so; never raises for an
+        unreachable source."""
+        return await self.bundle()
+
     async def context(self, body: dict[str, Any]) -> dict[str, Any]:
         """A context pack for `{"query", "limit", ...retrieval fields}`."""
         raise UnsupportedOperation(self.protocol, "context")
@@ -81,6 +86,9 @@ class HttpSourceClient(SourceClient):
 
     async def bundle(self) -> BundleRead:
         return await http_source.read_bundle(self.transport, self.source.url, self.label)
+
+    async def probe(self) -> BundleRead:
+        return await http_source.probe(self.transport, self.source.url, self.label)
 
     async def context(self, body: dict[str, Any]) -> dict[str, Any]:
         return await http_source.query(self.transport, self.source.url, self.label, body)

@@ -20,17 +20,21 @@ class SourceCallError(Exception):
     """A source call failed. `message` is safe to show (no URL, no body); the flags feed diagnostics."""
 
     def __init__(self, message: str, *, http_status: int | None = None, timeout: bool = False,
-                 invalid_json: bool = False, policy: bool = False) -> None:
+                 invalid_json: bool = False, policy: bool = False, json_rpc_error: bool = False,
+                 upstream_error: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.http_status = http_status
         self.timeout = timeout
         self.invalid_json = invalid_json
         self.policy = policy
+        self.json_rpc_error = json_rpc_error
+        # The source answered and said it failed (MCP isError, an A2A error or failed task state).
+        self.upstream_error = upstream_error
 
     @property
     def retryable(self) -> bool:
-        if self.policy or self.invalid_json:
+        if self.policy or self.invalid_json or self.json_rpc_error or self.upstream_error:
             return False
         if self.http_status is None:
             return True

@@ -4,31 +4,22 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 from aiohttp import web
 
+from common import a2a
+from common.a2a import CARD_PATH, INPUT_MODES, JSONRPC_PATH, OUTPUT_MODES
 from common.errors import ValidationFailed, issue, json_response
 from common.version import __version__
 from serve.protocols.params import json_body
 from serve.service import KnowledgeSource
 
-CARD_PATH = "/.well-known/agent-card.json"
 SEND_PATH = "/message:send"
-JSONRPC_PATH = "/a2a/jsonrpc"
 ARTIFACT_NAME = "llmwiki_context"
 DEFAULT_DESCRIPTION = "LLMWiki Serve A2A endpoint"
 NO_EVIDENCE = "No approved LLMWiki evidence matched the request."
-INPUT_MODES = ["text/plain", "application/json"]
-OUTPUT_MODES = ["application/json", "text/plain"]
-
-# JSON-RPC 2.0 error codes (A2A keeps them; errors travel with HTTP 200).
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
 
 log = structlog.get_logger("llmwiki.serve.a2a")
 SourceOf = Callable[[web.Request], KnowledgeSource]
@@ -107,61 +98,16 @@ def legacy_response(pack: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _ids(message: object) -> tuple[str, str]:
-    """A fresh task id, and the caller's context id when it gave a usable one."""
-    context_id = message.get("contextId") if isinstance(message, dict) else None
-    if not isinstance(context_id, str) or not context_id:
-        context_id = str(uuid.uuid4())
-    return str(uuid.uuid4()), context_id
-
-
 def task_v1(pack: dict[str, Any], message: object) -> dict[str, Any]:
     """An A2A 1.0 Task (ProtoJSON, camelCase) holding the context pack."""
-    task_id, context_id = _ids(message)
-    summary = render_summary(pack)
-    return {
-        "id": task_id,
-        "contextId": context_id,
-        "status": {
-            "state": "TASK_STATE_COMPLETED",
-            "timestamp": _now(),
-            "message": {"messageId": str(uuid.uuid4()), "contextId": context_id, "taskId": task_id,
-                        "role": "ROLE_AGENT", "parts": [{"text": summary}]},
-        },
-        "artifacts": [{
-            "artifactId": str(uuid.uuid4()),
-            "name": ARTIFACT_NAME,
-            "parts": [{"data": pack, "mediaType": "application/json"},
-                      {"text": summary, "mediaType": "text/plain"}],
-        }],
-    }
+    return a2a.task_v1(str(uuid.uuid4()), a2a.context_id_of(message), ARTIFACT_NAME, pack,
+                       render_summary(pack))
 
 
 def task_v03(pack: dict[str, Any], message: object) -> dict[str, Any]:
     """The same task in the 0.3 shape (`kind` discriminators, lower-case state and role)."""
-    task_id, context_id = _ids(message)
-    summary = render_summary(pack)
-    return {
-        "kind": "task",
-        "id": task_id,
-        "contextId": context_id,
-        "status": {
-            "state": "completed",
-            "timestamp": _now(),
-            "message": {"kind": "message", "messageId": str(uuid.uuid4()), "contextId": context_id,
-                        "taskId": task_id, "role": "agent",
-                        "parts": [{"kind": "text", "text": summary}]},
-        },
-        "artifacts": [{
-            "artifactId": str(uuid.uuid4()),
-            "name": ARTIFACT_NAME,
-            "parts": [{"kind": "data", "data": pack}, {"kind": "text", "text": summary}],
-        }],
-    }
+    return a2a.task_v03(str(uuid.uuid4()), a2a.context_id_of(message), ARTIFACT_NAME, pack,
+                        render_summary(pack))
 
 
 def agent_card(manifest: dict[str, Any], base_url: str) -> dict[str, Any]:
@@ -173,10 +119,6 @@ def agent_card(manifest: dict[str, Any], base_url: str) -> dict[str, Any]:
         "name": title,
         "description": manifest.get("description") or DEFAULT_DESCRIPTION,
         "version": __version__,
-        "supportedInterfaces": [
-            {"url": base_url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
-            {"url": jsonrpc_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-        ],
         "capabilities": {"streaming": False, "pushNotifications": False},
         "defaultInputModes": INPUT_MODES,
         "defaultOutputModes": OUTPUT_MODES,
@@ -191,11 +133,7 @@ def agent_card(manifest: dict[str, Any], base_url: str) -> dict[str, Any]:
             "inputModes": INPUT_MODES,
             "outputModes": OUTPUT_MODES,
         }],
-        # 0.3 clients read these; 1.x clients use them only when supportedInterfaces is absent.
-        "url": jsonrpc_url,
-        "preferredTransport": "JSONRPC",
-        "protocolVersion": "0.3.0",
-        "additionalInterfaces": [{"url": jsonrpc_url, "transport": "JSONRPC"}],
+        **a2a.card_interfaces(base_url, jsonrpc_url, jsonrpc_url),
     }
 
 
@@ -233,34 +171,26 @@ def routes(source_of: SourceOf) -> list[web.RouteDef]:
         try:
             payload = await json_body(request)
         except ValidationFailed:
-            return json_response(_rpc_error(None, PARSE_ERROR, "Parse error"))
+            return json_response(a2a.rpc_error(None, a2a.PARSE_ERROR, "Parse error"))
         return json_response(_dispatch(source_of(request), payload))
 
     return [web.get(CARD_PATH, card), web.post(SEND_PATH, send), web.post(JSONRPC_PATH, jsonrpc)]
 
 
-def _rpc_error(rpc_id: object, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": code, "message": message}}
-
-
 def _dispatch(source: KnowledgeSource, payload: object) -> dict[str, Any]:
     """One JSON-RPC request: SendMessage (1.0) or message/send (0.3)."""
-    if not isinstance(payload, dict) or payload.get("jsonrpc") != "2.0" \
-            or not isinstance(payload.get("method"), str):
-        rpc_id = payload.get("id") if isinstance(payload, dict) else None
-        return _rpc_error(rpc_id if isinstance(rpc_id, str | int) else None,
-                          INVALID_REQUEST, "Invalid Request")
-    rpc_id = payload.get("id")
-    method = payload["method"]
-    if method not in ("SendMessage", "message/send"):
-        return _rpc_error(rpc_id, METHOD_NOT_FOUND, "Method not found")
-    params = payload.get("params", {})
+    call = a2a.parse_rpc(payload)
+    if not isinstance(call, a2a.RpcCall):
+        return call
+    if call.method not in (a2a.SEND_V1, a2a.SEND_V03):
+        return a2a.rpc_error(call.id, a2a.METHOD_NOT_FOUND, "Method not found")
+    params = call.params
     if not isinstance(params, dict):
-        return _rpc_error(rpc_id, INVALID_PARAMS, "Invalid params: expected an object")
+        return a2a.rpc_error(call.id, a2a.INVALID_PARAMS, "Invalid params: expected an object")
     message = params.get("message")
     pack = _pack(source, message_query(message))
-    result = {"task": task_v1(pack, message)} if method == "SendMessage" else task_v03(pack, message)
-    return {"jsonrpc": "2.0", "id": rpc_id, "result": result}
+    result = {"task": task_v1(pack, message)} if call.method == a2a.SEND_V1 else task_v03(pack, message)
+    return a2a.rpc_result(call.id, result)
 
 
 def openapi_paths() -> dict[str, Any]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -13,6 +11,23 @@ from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from common.mcp import ACCEPTED_HEADER_VERSIONS as ACCEPTED_HEADER_VERSIONS  # tests import it here
+from common.mcp import (
+    HANDSHAKE_VERSIONS,
+    INTERNAL,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    LATEST_HANDSHAKE,
+    METHOD_NOT_FOUND,
+    MODERN_VERSION,
+    Era,
+    McpError,
+    Reply,
+    complete_result,
+    error_status,
+    request_id_of,
+    response,
+)
 from common.schemas import QueryRequest
 from common.version import __version__
 from serve.errors import KnowledgeSourceError, UserError
@@ -20,26 +35,8 @@ from serve.service import KnowledgeSource
 from serve.settings import MCP_TOOL_NAMES, SettingsError, tool_selection
 
 TOOL_NAMES: tuple[str, ...] = MCP_TOOL_NAMES
-HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-MODERN_VERSION = "2026-07-28"
-LATEST_HANDSHAKE = "2025-11-25"
-DEFAULT_HEADER_VERSION = "2025-03-26"  # handshake-era requests that carry no version header
-ACCEPTED_HEADER_VERSIONS = ("2026-07-28", "2025-06-18", "2025-11-25", "2025-03-26", "2024-11-05")
 DEFAULT_SERVER_NAME = "LLMWiki Serve"
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
-META_CLIENT_CAPS = "io.modelcontextprotocol/clientCapabilities"
-META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 PROMPT_NAME = "llmwiki_source_grounded_query"
-
-# Error codes (JSON-RPC and MCP).
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL = -32000
-HEADER_ERROR = -32020
-UNSUPPORTED_VERSION = -32022
 
 UNSUPPORTED_METHOD = "Unsupported MCP-style method."
 UNKNOWN_TOOL = "Unknown MCP-style tool."
@@ -55,24 +52,6 @@ SEARCH_MODES = ("lexical", "literal", "vector", "hybrid")
 RETRIEVAL_CAPABILITY_PREFIXES = ("llmwiki_retrieval_", "llmwiki_agent_guided_lexical_",
                                  "llmwiki_search_mode_")
 
-Era = Literal["compat", "handshake", "modern"]
-
-
-class McpError(Exception):
-    """A JSON-RPC error: code, safe message, optional data. The only error type adapters see."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def body(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
-
 
 def disabled_message(name: str) -> str:
     return (f"MCP tool '{name}' is disabled on this server "
@@ -81,167 +60,6 @@ def disabled_message(name: str) -> str:
 
 def collapse(text: str) -> str:
     return " ".join(text.split())
-
-
-# -- JSON-RPC framing ----------------------------------------------------------------------
-
-
-def response(request_id: Any, result: Any = None, error: McpError | None = None, *,
-             omit_null_id: bool = False) -> dict[str, Any]:
-    body: dict[str, Any] = {"jsonrpc": "2.0"}
-    if not (omit_null_id and request_id is None):
-        body["id"] = request_id
-    if error is not None:
-        body["error"] = error.body()
-    else:
-        body["result"] = result
-    return body
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What a transport sends back: an HTTP-ish status and a JSON body (None = no body)."""
-
-    status: int
-    body: dict[str, Any] | None
-
-
-@dataclass(frozen=True)
-class Routed:
-    """A validated request: the message (with synthesized _meta) and its era."""
-
-    message: dict[str, Any]
-    era: Era
-    version: str
-
-
-@dataclass(frozen=True)
-class Rejection:
-    status: int
-    body: dict[str, Any]
-
-
-def _request_id(message: Mapping[str, Any]) -> Any:
-    rid = message.get("id")
-    return rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None
-
-
-def _reject(status: int, message: Mapping[str, Any] | None, error: McpError) -> Rejection:
-    return Rejection(status, response(_request_id(message or {}), error=error))
-
-
-def decode_header(value: str) -> str:
-    """`=?base64?...?=` carries non-ASCII Mcp-Method / Mcp-Name values."""
-    if value.startswith("=?base64?") and value.endswith("?="):
-        try:
-            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return value
-    return value
-
-
-def _accepts_both(accept: str) -> bool:
-    types = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
-    return "application/json" in types and "text/event-stream" in types
-
-
-def parse_body(raw: bytes) -> Any:
-    """Raises McpError(-32700) when the body is not JSON."""
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "body is not UTF-8"
-        raise McpError(PARSE_ERROR, f"Parse error: {reason}") from None
-
-
-def route_stream(headers: Mapping[str, str], raw: bytes) -> Routed | Rejection:
-    """Validate one Streamable HTTP POST (contract 6.2.3) without I/O: the routed request or
-    the rejection to send."""
-    try:
-        message = parse_body(raw)
-    except McpError as exc:
-        return _reject(400, None, exc)
-    if isinstance(message, list):
-        return _reject(400, None, McpError(INVALID_PARAMS,
-                                           "Validation error: batch requests are not supported"))
-    if not isinstance(message, dict):
-        return _reject(400, None, McpError(INVALID_REQUEST,
-                                           "Invalid Request: expected a JSON-RPC object"))
-    if not _accepts_both(headers.get("Accept", "")):
-        return _reject(400, message, McpError(
-            HEADER_ERROR, "Accept header must include application/json and text/event-stream"))
-    method = message.get("method")
-    if not isinstance(method, str) or not method:
-        return _reject(400, message, McpError(INVALID_REQUEST,
-                                              "Invalid Request: method must be a non-empty string"))
-    params = message.get("params")
-    if params is not None and not isinstance(params, dict):
-        return _reject(400, message, McpError(INVALID_REQUEST,
-                                              "Invalid Request: params must be an object"))
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    if isinstance(params, dict) and "_meta" in params and not isinstance(meta, dict):
-        return _reject(400, message, McpError(HEADER_ERROR, "request params._meta must be an object"))
-    version = headers.get("MCP-Protocol-Version")
-    mcp_method = headers.get("Mcp-Method")
-    if version is None:
-        modern_signs = mcp_method is not None and decode_header(mcp_method) != method
-        modern_signs = modern_signs or (isinstance(meta, dict) and META_VERSION in meta)
-        if method == "initialize" and not modern_signs:
-            return Routed(message, "handshake", DEFAULT_HEADER_VERSION)
-        if modern_signs or mcp_method is not None or method == "server/discover":
-            return _reject(400, message, McpError(HEADER_ERROR,
-                                                  "MCP-Protocol-Version header is required"))
-        # A handshake-era client that omits the header after initialize (protocols.md).
-        return Routed(message, "handshake", DEFAULT_HEADER_VERSION)
-    if not version or any(ord(c) < 0x20 or ord(c) > 0x7E for c in version):
-        return _reject(400, message, McpError(HEADER_ERROR, "MCP-Protocol-Version header is malformed"))
-    if version not in ACCEPTED_HEADER_VERSIONS:
-        return _reject(400, message, McpError(
-            UNSUPPORTED_VERSION, "Unsupported protocol version",
-            {"supported": list(ACCEPTED_HEADER_VERSIONS), "requested": version}))
-    if mcp_method is not None and decode_header(mcp_method) != method:
-        return _reject(400, message, McpError(
-            HEADER_ERROR, "Mcp-Method header does not match the request body method"))
-    if isinstance(meta, dict):
-        if META_VERSION in meta:
-            claimed = meta[META_VERSION]
-            if not isinstance(claimed, str) or not claimed:
-                return _reject(400, message, McpError(
-                    HEADER_ERROR, f"request params._meta.{META_VERSION} is malformed"))
-            if claimed != version:
-                return _reject(400, message, McpError(
-                    HEADER_ERROR,
-                    "MCP-Protocol-Version header does not match request params._meta protocolVersion"))
-        for key in (META_CLIENT_INFO, META_CLIENT_CAPS):
-            if key in meta and not isinstance(meta[key], dict):
-                return _reject(400, message, McpError(HEADER_ERROR,
-                                                      f"request params._meta.{key} is malformed"))
-    name_header = headers.get("Mcp-Name")
-    if name_header is not None and isinstance(params, dict):
-        target_key = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}.get(method)
-        if target_key is not None and decode_header(name_header) != params.get(target_key):
-            return _reject(400, message, McpError(
-                HEADER_ERROR, "Mcp-Name header does not match the request body name"))
-    if version == MODERN_VERSION:
-        params = dict(params or {})
-        synthesized = {META_VERSION: version,
-                       META_CLIENT_INFO: {"name": "current-mcp-client", "version": "unknown"},
-                       META_CLIENT_CAPS: {}}
-        params["_meta"] = {**synthesized, **(meta or {})}
-        message = {**message, "params": params}
-        return Routed(message, "modern", version)
-    return Routed(message, "handshake", version)
-
-
-def stdio_era(message: Mapping[str, Any]) -> Era:
-    """Over stdio the era is carried by the message itself."""
-    if message.get("method") == "server/discover":
-        return "modern"
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    if isinstance(meta, dict) and meta.get(META_VERSION) == MODERN_VERSION:
-        return "modern"
-    return "handshake"
 
 
 # -- argument coercion (lenient JSON-RPC rules, contract 6.1) -------------------------------
@@ -720,7 +538,7 @@ class Dispatcher:
         method = message.get("method")
         if "id" not in message:  # a notification
             return Reply(202, None)
-        rid = _request_id(message)
+        rid = request_id_of(message)
         params = message.get("params")
         params = params if isinstance(params, dict) else {}
         if not isinstance(method, str):
@@ -728,19 +546,11 @@ class Dispatcher:
         try:
             result, cacheable = self._standard(method, params, era)
         except McpError as exc:
-            status = 200
-            if era == "modern":
-                status = {METHOD_NOT_FOUND: 404, INVALID_PARAMS: 400}.get(exc.code, 200)
-            return Reply(status, response(rid, error=exc))
+            return Reply(error_status(exc.code, era), response(rid, error=exc))
         except Exception:
             return Reply(200, response(rid, error=McpError(INTERNAL, INTERNAL_MESSAGE)))
         if era == "modern":
-            result = {**result, "resultType": "complete"}
-            if cacheable:
-                result.update(ttlMs=0, cacheScope="private")
-            meta = dict(result.get("_meta") or {})
-            meta[META_SERVER_INFO] = self.server_info()
-            result["_meta"] = meta
+            result = complete_result(result, cacheable, self.server_info())
         return Reply(200, response(rid, result))
 
     def handle_compat(self, message: Mapping[str, Any]) -> Reply:

@@ -9,15 +9,8 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from common.errors import json_response
-from serve.protocols.mcp import (
-    INVALID_REQUEST,
-    Dispatcher,
-    McpError,
-    Rejection,
-    Reply,
-    response,
-    route_stream,
-)
+from common.mcp import INVALID_REQUEST, McpError, Rejection, Reply, response, route_stream
+from serve.protocols.mcp import Dispatcher
 from serve.protocols.params import json_body, model_from_body
 from serve.protocols.security import LOOPBACK_HOSTS, OriginPolicy
 from serve.service import KnowledgeSource

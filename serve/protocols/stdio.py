@@ -8,14 +8,8 @@ from typing import Any, BinaryIO
 
 import structlog
 
-from serve.protocols.mcp import (
-    INVALID_REQUEST,
-    Dispatcher,
-    McpError,
-    parse_body,
-    response,
-    stdio_era,
-)
+from common.mcp import INVALID_REQUEST, McpError, parse_body, response, stdio_era
+from serve.protocols.mcp import Dispatcher
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
 

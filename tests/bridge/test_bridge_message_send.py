@@ -225,12 +225,14 @@ async def test_every_source_failed(bridge_client: BridgeFactory, dead_url: str) 
     assert len(result["diagnostics"]) == 1
 
 
-async def test_runtime_modes_are_not_available_yet(bridge_client: BridgeFactory, serve_url: str) -> None:
-    client = await bridge_client()
+async def test_unreachable_runtime_is_a_502_with_the_trace(bridge_client: BridgeFactory, serve_url: str,
+                                                          dead_url: str) -> None:
+    client = await bridge_client(base_url=f"{dead_url}/v1")
     payload = await send(client, {"query": QUESTION, "mode": "hybrid",
-                                  "knowledgeSources": [source("wiki", serve_url)]}, status=501)
-    assert payload["error"]["code"] == "runtime_not_available"
+                                  "knowledgeSources": [source("wiki", serve_url)]}, status=502)
+    assert payload["error"]["code"] == "chat_completions_failed"
     assert payload["steps"][0]["id"] == "bridge-plan"
+    assert payload["steps"][-1]["id"] == "runtime-chat-completions"
 
 
 async def test_source_errors_become_steps(bridge_client: BridgeFactory, aiohttp_server: Any) -> None:

@@ -1,0 +1,316 @@
+"""Runtime-backed answers: delegated (one runtime call) and hybrid (source tools for bounded rounds)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bridge import artifact
+from bridge.artifact import safe_id, safe_trace_text, step
+from bridge.prompt import AnsweredSource, compact_json, evidence_bundle, runtime_messages
+from bridge.registry import SourceDescriptor
+from bridge.runtime import (
+    ChatRuntime,
+    RuntimeFailure,
+    ToolCall,
+    model_configured,
+    runtime_diagnostic,
+    tool_arguments,
+)
+from bridge.settings import BridgeSettings
+from bridge.sources.client import client_for
+from bridge.sources.transport import SourceCallError, SourceTransport
+from common.bridge_schemas import Citation, Diagnostic, Graph, Observation, TraceStep
+
+RUNTIME_STEP_ID = "runtime-chat-completions"
+RUNTIME_STEP_LABEL = "Call chat completions"
+TOOL_NAMES = ("llmwiki_search", "llmwiki_read", "llmwiki_graph_neighbors")
+MAX_TOOL_ROUNDS = 3  # model turns that may call tools; one more turn (without tools) must answer
+MAX_TOOL_CALLS = 8  # tool calls per run, across rounds
+SEARCH_LIMIT = 8
+READ_TEXT_CHARS = 6000
+SNIPPET_CHARS = 320
+NEIGHBOR_LIMIT = 40
+FALLBACK_ANCHORS = 5
+_ANCHOR = re.compile(r"\[([0-9]+)\]\(#citation-([0-9]+)\)")
+
+NO_ANSWER_TEXT = "The chat completions endpoint returned no answer text."
+
+
+@dataclass
+class RuntimeAnswer:
+    answer: str
+    citations: list[Citation]
+    graph: Graph
+    tool_calls: int = 0
+    anchors_appended: bool = False
+
+
+@dataclass
+class _Evidence:
+    """The citations the runtime may cite: the bundle's, then what tools found, numbered by position."""
+
+    citations: list[Citation]
+    graphs: list[Graph]
+    positions: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.positions = {c.id: n for n, c in enumerate(self.citations, start=1)}
+
+    def add(self, citation: Citation) -> int:
+        """The citation's number; a citation seen before keeps the number it already has."""
+        if citation.id not in self.positions:
+            self.citations.append(citation)
+            self.positions[citation.id] = len(self.citations)
+        return self.positions[citation.id]
+
+
+# ----------------------------------------------------------------------------- anchors
+
+def has_valid_anchor(answer: str, citation_count: int) -> bool:
+    """Contract 4.8: `[n](#citation-n)`, same canonical n on both sides, in range, not an image."""
+    for match in _ANCHOR.finditer(answer):
+        label, target = match.groups()
+        if match.start() > 0 and answer[match.start() - 1] == "!":
+            continue
+        if label == target and not label.startswith("0") and 1 <= int(label) <= citation_count:
+            return True
+    return False
+
+
+def with_fallback_anchors(answer: str, citation_count: int) -> tuple[str, bool]:
+    """Append `Evidence used: [1](#citation-1) ...` when the runtime cited nothing it was given."""
+    if citation_count == 0 or has_valid_anchor(answer, citation_count):
+        return answer, False
+    shown = min(FALLBACK_ANCHORS, citation_count)
+    line = "Evidence used: " + " ".join(f"[{n}](#citation-{n})" for n in range(1, shown + 1))
+    if citation_count > shown:
+        line += f" +{citation_count - shown} more"
+    trimmed = answer.rstrip()
+    return (f"{trimmed}\n\n{line}" if trimmed else line), True
+
+
+# ----------------------------------------------------------------------------- tools
+
+def tool_schemas(sources: Sequence[SourceDescriptor]) -> list[dict[str, Any]]:
+    """The three source tools as OpenAI function tools; `sourceId` is required with several sources."""
+    ids = [s.id for s in sources]
+    source_id = {"type": "string", "enum": ids, "description": "The Knowledge Source to call."}
+    needs_source = ["sourceId"] if len(ids) > 1 else []
+
+    def tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+        return {"type": "function", "function": {
+            "name": name, "description": description,
+            "parameters": {"type": "object", "properties": {"sourceId": source_id, **properties},
+                           "required": needs_source + required, "additionalProperties": False}}}
+
+    return [
+        tool("llmwiki_search", "Search a Knowledge Source; returns new citations with their number n.",
+             {"query": {"type": "string", "description": "What to search for."},
+              "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_LIMIT}}, ["query"]),
+        tool("llmwiki_read", "Read one page of a Knowledge Source; returns it as a citation with its text.",
+             {"pageId": {"type": "string", "description": "A page id, or a citation id from the "
+                                                          "evidence bundle."}}, ["pageId"]),
+        tool("llmwiki_graph_neighbors", "List the graph neighbours of a page (links, headings, refs).",
+             {"seed": {"type": "string", "description": "A page id or graph node id."},
+              "depth": {"type": "integer", "minimum": 1, "maximum": 2},
+              "limit": {"type": "integer", "minimum": 1, "maximum": NEIGHBOR_LIMIT}}, ["seed"]),
+    ]
+
+
+def _bounded_int(value: Any, default: int, high: int) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return min(max(value, 1), high)
+    return default
+
+
+def _citation_entry(number: int, citation: Citation) -> dict[str, Any]:
+    return {"n": number, "id": citation.id, "title": citation.title, "path": citation.path,
+            "snippet": citation.snippet[:SNIPPET_CHARS]}
+
+
+class _ToolRunner:
+    """Runs the model's tool calls against the selected sources, one trace step per call."""
+
+    def __init__(self, transport: SourceTransport, sources: Sequence[SourceDescriptor], evidence: _Evidence,
+                 steps: list[TraceStep], diagnostics: list[Diagnostic], settings: BridgeSettings) -> None:
+        self.transport = transport
+        self.sources = {s.id: s for s in sources}
+        self.evidence = evidence
+        self.steps = steps
+        self.diagnostics = diagnostics
+        self.settings = settings
+        self.count = 0
+
+    def _source(self, args: dict[str, Any], ref: str) -> SourceDescriptor | None:
+        wanted = args.get("sourceId")
+        if isinstance(wanted, str) and wanted in self.sources:
+            return self.sources[wanted]
+        by_prefix = [s for sid, s in self.sources.items() if ref.startswith(f"{sid}:")]
+        if by_prefix:
+            return max(by_prefix, key=lambda s: len(s.id))
+        return next(iter(self.sources.values())) if len(self.sources) == 1 and wanted is None else None
+
+    async def run(self, call: ToolCall) -> str:
+        """The tool message content (compact JSON) for one call; failures are answered, not raised."""
+        self.count += 1
+        args = tool_arguments(call)
+        name = call.name if call.name in TOOL_NAMES else safe_trace_text(call.name, 64) or "unknown"
+        ref = next((v for k in ("query", "pageId", "seed") if isinstance(v := args.get(k), str)), "").strip()
+        source = self._source(args, ref)
+        label = safe_trace_text(source.label) if source else "Knowledge Source"
+        started = time.perf_counter()
+        trace = step(f"runtime-tool-{self.count}", f"Call {name} on {label}", "running",
+                     parent_id=RUNTIME_STEP_ID, tool_name=f"{name}__{safe_id(source.id)}" if source else name,
+                     connection_id=source.id if source else None)
+        self.steps.append(trace)
+        try:
+            if call.name not in TOOL_NAMES:
+                raise _BadCall("The runtime asked for a tool the bridge does not offer.")
+            if source is None:
+                raise _BadCall("The runtime named no selected Knowledge Source.")
+            if not ref:
+                raise _BadCall("The runtime sent the tool call without its required argument.")
+            result = await self._call(call.name, source, ref, args, trace)
+        except _BadCall as exc:
+            trace.status, trace.error, trace.detail = "error", "Tool call rejected.", exc.message
+            result = {"error": exc.message}
+        except SourceCallError as exc:
+            assert source is not None
+            diagnostic = _tool_diagnostic(source, exc, self.settings)
+            self.diagnostics.append(diagnostic)
+            trace.status, trace.error, trace.diagnostic = "error", "Source tool call failed.", diagnostic
+            trace.detail = f"{label} could not answer {name}."
+            result = {"error": "The Knowledge Source call failed."}
+        else:
+            trace.status = "done"
+        trace.latency_ms = round((time.perf_counter() - started) * 1000)
+        return compact_json(result)
+
+    async def _call(self, name: str, source: SourceDescriptor, ref: str, args: dict[str, Any],
+                    trace: TraceStep) -> dict[str, Any]:
+        client = client_for(self.transport, source)
+        page_ref = ref.removeprefix(f"{source.id}:")
+        if name == "llmwiki_search":
+            limit = _bounded_int(args.get("limit"), SEARCH_LIMIT, SEARCH_LIMIT)
+            payload = await client.search({"query": ref, "limit": limit})
+            found = artifact.citations_from({"citations": artifact.as_list(payload.get("results"))}, source)
+            numbered = [(self.evidence.add(c), c) for c in found]
+            self._cite(trace, [c for _, c in numbered], f"Search returned {len(found)} citation(s)")
+            return {"citations": [_citation_entry(n, c) for n, c in numbered]}
+        if name == "llmwiki_read":
+            page = await client.read(page_ref)
+            text = page.get("text") if isinstance(page.get("text"), str) else page.get("summary")
+            item = {"id": page.get("id") or page_ref, "title": page.get("title"), "path": page.get("path"),
+                    "snippet": str(text or "")[:SNIPPET_CHARS * 4],
+                    "source_refs": artifact.as_list(page.get("source_refs"))}
+            [citation] = artifact.citations_from({"citations": [item]}, source)
+            citation.snippet = citation.snippet[:SNIPPET_CHARS]
+            number = self.evidence.add(citation)
+            self._cite(trace, [citation], "Read 1 page")
+            page_text = str(text or "")[:READ_TEXT_CHARS]
+            return {"citation": {**_citation_entry(number, citation), "text": page_text}}
+        payload = await client.neighbors([page_ref], _bounded_int(args.get("depth"), 1, 2), "both", [],
+                                         _bounded_int(args.get("limit"), 20, NEIGHBOR_LIMIT))
+        graph = artifact.graph_from(payload, source.id)
+        self.evidence.graphs.append(graph)
+        trace.detail = f"Graph neighbourhood returned {len(graph.nodes)} node(s), {len(graph.edges)} edge(s)."
+        return {"nodes": [{"id": n.id, "label": n.label, "kind": n.kind, "path": n.path}
+                          for n in graph.nodes[:NEIGHBOR_LIMIT]],
+                "edges": [{"source": e.source, "target": e.target, "relation": e.relation}
+                          for e in graph.edges[: NEIGHBOR_LIMIT * 2]]}
+
+    @staticmethod
+    def _cite(trace: TraceStep, citations: list[Citation], lead: str) -> None:
+        trace.citation_ids = [c.id for c in citations]
+        trace.citation_refs = artifact.citation_refs(citations)
+        previews = "; ".join(safe_trace_text(c.path or c.title or c.id) for c in citations[:3])
+        more = f"; +{len(citations) - 3} more" if len(citations) > 3 else ""
+        detail = f"{lead}." + (f" Evidence: {previews}{more}." if previews else "")
+        trace.detail = detail if len(detail) <= 360 else detail[:357] + "..."
+
+
+class _BadCall(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _tool_diagnostic(source: SourceDescriptor, error: SourceCallError,
+                     settings: BridgeSettings) -> Diagnostic:
+    observations: list[tuple[str, str]] = []
+    if error.http_status is not None:
+        observations.append(("httpStatus", str(error.http_status)))
+    if error.timeout:
+        observations.append(("timeout", "true"))
+    if error.invalid_json:
+        observations.append(("invalidJson", "true"))
+    if error.policy:
+        observations.append(("policy", "source-url"))
+    observations += [("sourcePolicy", settings.source_policy),
+                     ("timeoutMs", str(settings.request_timeout_ms)),
+                     ("redaction", "urls, headers, bodies, queries")]
+    return Diagnostic(severity="warning", scope="source", phase="runtime-tool", protocol=source.protocol,
+                      subject=safe_id(source.id), retryable=error.retryable,
+                      observations=[Observation(name=n, value=safe_trace_text(v)) for n, v in observations],
+                      remediation="The runtime answered without this tool result.",
+                      message=f"{safe_trace_text(source.label)} could not answer a runtime tool call.")
+
+
+# ----------------------------------------------------------------------------- the run
+
+async def runtime_answer(settings: BridgeSettings, transport: SourceTransport | None, *, hybrid: bool,
+                         query: str, history: Sequence[tuple[str, str]],
+                         conversation_context: dict[str, Any] | None, answered: Sequence[AnsweredSource],
+                         failed: Sequence[SourceDescriptor], citations: Sequence[Citation], graph: Graph,
+                         steps: list[TraceStep], diagnostics: list[Diagnostic]) -> RuntimeAnswer:
+    """Call the runtime (hybrid: with source tools); tool steps and diagnostics go straight into the
+    run's lists, so a later failure still reports them. Raises `RuntimeFailure`."""
+    if not model_configured(settings) or not settings.base_url.strip():
+        raise RuntimeFailure("No runtime model or base URL is configured.", configuration=True)
+    evidence = _Evidence(list(citations), [graph])
+    bundle = evidence_bundle(query, citations, answered, failed, graph, conversation_context)
+    sources = [a.source for a in answered]
+    tools = tool_schemas(sources) if hybrid and sources and transport is not None else None
+    runner = _ToolRunner(transport, sources, evidence, steps, diagnostics, settings) if tools and transport \
+        else None
+    messages: list[dict[str, Any]] = list(runtime_messages(query, history, bundle, hybrid=tools is not None))
+    # Tool rounds stop once one request timeout has been spent, so a hybrid run costs at most about
+    # two timeouts (tool rounds, then the answer) however slowly the runtime and sources answer.
+    tools_until = time.monotonic() + settings.timeout_seconds
+    async with ChatRuntime(settings) as runtime:
+        for round_number in range(MAX_TOOL_ROUNDS + 1):
+            in_budget = (round_number < MAX_TOOL_ROUNDS and time.monotonic() < tools_until
+                         and runner is not None and runner.count < MAX_TOOL_CALLS)
+            offer = tools if in_budget else None
+            try:
+                reply = await runtime.complete(messages, offer)
+            except RuntimeFailure as exc:
+                if not exc.tools_rejected:
+                    raise
+                diagnostics.append(runtime_diagnostic(
+                    settings, exc, severity="warning",
+                    message="The runtime rejected source tools; answered as delegated-runtime instead.",
+                    remediation="Use a model that supports tool calls for hybrid runs.",
+                    extra=[("toolsRejected", "true"), ("fallback", "delegated-runtime")]))
+                tools = offer = None
+                messages = list(runtime_messages(query, history, bundle))
+                reply = await runtime.complete(messages)
+            if offer is None or runner is None or not reply.tool_calls:
+                break
+            messages.append(reply.as_message())
+            for call in reply.tool_calls:
+                if runner.count < MAX_TOOL_CALLS:
+                    content = await runner.run(call)
+                else:  # every call id needs an answer, even past the budget
+                    content = compact_json({"error": "Tool call budget exhausted; answer from the evidence."})
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+    # An empty reply is still an answer (contract 4.8): say so, and the anchor line follows.
+    content = reply.content or NO_ANSWER_TEXT
+    answer, appended = with_fallback_anchors(content, len(evidence.citations))
+    return RuntimeAnswer(answer=answer, citations=evidence.citations,
+                         graph=artifact.merge_graphs(evidence.graphs),
+                         tool_calls=runner.count if runner else 0, anchors_appended=appended)

@@ -1,0 +1,233 @@
+"""The bridge's A2A surface: the agent card, POST /message:send (legacy and 1.0) and JSON-RPC."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from bridge.artifact import ARTIFACT_NAME, as_list, as_object
+from bridge.service import BridgeService, RunError
+from common import a2a
+from common.a2a import CARD_PATH, INPUT_MODES, JSONRPC_PATH, OUTPUT_MODES
+from common.errors import CodedError, json_response
+from common.logging import REQUEST_ID
+from common.version import __version__
+
+SEND_PATH = "/message:send"
+DESCRIPTION = ("Local A2A-compatible bridge for OpenAI-compatible chat-completions gateways and LLMWiki "
+               "Knowledge Source tools.")
+STRUCT_TYPE = "type.googleapis.com/google.protobuf.Struct"
+# A2A state names of the contract's lower-case task states.
+_STATES = {"completed": "TASK_STATE_COMPLETED", "failed": "TASK_STATE_FAILED",
+           "canceled": "TASK_STATE_CANCELED", "rejected": "TASK_STATE_REJECTED"}
+
+log = structlog.get_logger("llmwiki.bridge.a2a")
+ServiceOf = Callable[[web.Request], BridgeService]
+BodyOf = Callable[[web.Request], Awaitable[Any]]
+TraceIdOf = Callable[[web.Request], str]
+
+
+# -- the card -----------------------------------------------------------------------------
+
+def agent_card(service: BridgeService, base_url: str) -> dict[str, Any]:
+    """The contract's card (2.6.2) that is also a valid A2A 1.0 card carrying the 0.3 connection
+    fields. Every URL is absolute: the official client uses interface URLs verbatim."""
+    health = service.health()  # never probes: the card must not touch the runtime or sources
+    identity = service.settings.identity()
+    return {
+        "id": identity["runtimeId"],
+        "name": identity["runtimeName"],
+        "description": DESCRIPTION,
+        "protocol": "a2a",
+        "runtime": identity["runtime"],
+        "agentRuntime": identity["agentRuntime"],
+        "provider": {"organization": identity["providerOrganization"]},
+        "version": __version__,
+        "capabilities": {"streaming": False, "pushNotifications": False, "structuredArtifacts": True,
+                         "localBridge": True, "knowledgeSourceProtocols": ["llmwiki-http", "mcp", "a2a"]},
+        "defaultInputModes": INPUT_MODES,
+        "defaultOutputModes": OUTPUT_MODES,
+        "skills": [{
+            "id": ARTIFACT_NAME,
+            "name": "LLMWiki evidence answer",
+            "description": ("Answers a question from the selected LLMWiki Knowledge Sources and returns "
+                            "an llmwiki_agent_result data artifact (answer, citations, merged graph, "
+                            "source bundles, trace steps, diagnostics) plus the answer as text. Send the "
+                            "question as a text part; orchestrationMode, knowledgeSources and retrieval "
+                            "may go in a data part."),
+            "tags": ["llmwiki", "knowledge-source", "citations", "evidence"],
+            "examples": ["How do we ship a hotfix release?"],
+            "inputModes": INPUT_MODES,
+            "outputModes": OUTPUT_MODES,
+        }],
+        "metadata": {
+            "bridge": "llmwiki-agent-bridge",
+            "runtimeProfile": health["runtimeProfile"],
+            "runtimeAdapter": health["runtimeAdapter"],
+            "modelConfigured": health["modelConfigured"],
+            "hermesModelConfigured": health["hermesModelConfigured"],
+            "sourcePolicy": health["sourcePolicy"],
+            "settingsUrl": "/settings",
+            "runtimeConnection": health["runtimeConnection"],
+            "protocolSurface": {"a2a": "compatible", "mcp": "compatible"},
+            "sourceRegistry": health["sourceRegistry"],
+        },
+        # `url` keeps the contract's /message:send, which also answers 0.3 JSON-RPC.
+        **a2a.card_interfaces(base_url, base_url + JSONRPC_PATH, base_url + SEND_PATH),
+    }
+
+
+# -- request forms ------------------------------------------------------------------------
+
+def is_jsonrpc(body: Any) -> bool:
+    """A JSON-RPC envelope (a 0.3 client posting to the card's `url`), not a run request."""
+    return isinstance(body, dict) and "jsonrpc" in body and "method" in body
+
+
+def is_send_message_request(body: Any, version: str | None) -> bool:
+    """An A2A 1.0 SendMessageRequest, answered `{"task": ...}`: a root `message` with the
+    `messageId` A2A requires, no `data` object, and a 1.x `A2A-Version` header or a 1.0 role
+    (`ROLE_USER`). A plain client's `{"message": {"role": "user", ...}}` stays legacy."""
+    if not isinstance(body, dict) or isinstance(body.get("data"), dict):
+        return False
+    message = body.get("message")
+    if not isinstance(message, dict) or "messageId" not in message:
+        return False
+    role = message.get("role")
+    return (version or "").strip().startswith("1") or (isinstance(role, str) and role.startswith("ROLE_"))
+
+
+# -- answers ------------------------------------------------------------------------------
+
+def _answer(envelope: dict[str, Any]) -> str:
+    parts = as_list(as_object(envelope.get("message")).get("parts"))
+    return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+
+
+def _result(envelope: dict[str, Any]) -> tuple[str, Any]:
+    """The first artifact's name and data payload."""
+    for artifact in (a for a in as_list(envelope.get("artifacts")) if isinstance(a, dict)):
+        for part in as_list(artifact.get("parts")):
+            if isinstance(part, dict) and "data" in part:
+                return str(artifact.get("name") or ARTIFACT_NAME), part["data"]
+    return ARTIFACT_NAME, {}
+
+
+def task_of(envelope: dict[str, Any], message: object, *, v03: bool = False) -> dict[str, Any]:
+    """The run's task envelope (contract 4.1) as an A2A Task: same id, the result as a data part
+    plus the answer as text, the request and trace ids in `metadata`."""
+    name, data = _result(envelope)
+    metadata = {k: envelope[k] for k in ("requestId", "traceId") if isinstance(envelope.get(k), str)}
+    build = a2a.task_v03 if v03 else a2a.task_v1
+    task = build(str(envelope.get("id")), a2a.context_id_of(message), name, data, _answer(envelope),
+                 metadata)
+    state = as_object(envelope.get("status")).get("state")
+    if state in _STATES and state != "completed":  # the builders assume completed
+        task["status"]["state"] = state if v03 else _STATES[state]
+    return task
+
+
+# -- errors -------------------------------------------------------------------------------
+
+def _error_kind(status: int) -> tuple[int, str, str]:
+    """(JSON-RPC code, A2A reason, google.rpc status) for a bridge error status."""
+    if status < 500:
+        return a2a.INVALID_PARAMS, "INVALID_PARAMS", "INVALID_ARGUMENT"
+    if status == 501:
+        return a2a.UNSUPPORTED_OPERATION, "UNSUPPORTED_OPERATION", "UNIMPLEMENTED"
+    return a2a.INTERNAL_ERROR, "INTERNAL_ERROR", "INTERNAL"
+
+
+def error_details(exc: CodedError) -> list[dict[str, Any]]:
+    """An ErrorInfo the official client maps to its error type (bridge code and ids as metadata),
+    then the bridge's whole error body, steps and diagnostics included."""
+    body = exc.body()
+    metadata: dict[str, str] = {"code": exc.code}
+    metadata.update({k: str(body[k]) for k in ("requestId", "traceId") if k in body})
+    return [a2a.error_info(_error_kind(exc.status)[1], metadata), {"@type": STRUCT_TYPE, "value": body}]
+
+
+def rest_error(exc: CodedError) -> dict[str, Any]:
+    """The A2A HTTP+JSON error body (`google.rpc.Status`), for 1.0 SendMessageRequests."""
+    return {"error": {"code": exc.status, "status": _error_kind(exc.status)[2], "message": exc.message,
+                      "details": error_details(exc)}}
+
+
+def rpc_run_error(rpc_id: object, exc: CodedError) -> dict[str, Any]:
+    return a2a.rpc_error(rpc_id, _error_kind(exc.status)[0], exc.message, error_details(exc))
+
+
+# -- JSON-RPC -----------------------------------------------------------------------------
+
+async def dispatch(service: BridgeService, payload: object, request_id: str, trace_id: str
+                   ) -> dict[str, Any]:
+    """One JSON-RPC request: SendMessage (1.0) or message/send (0.3); every failure is a JSON-RPC
+    error (sent with HTTP 200)."""
+    call = a2a.parse_rpc(payload)
+    if not isinstance(call, a2a.RpcCall):
+        return call
+    if call.method in a2a.OTHER_METHODS:
+        return a2a.rpc_error(call.id, a2a.UNSUPPORTED_OPERATION,
+                             f"{call.method} is not supported: the bridge answers one message at a time "
+                             "and keeps no tasks.", [a2a.error_info("UNSUPPORTED_OPERATION")])
+    if call.method not in (a2a.SEND_V1, a2a.SEND_V03):
+        return a2a.rpc_error(call.id, a2a.METHOD_NOT_FOUND, "Method not found")
+    if not isinstance(call.params, dict):
+        return a2a.rpc_error(call.id, a2a.INVALID_PARAMS, "Invalid params: expected an object")
+    try:
+        envelope = await service.run(call.params, request_id, trace_id)
+    except RunError as exc:
+        return rpc_run_error(call.id, exc)
+    except Exception:
+        log.exception("a2a_jsonrpc_failed", method=call.method)
+        return a2a.rpc_error(call.id, a2a.INTERNAL_ERROR, "Bridge request failed.")
+    message = call.params.get("message")
+    if call.method == a2a.SEND_V03:
+        return a2a.rpc_result(call.id, task_of(envelope, message, v03=True))
+    return a2a.rpc_result(call.id, {"task": task_of(envelope, message)})
+
+
+# -- routes -------------------------------------------------------------------------------
+
+def _base_url(request: web.Request) -> str:
+    return f"{request.scheme}://{request.host}"
+
+
+def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf) -> list[web.RouteDef]:
+    """The card, `/message:send` and the JSON-RPC endpoint. The pipeline has already checked the
+    origin, the bearer token and the body size."""
+
+    async def card(request: web.Request) -> web.Response:
+        return json_response(agent_card(service_of(request), _base_url(request)))
+
+    async def send(request: web.Request) -> web.Response:
+        request_id, trace_id = request[REQUEST_ID], trace_id_of(request)
+        try:
+            body = await body_of(request)
+        except CodedError as exc:
+            return json_response({**exc.body(), "requestId": request_id, "traceId": trace_id},
+                                 status=exc.status)
+        service = service_of(request)
+        if is_jsonrpc(body):
+            return json_response(await dispatch(service, body, request_id, trace_id))
+        if not is_send_message_request(body, request.headers.get("A2A-Version")):
+            return json_response(await service.run(body, request_id, trace_id))
+        try:
+            envelope = await service.run(body, request_id, trace_id)
+        except RunError as exc:
+            return json_response(rest_error(exc), status=exc.status)
+        return json_response({"task": task_of(envelope, body["message"])})
+
+    async def jsonrpc(request: web.Request) -> web.Response:
+        request_id, trace_id = request[REQUEST_ID], trace_id_of(request)
+        try:
+            payload = await body_of(request)
+        except CodedError:
+            return json_response(a2a.rpc_error(None, a2a.PARSE_ERROR, "Parse error"))
+        return json_response(await dispatch(service_of(request), payload, request_id, trace_id))
+
+    return [web.get(CARD_PATH, card, allow_head=False), web.post(SEND_PATH, send),
+            web.post(JSONRPC_PATH, jsonrpc)]

@@ -1,0 +1,254 @@
+"""The OpenAI-compatible runtime adapter: chat completions through `openai.AsyncOpenAI`, and its probe."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+import openai
+
+from bridge.artifact import safe_id, safe_trace_text
+from bridge.registry import now_iso
+from bridge.settings import BridgeSettings
+from common.bridge_schemas import Diagnostic, Observation
+
+ADAPTER = "chat-completions"
+PROTOCOL = "openai-compatible"
+TEMPERATURE = 0.2
+PROBE_TIMEOUT_SECONDS = 5.0
+CHAT_FAILED_MESSAGE = ("Chat completions request failed. Check the configured OpenAI-compatible runtime at "
+                       "/settings, or retry with orchestrationMode: \"evidence-only\".")
+# Headers the openai client would fill from OPENAI_* environment variables: the bridge sends the
+# runtime only what its own settings say.
+_ENV_HEADERS = ("OpenAI-Organization", "OpenAI-Project")
+_NO_KEY = "llmwiki-agent-bridge-no-key"  # the client insists on a key; its header is omitted
+
+
+class RuntimeFailure(Exception):
+    """The runtime call failed. `message` is safe (no URL, body or key); the flags feed diagnostics."""
+
+    def __init__(self, message: str, *, http_status: int | None = None, timeout: bool = False,
+                 invalid_json: bool = False, tools_rejected: bool = False,
+                 configuration: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.http_status = http_status
+        self.timeout = timeout
+        self.invalid_json = invalid_json
+        self.tools_rejected = tools_rejected
+        self.configuration = configuration  # not called at all: no model or base URL
+
+    @property
+    def retryable(self) -> bool:
+        if self.invalid_json or self.configuration:
+            return False
+        if self.http_status is None:
+            return True
+        return self.http_status in (408, 409, 425, 429) or self.http_status >= 500
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class ChatReply:
+    """One assistant turn: text and/or tool calls, plus the message to send back next round."""
+
+    content: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+    def as_message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        if self.tool_calls:
+            message["tool_calls"] = [{"id": c.id, "type": "function",
+                                      "function": {"name": c.name, "arguments": c.arguments}}
+                                     for c in self.tool_calls]
+        return message
+
+
+def runtime_base(base_url: str) -> str:
+    """The API root the client appends `/chat/completions` and `/models` to: trailing slashes
+    trimmed, and a configured endpoint path (`.../chat/completions`, `.../models`) cut back.
+    Raises `RuntimeFailure` for a base URL that is not an http(s) URL with a host."""
+    base = base_url.strip().rstrip("/")
+    for suffix in ("/chat/completions", "/models"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    try:
+        parts = urlsplit(base)
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 - raises ValueError for a malformed port
+    except ValueError:
+        usable = False
+    if not usable:
+        raise RuntimeFailure("The configured runtime base URL is not a usable http(s) URL.",
+                             configuration=True)
+    return base
+
+
+class ChatRuntime:
+    """One OpenAI-compatible endpoint for the length of one run, configured from the live settings.
+    `max_retries=0` keeps every call inside the timeout; env proxies and redirects are not followed."""
+
+    def __init__(self, settings: BridgeSettings, timeout_seconds: float | None = None) -> None:
+        self.settings = settings
+        self.timeout_seconds = timeout_seconds or settings.timeout_seconds
+        base_url = runtime_base(settings.base_url)  # first: it may raise before anything is opened
+        http_client = openai.DefaultAsyncHttpxClient(trust_env=False, follow_redirects=False)
+        self.client = openai.AsyncOpenAI(base_url=base_url,
+                                         api_key=settings.api_key or _NO_KEY,
+                                         timeout=self.timeout_seconds, max_retries=0,
+                                         http_client=http_client)
+        self.headers: dict[str, Any] = {name: openai.omit for name in _ENV_HEADERS}
+        if not settings.api_key:
+            self.headers["Authorization"] = openai.omit  # no key: no Authorization header at all
+
+    async def __aenter__(self) -> ChatRuntime:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.client.close()
+
+    async def complete(self, messages: Sequence[dict[str, Any]],
+                       tools: Sequence[dict[str, Any]] | None = None) -> ChatReply:
+        """One non-streaming chat completion, bounded by the timeout as a whole."""
+        extra: dict[str, Any] = {"tools": list(tools)} if tools else {}
+        try:
+            async with asyncio.timeout(self.timeout_seconds):
+                completion = await self.client.chat.completions.create(
+                    model=self.settings.model, messages=list(messages),  # type: ignore[arg-type]
+                    temperature=TEMPERATURE, stream=False, extra_headers=self.headers, **extra)
+        except (TimeoutError, openai.APITimeoutError):
+            raise RuntimeFailure("Chat completions request timed out.", timeout=True) from None
+        except openai.APIStatusError as exc:
+            mentions_tools = any(word in f"{exc.message} {exc.body}".lower() for word in ("tool", "function"))
+            raise RuntimeFailure(f"Chat completions endpoint returned HTTP {exc.status_code}.",
+                                 http_status=exc.status_code,
+                                 tools_rejected=bool(tools) and mentions_tools
+                                 and exc.status_code in (400, 404, 422)) from None
+        except openai.APIConnectionError:
+            raise RuntimeFailure("Chat completions endpoint could not be reached.") from None
+        except (ValueError, openai.APIResponseValidationError):
+            raise RuntimeFailure("Chat completions endpoint returned invalid JSON.",
+                                 invalid_json=True) from None
+        return _reply(completion)
+
+
+def _text(content: Any) -> str | None:
+    """A string, or text parts joined by newlines; None for anything that is not text."""
+    if isinstance(content, str):
+        return content.strip()
+    if isinstance(content, list):
+        parts = [p if isinstance(p, str) else p.get("text") if isinstance(p, dict) else None
+                 for p in content]
+        if all(isinstance(p, str) for p in parts):
+            return "\n".join(str(p) for p in parts).strip()
+    return None
+
+
+def _reply(completion: Any) -> ChatReply:
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise RuntimeFailure("Chat completions endpoint returned a malformed reply.", invalid_json=True)
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    if message is None:
+        text = _text(getattr(choice, "text", None))
+        if text is None:
+            raise RuntimeFailure("Chat completions endpoint returned a malformed reply.", invalid_json=True)
+        return ChatReply(text)
+    calls: list[ToolCall] = []
+    for call in getattr(message, "tool_calls", None) or []:
+        function = getattr(call, "function", None)
+        name, arguments = getattr(function, "name", None), getattr(function, "arguments", None)
+        if isinstance(name, str) and isinstance(arguments, str):
+            calls.append(ToolCall(str(getattr(call, "id", "") or f"call_{len(calls) + 1}"), name, arguments))
+    content = message.content
+    text = "" if content is None else _text(content)
+    if text is None:
+        raise RuntimeFailure("Chat completions endpoint returned a non-text answer.", invalid_json=True)
+    return ChatReply(text, calls)
+
+
+def runtime_diagnostic(settings: BridgeSettings, failure: RuntimeFailure, *, severity: str = "error",
+                       message: str | None = None, remediation: str | None = None,
+                       extra: Sequence[tuple[str, str]] = ()) -> Diagnostic:
+    """Contract 4.5's runtime diagnostic: facts about the failure, never the URL, key or body."""
+    observations: list[tuple[str, str]] = []
+    if failure.http_status is not None:
+        observations.append(("httpStatus", str(failure.http_status)))
+    if failure.timeout:
+        observations.append(("timeout", "true"))
+    if failure.invalid_json:
+        observations.append(("invalidJson", "true"))
+    observations += list(extra)
+    observations += [("runtimeProfile", settings.runtime_profile), ("runtimeAdapter", ADAPTER),
+                     ("runtimeModelConfigured", "true" if settings.model.strip() else "false"),
+                     ("runtimeBaseUrlSource", settings.base_url_source),
+                     ("runtimeModelSource", settings.model_source),
+                     ("timeoutMs", str(settings.request_timeout_ms)),
+                     ("redaction", "urls, headers, credentials, bodies, queries")]
+    return Diagnostic(
+        severity="warning" if severity == "warning" else "error", scope="runtime", phase=ADAPTER,
+        protocol=PROTOCOL, subject=safe_id(settings.identity()["runtimeId"]), retryable=failure.retryable,
+        observations=[Observation(name=n, value=safe_trace_text(v)) for n, v in observations if v],
+        remediation=remediation or ("Check the runtime base URL, model and API key at /settings, or retry "
+                                    "with orchestrationMode evidence-only."),
+        message=message or safe_trace_text(failure.message))
+
+
+def model_configured(settings: BridgeSettings) -> bool:
+    """A runtime-backed run needs a model name; evidence-only runs do not (contract 2.6.1)."""
+    return bool(settings.model.strip())
+
+
+async def probe(settings: BridgeSettings) -> dict[str, Any]:
+    """`/health?probe=1`: one `GET <base>/models`, at most 5 s, redirects treated as failures."""
+    checked: dict[str, Any] = {"checked": True, "basis": "live_probe", "protocol": PROTOCOL,
+                               "checkedAt": now_iso()}
+    if not settings.base_url.strip():
+        return {**checked, "ok": False, "reachable": False, "reason": "missing_base_url"}
+    timeout = min(settings.timeout_seconds, PROBE_TIMEOUT_SECONDS)
+    try:
+        runtime = ChatRuntime(settings, timeout)
+    except RuntimeFailure:
+        return {**checked, "ok": False, "reachable": False, "reason": "request_failed", "retryable": False,
+                "redacted": True}
+    async with runtime:
+        try:
+            async with asyncio.timeout(timeout):
+                response = await runtime.client.models.with_raw_response.list(
+                    extra_headers={**runtime.headers, "Accept": "application/json"})
+            status = response.status_code
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+        except (TimeoutError, openai.APITimeoutError):
+            return {**checked, "ok": False, "reachable": False, "reason": "timeout", "retryable": True,
+                    "redacted": True}
+        except (openai.APIError, ValueError):
+            return {**checked, "ok": False, "reachable": False, "reason": "request_failed",
+                    "retryable": True, "redacted": True}
+    if 300 <= status < 400:  # a redirect is not followed, so the runtime was not really reached
+        return {**checked, "ok": False, "reachable": False, "reason": "request_failed", "retryable": False,
+                "redacted": True}
+    return {**checked, "ok": 200 <= status < 300, "reachable": True, "httpStatus": status}
+
+
+def tool_arguments(call: ToolCall) -> dict[str, Any]:
+    """The model's JSON arguments; anything that is not a JSON object counts as no arguments."""
+    try:
+        parsed = json.loads(call.arguments) if call.arguments.strip() else {}
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
