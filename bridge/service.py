@@ -248,6 +248,7 @@ class BridgeService:
             raise CodedError(400, "bad_request", str(exc)) from None
         except ValueError as exc:  # DuplicateSourceError
             raise CodedError(409, "duplicate_source_id", str(exc)) from None
+        sources = _keep_redacted_roots(sources, self.sources)
         self._persist(sources=[stored_form(s) for s in sources])
         self.sources = sources
         return {"status": "saved", "sources": [settings_view(s) for s in sources],
@@ -626,3 +627,18 @@ def _reads_bundle(source: SourceDescriptor) -> bool:
     if source.protocol == "llmwiki-http":
         return True
     return source.protocol == "mcp" and (not source.capabilities or BUNDLE_TOOL in source.capabilities)
+
+
+def _keep_redacted_roots(sources: list[SourceDescriptor], saved: list[SourceDescriptor]
+                         ) -> list[SourceDescriptor]:
+    """Views show an absolute root only as its folder name, so an entry sent back unchanged (same
+    id, URL and label, no root) keeps the root on file instead of losing it."""
+    by_id = {s.id: s for s in saved if s.root}
+    kept: list[SourceDescriptor] = []
+    for source in sources:
+        old = by_id.get(source.id)
+        if (old is not None and not source.root and source.url == old.url
+                and source.root_label in ("", old.root_label)):
+            source = dataclasses.replace(source, root=old.root, root_label=old.root_label)
+        kept.append(source)
+    return kept

@@ -154,6 +154,22 @@ async def test_sources_round_trip(bridge_client: BridgeFactory, config_path: Pat
     assert json.loads(config_path.read_text())["sources"][0]["url"] == "http://127.0.0.1:8765////"
 
 
+async def test_a_source_sent_back_from_the_redacted_view_keeps_its_root(
+        bridge_client: BridgeFactory, config_path: Path) -> None:
+    client = await bridge_client()
+    await client.put("/settings/sources.json", json=[
+        source("wiki", "http://127.0.0.1:8765", root="/srv/private/team-wiki"),
+        source("other", "http://127.0.0.1:8766", root="/srv/private/other")])
+    listed = (await (await client.get("/settings/sources.json")).json())["sources"]
+    assert listed[0]["rootLabel"] == "team-wiki" and "root" not in listed[0]
+    listed[0]["name"] = "Renamed"  # the settings page edits and sends the whole list back
+    listed[1]["url"] = "http://127.0.0.1:9999"  # a new URL is a new place: the old root goes
+    assert (await client.put("/settings/sources.json", json=listed)).status == 200
+    stored = json.loads(config_path.read_text())["sources"]
+    assert stored[0]["root"] == "/srv/private/team-wiki" and stored[0]["name"] == "Renamed"
+    assert "root" not in stored[1]
+
+
 async def test_duplicate_source_ids_are_409_and_nothing_is_written(bridge_client: BridgeFactory,
                                                                    config_path: Path) -> None:
     client = await bridge_client()
