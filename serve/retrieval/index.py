@@ -19,6 +19,7 @@ import numpy as np
 
 from serve.folder import die_with_parent
 from serve.retrieval.analyzer import COMPOUND_RE, CONNECTOR_RE, STOPWORDS, analyze
+from serve.retrieval.pairs import SIGNATURE_BYTES, PairSignatures, literal_haystack, needle_bits, signature
 from serve.source.page import ROLE_RANK, Page
 
 WORD_RE = re.compile(r"[^\W_]+")
@@ -37,16 +38,17 @@ RERANK_POOL = 30  # candidates the phrase bonus may reorder: the most `limit` ca
 COMPACT_DEAD_SHARE = 0.3
 # A first sync with more pages than this builds the main segment in bulk.
 BULK_MIN = 256
+FEW_LITERAL_CANDIDATES = 64  # literal search reads this many page texts without a tighter bound
 
 
-def page_terms(page: Page) -> list[str]:
-    """The bag of terms one page is indexed under."""
+def page_terms(page: Page, text: str | None = None) -> list[str]:
+    """The bag of terms one page is indexed under (`text`: its body, when already at hand)."""
     path = page.path.rsplit(".", 1)[0] if page.path.endswith((".md", ".org")) else page.path
     meta = " ".join((*page.headings, *page.tags, *page.source_refs, path.replace("/", " ")))
     # The summary is the page's lead (its first ~360 characters): counting it again weights
     # what a page says first, which the judged sets show helps (the reference does it too).
     return (analyze(page.title) * TITLE_COPIES + analyze(meta) * FIELD_COPIES
-            + analyze(page.summary) * LEAD_COPIES + analyze(page.text))
+            + analyze(page.summary) * LEAD_COPIES + analyze(page.text if text is None else text))
 
 
 class Postings:
@@ -66,7 +68,7 @@ class Hit:
     score: float
 
 
-Slice = tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+Slice = tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 _BULK_PAGES: Sequence[Page] = ()  # read by forked workers (inherited, never pickled)
 PARALLEL_BULK_MIN = 2000
 
@@ -80,15 +82,19 @@ def analyse_range(bounds: tuple[int, int]) -> Slice:
     tfs: list[int] = []
     doc_terms: list[int] = []
     doc_lengths: list[int] = []
+    signatures: list[np.ndarray] = []
     for page in _BULK_PAGES[start:stop]:
-        counts = Counter(page_terms(page))
+        text = page.text  # one decompression for the terms and the pair signature
+        counts = Counter(page_terms(page, text))
+        signatures.append(signature(literal_haystack(page, text)))
         term_ids.extend(vocab.setdefault(term, len(vocab)) for term in counts)
         tfs.extend(counts.values())
         doc_terms.append(len(counts))
         doc_lengths.append(sum(counts.values()))
     return (list(vocab), np.array(term_ids, dtype=np.int32),
             np.minimum(np.array(tfs, dtype=np.int64), 65535).astype(np.uint16),
-            np.array(doc_terms, dtype=np.int64), np.array(doc_lengths, dtype=np.int64))
+            np.array(doc_terms, dtype=np.int64), np.array(doc_lengths, dtype=np.int64),
+            np.array(signatures, dtype=np.uint8).reshape(-1, SIGNATURE_BYTES))
 
 
 def analyse_slices(pages: Sequence[Page]) -> list[Slice]:
@@ -161,13 +167,13 @@ class _JoinedTerms:
         self.size = 0
 
     def extend(self, terms: Sequence[str], ids: Iterable[int]) -> None:
-        offset = len(self.text) + (1 if self.text else 0)
+        offset = len(self.text) + (1 if self.size else 0)
         for term in terms:
             self.starts.append(offset)
             offset += len(term) + 1
         self.ids.extend(ids)
         if terms:
-            self.text = "\n".join([self.text, *terms]) if self.text else "\n".join(terms)
+            self.text = "\n".join([self.text, *terms]) if self.size else "\n".join(terms)
         self.size += len(terms)
 
     def find(self, word: str) -> dict[int, int]:
@@ -179,6 +185,43 @@ class _JoinedTerms:
             found[tid] = found.get(tid, 0) + 1
             at = text.find(word, at + len(word))  # a term may hold the word twice
         return found
+
+
+class _JoinedBytes:
+    """Byte strings joined by newlines, searchable at C speed; find() counts per row."""
+
+    def __init__(self, rows: Sequence[bytes]) -> None:
+        self.starts = array("q")
+        offset = 0
+        for row in rows:
+            self.starts.append(offset)
+            offset += len(row) + 1
+        self.text = b"\n".join(rows)
+
+    def find(self, key: bytes) -> dict[int, int]:
+        found: dict[int, int] = {}
+        if not key or b"\n" in key:
+            return found
+        text, starts = self.text, self.starts
+        at = text.find(key)
+        while at != -1:
+            row = bisect_right(starts, at) - 1
+            found[row] = found.get(row, 0) + 1
+            at = text.find(key, at + len(key))
+        return found
+
+
+class DocFields:
+    """Per document id: case-folded title, summary and path (UTF-8, joined), and the role
+    multiplier; a dead document has empty fields and multiplier 0."""
+
+    def __init__(self, pages: Sequence[Page | None]) -> None:
+        self.size = len(pages)
+        self.titles = _JoinedBytes([p.title.casefold().encode("utf-8") if p else b"" for p in pages])
+        self.summaries = _JoinedBytes([p.summary.casefold().encode("utf-8") if p else b"" for p in pages])
+        self.paths = _JoinedBytes([p.path.casefold().encode("utf-8") if p else b"" for p in pages])
+        self.role_mult = np.array([ROLE_MULTIPLIER.get(p.role, 1.0) if p else 0.0 for p in pages],
+                                  dtype=np.float64)
 
 
 class LexicalIndex:
@@ -209,6 +252,8 @@ class LexicalIndex:
         self.len_all = self.len_approved = 0.0
         self.dead = 0
         self.term_finder = TermFinder()
+        self.pair_signatures = PairSignatures()  # one row per document id
+        self._fields = DocFields(())
 
     # -- maintenance ----------------------------------------------------------------
 
@@ -273,7 +318,8 @@ class LexicalIndex:
         term_parts: list[np.ndarray] = []
         tf_parts: list[np.ndarray] = []
         lengths: list[np.ndarray] = []
-        for local_vocab, term_ids, tfs, doc_terms, doc_lengths in slices:
+        for local_vocab, term_ids, tfs, doc_terms, doc_lengths, signatures in slices:
+            self.pair_signatures.extend(signatures)
             mapping = np.array([vocab.setdefault(t, len(vocab)) for t in local_vocab], dtype=np.int32)
             term_parts.append(mapping[term_ids] if len(term_ids) else term_ids)
             tf_parts.append(tfs)
@@ -299,8 +345,10 @@ class LexicalIndex:
         self.df_approved[:size] = np.bincount(all_terms[approved], minlength=size)
 
     def _add(self, page: Page) -> None:
-        counts = Counter(page_terms(page))
+        text = page.text
+        counts = Counter(page_terms(page, text))
         doc = self._document(page, float(sum(counts.values())))
+        self.pair_signatures.extend([signature(literal_haystack(page, text))])
         approved = page.approved
         for term, tf in counts.items():
             tid = self._term_id(term)
@@ -356,15 +404,27 @@ class LexicalIndex:
         at most as often as the terms containing it do (times their own repeats of it;
         for CJK, its first bigram), and the phrase at most as often as its rarest word.
         Identifiers with connectors are indexed whole (lowercased) as well, and one inside
-        the needle always lies inside one of the page's, so they bound it the same way."""
-        bound: np.ndarray | None = None
-        # Identifiers are indexed whole too ("publish.yml"): a far tighter bound than their words.
+        the needle always lies inside one of the page's, so they bound it the same way.
+        A page whose word-pair filter (serve/retrieval/pairs.py) lacks one of the needle's
+        pairs cannot contain it at all."""
+        # Adjacent words must be adjacent in the page too: the pair filters come first, as they
+        # cost one pass over a small array.
+        bits = needle_bits(needle)
+        bound = np.where(self.pair_signatures.matching(bits), np.inf, 0.0) if bits else None
+        if bound is not None and np.count_nonzero(bound) <= FEW_LITERAL_CANDIDATES:
+            return bound
+        # Identifiers are indexed whole too ("publish.yml"): a far tighter bound than their words,
+        # so they go first, and their own words add little. Any subset of the words gives a
+        # valid bound, so the search stops adding words once few pages are left.
         compounds = [c for c in COMPOUND_RE.findall(needle) if CONNECTOR_RE.search(c)]
-        for word in dict.fromkeys([*compounds, *WORD_RE.findall(needle)]):
+        words = [w for w in dict.fromkeys(WORD_RE.findall(needle)) if not any(w in c for c in compounds)]
+        for word in [*dict.fromkeys(compounds), *sorted(words, key=len, reverse=True)]:
             counts = self._word_counts(word, compound=word in compounds)
             if counts is None:
                 continue
             bound = counts if bound is None else np.minimum(bound, counts)
+            if np.count_nonzero(bound) <= FEW_LITERAL_CANDIDATES:
+                break
         return bound
 
     def literal_candidates(self, needle: str) -> set[str] | None:
@@ -375,6 +435,7 @@ class LexicalIndex:
         return {page.path for d in np.flatnonzero(bound).tolist() if (page := self.pages[d]) is not None}
 
     def _word_counts(self, word: str, compound: bool = False) -> np.ndarray | None:
+        raw = word  # paths are searched as written, not NFKC-normalised like indexed text
         if not word.isascii():
             word = unicodedata.normalize("NFKC", word)
         if word != word.lower() or len(word) < (3 if word.isascii() else 2):
@@ -397,10 +458,27 @@ class LexicalIndex:
             np.concatenate(docs), weights=np.concatenate(weights), minlength=len(self.pages))
         # A page's path is indexed as words without its suffix ("notes/a.md" -> "notes a"), so
         # occurrences inside the path are counted from the path itself.
-        for d, page in enumerate(self.pages):
-            if page is not None and word in (path := page.path.casefold()):
-                counts[d] += path.count(word)
+        for doc, times in self.doc_fields().paths.find(raw.encode("utf-8")).items():
+            counts[doc] += times
         return counts
+
+    def doc_fields(self) -> DocFields:
+        """Per-document fields for literal search, rebuilt lazily after documents were added."""
+        if self._fields.size != len(self.pages):
+            self._fields = DocFields(self.pages)
+        return self._fields
+
+    def literal_upper_scores(self, needle: str, bounds: np.ndarray) -> np.ndarray:
+        """Per document, the highest literal score it could have given its count bound: the
+        title and summary bonuses are known exactly (a C-speed search of the joined fields)."""
+        fields = self.doc_fields()
+        key = needle.encode("utf-8")
+        bonus = np.zeros(len(self.pages), dtype=np.float64)
+        for docs, weight in ((fields.titles.find(key), 1.5), (fields.summaries.find(key), 0.7)):
+            if docs:
+                bonus[np.fromiter(docs, dtype=np.int64, count=len(docs))] += weight
+        upper: np.ndarray = (1.0 + np.minimum(3.0, np.log1p(bounds)) + bonus) * fields.role_mult
+        return upper + 1e-9  # never below the exact score, whatever the float rounding
 
     def search(self, terms: Sequence[str], *, approved_only: bool, limit: int,
                excluded: Iterable[str] = (), min_score: float | None = None,

@@ -16,6 +16,7 @@ from serve.projection import Projection
 from serve.retrieval.analyzer import analyze
 from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import ROLE_MULTIPLIER, Hit, LexicalIndex
+from serve.retrieval.pairs import literal_haystack
 from serve.source.page import ROLE_RANK, Page, collapse
 
 RESULT_FIELDS = ("page_id", "title", "path", "score", "snippet", "role", "source_refs", "route")
@@ -119,15 +120,17 @@ def _literal_score(page: Page, needle: str, count: float) -> float:
 
 
 def _literal_hit(page: Page, needle: str, min_score: float | None) -> Hit | None:
-    haystack = " ".join((page.title, page.path, page.summary, page.text,
-                         " ".join(page.tags), " ".join(page.source_refs))).casefold()
-    count = haystack.count(needle)
+    count = literal_haystack(page).count(needle)
     if not count:
         return None
     score = _literal_score(page, needle, count)
     if min_score is not None and score < min_score:
         return None
     return Hit(page, score)
+
+
+def _literal_order(hit: Hit) -> tuple[float, int, str]:
+    return (-round(hit.score, 4), ROLE_RANK.get(hit.page.role, 3), hit.page.path)
 
 
 class Searcher:
@@ -207,52 +210,55 @@ class Searcher:
         return [{**item_of[p], "score": round(fused[p], 6)} for p in order[: req.limit]]
 
     def literal(self, req: SearchRequest) -> list[dict[str, Any]]:
-        """Case-folded substring matching (Korean and numeric phrases included)."""
+        """Case-folded substring matching (Korean and numeric phrases included).
+
+        The index bounds how often the needle can occur in each page, which bounds the score
+        a page can reach; page texts (each a decompression) are then checked best bound
+        first, stopping once no unchecked page can enter the top."""
         phrase = " ".join(req.query.split())
         if not phrase:
             return self.overview(req)
         needle = phrase.casefold()
         excluded = _excluded_paths(self.projection, req.exclude_page_ids)
-        with self.lock:
-            bounds = self.index.literal_bounds(needle)
-            if bounds is not None:
-                pages = self.index.pages  # may be a newer snapshot's than ours: fresher is fine
-                docs = np.flatnonzero(bounds)
-                candidates = [(page, count) for d, count in zip(docs.tolist(), bounds[docs].tolist(),
-                                                                 strict=True)
-                              if (page := pages[d]) is not None]
-        if bounds is None:  # no bound on counts, but title, summary and role still order pages
-            candidates = [(page, math.inf) for page in self.visible(req.include_drafts)]
-        hits = self._bounded_literal(req, needle, candidates, excluded)
-        return [result(h.page, round(h.score, 4), "literal",
-                       snippet(h.page, (), req.snippet_chars, literal=needle))
-                for h in hits]
-
-    def _bounded_literal(self, req: SearchRequest, needle: str, candidates: list[tuple[Page, float]],
-                         excluded: set[str]) -> list[Hit]:
-        """The best `limit` literal hits, checking page texts (each one a decompression) in
-        the order of their best possible score and stopping once no unchecked page can
-        reach the top: common words no longer mean reading every page."""
-        ranked: list[tuple[float, int, str, Page]] = []
-        for page, bound in candidates:
-            if page.path in excluded or not (req.include_drafts or page.approved):
+        index = self.index
+        with self.lock:  # the index may move on to a newer snapshot later: fresher is fine
+            bounds = index.literal_bounds(needle)
+            alive = np.frombuffer(index.alive, dtype=np.uint8).astype(bool)
+            if bounds is None:
+                bounds = np.where(alive, np.inf, 0.0)
+            usable = alive & (bounds > 0)
+            if not req.include_drafts:
+                usable &= np.frombuffer(index.approved, dtype=np.uint8).astype(bool)
+            for path in excluded:
+                if (doc := index.by_path.get(path)) is not None:
+                    usable[doc] = False
+            docs = np.flatnonzero(usable)
+            upper = index.literal_upper_scores(needle, bounds)[docs]
+            if req.min_score is not None:
+                keep = upper >= req.min_score
+                docs, upper = docs[keep], upper[keep]
+            order = np.argsort(-upper, kind="stable")
+            pages = index.pages
+        hits: list[Hit] = []
+        floor = -math.inf  # the weakest score in a full top, rounded as results are
+        for position in order.tolist():
+            if len(hits) >= req.limit and upper[position] < floor - 1e-4:
+                break  # every page left scores below the top's weakest: none can enter
+            page = pages[int(docs[position])]
+            if page is None:
                 continue
-            best = _literal_score(page, needle, bound)
-            if req.min_score is not None and best < req.min_score:
-                continue
-            ranked.append((-round(best, 4), ROLE_RANK.get(page.role, 3), page.path, page))
-        ranked.sort(key=lambda r: r[:3])
-        top: list[tuple[tuple[float, int, str], Hit]] = []
-        for neg_best, rank, path, page in ranked:
-            if len(top) >= req.limit and (neg_best, rank, path) > top[-1][0]:
-                break  # every page left scores at most this: none can enter the top
             hit = _literal_hit(page, needle, req.min_score)
             if hit is None:
                 continue
-            top.append(((-round(hit.score, 4), rank, path), hit))
-            top.sort(key=lambda t: t[0])
-            del top[req.limit:]
-        return [hit for _, hit in top]
+            hits.append(hit)
+            if len(hits) >= req.limit:
+                hits.sort(key=_literal_order)
+                del hits[req.limit:]
+                floor = round(hits[-1].score, 4)
+        hits.sort(key=_literal_order)
+        return [result(h.page, round(h.score, 4), "literal",
+                       snippet(h.page, (), req.snippet_chars, literal=needle))
+                for h in hits[: req.limit]]
 
     def orientation(self, req: SearchRequest) -> list[dict[str, Any]]:
         """Entry pages (hot, index, overview, quickstart) for navigation: at most three,
