@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Mapping
@@ -57,7 +58,7 @@ from bridge.sources.a2a_source import (
     card_capabilities,
     forwarded_retrieval,
 )
-from bridge.sources.client import client_for
+from bridge.sources.client import SourceClient, client_for
 from bridge.sources.http_source import BundleRead
 from bridge.sources.mcp_source import BUNDLE_TOOL
 from bridge.sources.transport import SourceCallError, SourceTransport
@@ -466,49 +467,33 @@ class BridgeService:
         bundle_diagnostic: Diagnostic | None = None
         client = client_for(transport, source)
         over_mcp = " MCP" if source.protocol == "mcp" else ""
+        read = pre_bundle
+        bundle_task: asyncio.Task[BundleRead] | None = None
+        if isinstance(client, A2aSourceClient):  # no bundle step; a card from discovery is reused
+            client.card = read.raw if read is not None else None
+            read = None
+        elif read is None and _reads_bundle(source):
+            # The query does not need the bundle: both go out at once.
+            bundle_task = asyncio.create_task(client.bundle())
+        failure: SourceCallError | None = None
+        payload: dict[str, Any] = {}
         try:
-            read = pre_bundle
-            if isinstance(client, A2aSourceClient):  # no bundle step; a card from discovery is reused
-                client.card = read.raw if read is not None else None
-                read = None
-            elif read is None and _reads_bundle(source):
-                read = await client.bundle()
-            if read is not None and read.attempted:
-                manifest_step = step(f"source-manifest-{sid}", f"Read {label} source bundle", "done",
-                                     parent_id=tool.id, connection_id=source.id)
-                if read.raw is not None:
-                    outcome.bundle = artifact.source_bundle(read.raw, source)
-                    manifest_step.detail = ("Read safe manifest metadata." if read.endpoint == "manifest"
-                                            else f"Read safe{over_mcp} source bundle metadata.")
-                else:
-                    bundle_diagnostic = artifact.source_diagnostic(
-                        source, read.error or SourceCallError("Source bundle unavailable."),
-                        "source-bundle", source_policy=self.settings.source_policy,
-                        timeout_ms=self.settings.request_timeout_ms)
-                    manifest_step.status = "error"
-                    manifest_step.error = "Source bundle unavailable."
-                    manifest_step.detail = (f"{label}{over_mcp} source bundle metadata could not be read; "
-                                            "continuing without it.")
-                    manifest_step.diagnostic = bundle_diagnostic
-                    outcome.diagnostics.append(bundle_diagnostic)
-                outcome.steps.append(manifest_step)
-            extra = plan.fields if plan is not None else {}
-            body: dict[str, Any] = {"query": query}
-            if isinstance(client, A2aSourceClient):  # A2A forwards the camelCase intent itself
-                retrieval = forwarded_retrieval(extra, plan.fallback) if plan is not None else None
-                if retrieval is not None:
-                    body["retrieval"] = retrieval
-            else:
-                body.update({"limit": http_source.DEFAULT_QUERY_LIMIT, **extra})
-            payload = await client.context(body)
-            if source.protocol == "llmwiki-http":  # only HTTP sources get search augmentation
-                searches = [query] if "query_variants" in extra else http_source.augmentation_queries(query)
-                await http_source.augment(transport, source.url, label, payload, searches, extra)
+            payload = await self._context(transport, client, source, query, plan, label)
         except SourceCallError as exc:
-            log.warning("source_failed", source=sid, error=exc.message)
+            failure = exc
+        except BaseException:  # cancelled (or a bug): the bundle read goes too
+            if bundle_task is not None:
+                bundle_task.cancel()
+            raise
+        if bundle_task is not None:
+            read = await bundle_task  # bounded by the timeout; never raises for a source
+        if read is not None and read.attempted:
+            bundle_diagnostic = self._bundle_step(outcome, read, source, tool, label, over_mcp)
+        if failure is not None:
+            log.warning("source_failed", source=sid, error=failure.message)
             if bundle_diagnostic is not None:
                 outcome.diagnostics.remove(bundle_diagnostic)
-            diagnostic = artifact.source_diagnostic(source, exc, "query",
+            diagnostic = artifact.source_diagnostic(source, failure, "query",
                                                     source_policy=self.settings.source_policy,
                                                     timeout_ms=self.settings.request_timeout_ms)
             outcome.diagnostics.append(diagnostic)
@@ -536,6 +521,53 @@ class BridgeService:
         tool.diagnostic = plan.diagnostic if plan is not None else None
         tool.latency_ms = round((time.perf_counter() - started) * 1000)
         return outcome
+
+    async def _context(self, transport: SourceTransport, client: SourceClient, source: SourceDescriptor,
+                       query: str, plan: SourceRetrievalPlan | None, label: str) -> dict[str, Any]:
+        """The source's context for the question; for HTTP sources the augmentation searches go
+        out with the query and their new results are merged after it, in search order."""
+        extra = plan.fields if plan is not None else {}
+        body: dict[str, Any] = {"query": query}
+        if isinstance(client, A2aSourceClient):  # A2A forwards the camelCase intent itself
+            retrieval = forwarded_retrieval(extra, plan.fallback) if plan is not None else None
+            if retrieval is not None:
+                body["retrieval"] = retrieval
+            return await client.context(body)
+        body.update({"limit": http_source.DEFAULT_QUERY_LIMIT, **extra})
+        if source.protocol != "llmwiki-http":  # only HTTP sources get search augmentation
+            return await client.context(body)
+        searches = [query] if "query_variants" in extra else http_source.augmentation_queries(query)
+        found = asyncio.create_task(http_source.search_results(transport, source.url, label, searches, extra))
+        try:
+            payload = await client.context(body)
+        except BaseException:
+            found.cancel()
+            raise
+        http_source.merge_search_results(payload, await found)
+        return payload
+
+    def _bundle_step(self, outcome: SourceOutcome, read: BundleRead, source: SourceDescriptor,
+                     tool: TraceStep, label: str, over_mcp: str) -> Diagnostic | None:
+        """The `source-manifest-*` step for a bundle read; its diagnostic when the read failed."""
+        sid = safe_id(source.id)
+        manifest_step = step(f"source-manifest-{sid}", f"Read {label} source bundle", "done",
+                             parent_id=tool.id, connection_id=source.id)
+        outcome.steps.append(manifest_step)
+        if read.raw is not None:
+            outcome.bundle = artifact.source_bundle(read.raw, source)
+            manifest_step.detail = ("Read safe manifest metadata." if read.endpoint == "manifest"
+                                    else f"Read safe{over_mcp} source bundle metadata.")
+            return None
+        diagnostic = artifact.source_diagnostic(
+            source, read.error or SourceCallError("Source bundle unavailable."), "source-bundle",
+            source_policy=self.settings.source_policy, timeout_ms=self.settings.request_timeout_ms)
+        manifest_step.status = "error"
+        manifest_step.error = "Source bundle unavailable."
+        manifest_step.detail = (f"{label}{over_mcp} source bundle metadata could not be read; "
+                                "continuing without it.")
+        manifest_step.diagnostic = diagnostic
+        outcome.diagnostics.append(diagnostic)
+        return diagnostic
 
     async def _result(self, outcomes: list[SourceOutcome], request: RunRequest, steps: list[TraceStep],
                       request_id: str, trace_id: str, transport: SourceTransport) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -116,10 +117,27 @@ def _evidence_keys(item: dict[str, Any]) -> set[str]:
             if isinstance(item.get(k), (str, int)) and str(item[k]).strip()}
 
 
-async def augment(transport: SourceTransport, base_url: str, label: str, payload: dict[str, Any],
-                  searches: list[str], extra: dict[str, Any]) -> None:
-    """Run each augmentation search in turn and add results the payload does not have yet.
-    A failed search only loses its extra evidence."""
+async def search_results(transport: SourceTransport, base_url: str, label: str, searches: list[str],
+                         extra: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The augmentation searches, sent together (none depends on another), answers kept in
+    search order. A failed search only loses its extra evidence: it never raises."""
+
+    async def one(text: str) -> list[dict[str, Any]]:
+        body = {"query": text, "limit": AUGMENT_LIMIT, **extra}
+        try:
+            result = await call_json(transport, "POST", endpoint_url(base_url, "/search"),
+                                     f"{label} search", body)
+        except SourceCallError as exc:
+            log.warning("search_augmentation_failed", error=exc.message)
+            return []
+        results = result.get("results") if isinstance(result, dict) else None
+        return [item for item in (results if isinstance(results, list) else []) if isinstance(item, dict)]
+
+    return list(await asyncio.gather(*(one(text) for text in searches)))
+
+
+def merge_search_results(payload: dict[str, Any], found: list[list[dict[str, Any]]]) -> None:
+    """Add search results the payload does not have yet, in search order (contract 3.8 step 4)."""
     seen: set[str] = set()
     for key in ("evidence", "citations"):
         items = payload.get(key)
@@ -129,18 +147,8 @@ async def augment(transport: SourceTransport, base_url: str, label: str, payload
     target = "evidence" if isinstance(payload.get("evidence"), list) or not isinstance(
         payload.get("citations"), list) else "citations"
     additions: list[dict[str, Any]] = []
-    for text in searches:
-        body = {"query": text, "limit": AUGMENT_LIMIT, **extra}
-        try:
-            result = await call_json(transport, "POST", endpoint_url(base_url, "/search"),
-                                     f"{label} search", body)
-        except SourceCallError as exc:
-            log.warning("search_augmentation_failed", error=exc.message)
-            continue
-        results = result.get("results") if isinstance(result, dict) else None
-        for item in results if isinstance(results, list) else []:
-            if not isinstance(item, dict):
-                continue
+    for results in found:
+        for item in results:
             keys = _evidence_keys(item)
             if keys and not keys & seen:
                 seen |= keys
