@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import hashlib
 import marshal
 import multiprocessing
@@ -11,7 +12,7 @@ import signal
 import stat as stat_mod
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -22,7 +23,7 @@ from serve.errors import root_missing, root_unsupported
 from serve.graph import Fragment, SidecarFile, page_fragment
 from serve.projection import Diagnostic, Projection, signature_of
 from serve.source.layout import FolderView, Layout, detect_layout
-from serve.source.page import Page, ParseOptions, Section, parse_page
+from serve.source.page import Page, ParseOptions, parse_page
 from serve.source.sidecar import SidecarEdge, parse_sidecar
 from serve.source.tree import FileStat, Walk, is_tracked_file, walk_dir, walk_order_key, walk_root
 
@@ -30,7 +31,7 @@ log = structlog.get_logger("llmwiki.serve.folder")
 
 # Parsing is CPU-bound pure Python: a large first load is spread over worker processes.
 PARALLEL_PARSE_MIN = 1500
-PARSE_CHUNK = 400
+PARSE_CHUNK = 250  # the workers finish up to a chunk apart: small chunks keep that tail short
 # rel, path, page path, options, size limit, digest already known (skip parsing if equal)
 # ... and the page's role, so hub pages keep one Page object across snapshots.
 ReadJob = tuple[str, str, str | None, ParseOptions, int, str, str]
@@ -40,8 +41,8 @@ CONFIG_TEXT_FILES = frozenset({"dendron.yml", ".vscode/extensions.json"})
 # visible stat difference (coarse timestamps); such records are re-read, never trusted.
 RACY_WINDOW_NS = 2_000_000_000
 READ_CHUNK = 1 << 20
+READ_TAIL = 1 << 16  # small: each os.read allocates its whole size first
 _new = tuple.__new__
-_SECTIONS = Page._fields.index("sections")
 
 
 class FileRecord(NamedTuple):
@@ -65,17 +66,28 @@ class FileRecord(NamedTuple):
 
 def _digest_file(path: str, limit: int) -> tuple[str, bytes | None]:
     """BLAKE2b-16 of the whole file; the bytes too when the file is at most `limit`."""
-    h = hashlib.blake2b(digest_size=16)
     # O_NOFOLLOW: a file swapped for a symlink after it was listed is refused, not followed.
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(limit + 1)
-        h.update(data)
-        if len(data) <= limit:
-            return h.hexdigest(), data
-        while chunk := handle.read(READ_CHUNK):
+    try:
+        # Plain os.read calls, less than half the cost of a buffered file object: one read of
+        # the size fstat reports (plus a byte, to see the end) is nearly always the whole
+        # file; the loop covers a file that grew meanwhile.
+        data = os.read(fd, min(os.fstat(fd).st_size, limit) + 1)
+        parts = [data]
+        total = len(data)
+        while total <= limit and (more := os.read(fd, min(READ_TAIL, limit + 1 - total))):
+            parts.append(more)
+            total += len(more)
+        if len(parts) > 1:
+            data = b"".join(parts)
+        if total <= limit:
+            return hashlib.blake2b(data, digest_size=16).hexdigest(), data
+        h = hashlib.blake2b(data, digest_size=16)
+        while chunk := os.read(fd, READ_CHUNK):
             h.update(chunk)
-    return h.hexdigest(), None
+        return h.hexdigest(), None
+    finally:
+        os.close(fd)
 
 
 def decode_text(data: bytes) -> tuple[str, str]:
@@ -126,16 +138,21 @@ def read_file(job: ReadJob) -> ReadResult:
     if page_path is None or digest == known_digest:
         return ReadResult(rel, digest, now)
     text, problem = decode_text(data)
-    page = parse_page(text, page_path, options, degraded=problem)
-    if role != page.role:
-        page = page._replace(role=role)
+    page = parse_page(text, page_path, options, degraded=problem, role=role)
     return ReadResult(rel, digest, now, problem=page.degraded, page=page,
                       fragment=page_fragment(page), options=options)
 
 
+def start_worker(parent: int) -> None:
+    """Worker start-up. The worker's pages are acyclic tuples it sends away, so the cyclic
+    collector would only re-traverse them (and the parent's heap, forked with it)."""
+    gc.disable()
+    die_with_parent(parent)
+
+
 def die_with_parent(parent: int) -> None:
-    """Worker start-up: a forked worker holds the parent's pipe ends, so it would wait
-    forever if the parent were killed; ask the kernel to end it with the parent."""
+    """A forked worker holds the parent's pipe ends, so it would wait forever if the
+    parent were killed; ask the kernel to end it with the parent."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -152,69 +169,59 @@ def read_files(jobs: list[tuple[ReadJob, FileStat]]) -> bytes:
 
 def encode_record(record: FileRecord) -> tuple[Any, ...]:
     """A record as builtin values only (marshal-able; nothing can run when it is loaded)."""
-    page = record.page
-    flat_page = None
-    if page is not None:
-        flat_page = (*page[:_SECTIONS], tuple(tuple(s) for s in page.sections),
-                     *page[_SECTIONS + 1 :])
     parse_key = None
     if record.parse_key is not None:
         parse_key = (record.parse_key[0], tuple(record.parse_key[1]))
     # Field order is FileRecord's; decode_record rebuilds it positionally.
     return (
-        tuple(record.stat), record.digest, record.verified_ns, flat_page,
+        tuple(record.stat), record.digest, record.verified_ns,
+        tuple(record.page) if record.page is not None else None,
         tuple(record.fragment) if record.fragment is not None else None, parse_key,
         record.text, tuple(tuple(e) for e in record.sidecar), record.problem, record.skipped,
     )
 
 
 _intern = sys.intern
-
-
-def _interned(values: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(map(_intern, values))
-
-
-def share_strings(page: Page, fragment: Fragment | None) -> tuple[Page, Fragment | None]:
-    """Intern the strings pages repeat (tags, refs, link targets, states, member ids):
-    tens of thousands of pages otherwise hold separate copies of the same few words."""
-    page = page._replace(
-        role=_intern(page.role), review_state=_intern(page.review_state),
-        status=_intern(page.status), source_refs=_interned(page.source_refs),
-        tags=_interned(page.tags), links=_interned(page.links))
-    if fragment is not None:
-        fragment = Fragment(_interned(fragment.member_ids), _interned(fragment.link_keys),
-                            fragment.page_keys)
-    return page, fragment
+# One ParseOptions per distinct value: every record parsed for a layout shares it.
+_options: dict[tuple[bool, ...], ParseOptions] = {}
 
 
 def decode_record(raw: tuple[Any, ...]) -> FileRecord:
     stat, digest, verified_ns, flat_page, fragment, parse_key, text, sidecar, problem, skipped = raw
-    page = None
-    if flat_page is not None:
-        sections = tuple(_new(Section, s) for s in flat_page[_SECTIONS])
-        page = _new(Page, (*flat_page[:_SECTIONS], sections, *flat_page[_SECTIONS + 1 :]))
-    # No share_strings here: the strings were interned when the record was first built,
-    # and marshal keeps that, so loading shares them again at C speed.
-    if fragment is not None:
-        fragment = _new(Fragment, fragment)
+    # No interning here: parse_page and record_from interned the strings pages repeat, and
+    # marshal keeps that, so loading shares them again at C speed.
+    if parse_key is not None:
+        options = _options.get(parse_key[1])
+        if options is None:
+            options = _options[parse_key[1]] = _new(ParseOptions, parse_key[1])
+        parse_key = (parse_key[0], options)
     return _new(FileRecord, (
-        _new(FileStat, stat), digest, verified_ns, page, fragment,
-        (parse_key[0], _new(ParseOptions, parse_key[1])) if parse_key else None,
-        text, tuple(_new(SidecarEdge, e) for e in sidecar), problem, skipped,
+        _new(FileStat, stat), digest, verified_ns,
+        _new(Page, flat_page) if flat_page is not None else None,
+        _new(Fragment, fragment) if fragment is not None else None,
+        parse_key, text, tuple(_new(SidecarEdge, e) for e in sidecar) if sidecar else (),
+        problem, skipped,
     ))
 
 
 def record_from(result: ReadResult, st: FileStat) -> FileRecord:
     parse_key = None
     page, fragment = result.page, result.fragment
-    if page is not None:
-        page, fragment = share_strings(page, fragment)
-        if result.options is not None:
-            parse_key = (page.path, result.options)
-    return FileRecord(st, result.digest, result.verified_ns, page=page,
-                      fragment=fragment, parse_key=parse_key, text=result.text,
-                      sidecar=result.sidecar, problem=result.problem, skipped=result.skipped)
+    if page is not None and result.options is not None:
+        parse_key = (page.path, result.options)
+    if page is not None and fragment is not None:
+        # Tag and source ids and link keys repeat across pages, so they are interned; the
+        # heading ids (listed first) are the page's own, and interning them would only cost.
+        ids = fragment.member_ids
+        own = len(page.headings)
+        # A page's own keys often coincide (its id's and path's, its title's and file
+        # name's): keep one string for each.
+        first: dict[str, str] = {}
+        fragment = _new(Fragment, ((*ids[:own], *map(_intern, ids[own:])),
+                                   tuple(map(_intern, fragment.link_keys)),
+                                   tuple(first.setdefault(key, key) for key in fragment.page_keys)))
+    return _new(FileRecord, (st, result.digest, result.verified_ns, page, fragment, parse_key,
+                             result.text, result.sidecar, result.problem, result.skipped))
 
 
 def page_sort_key(layout: Layout, path: str) -> tuple[object, ...]:
@@ -222,6 +229,96 @@ def page_sort_key(layout: Layout, path: str) -> tuple[object, ...]:
     if layout.adapter == "logseq":
         return (0 if parts[0] == "pages" else 1, parts)
     return (0, parts)
+
+
+def parse_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+
+
+def _chunks(jobs: Iterable[tuple[ReadJob, FileStat]]) -> Iterator[list[tuple[ReadJob, FileStat]]]:
+    chunk = []
+    for job in jobs:
+        chunk.append(job)
+        if len(chunk) == PARSE_CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class ParseInWorkers:
+    """Jobs read and parsed by forked worker processes, one per CPU, in chunks."""
+
+    def __init__(self, jobs: Iterable[tuple[ReadJob, FileStat]]) -> None:
+        from concurrent.futures import ProcessPoolExecutor
+
+        self._pool = ProcessPoolExecutor(max_workers=parse_workers(),
+                                         mp_context=multiprocessing.get_context("fork"),
+                                         initializer=start_worker, initargs=(os.getpid(),))
+        # map() submits each chunk as it is made: the workers start on the first while the
+        # parent still makes the rest.
+        self._payloads = self._pool.map(read_files, _chunks(jobs))
+
+    def records(self) -> Iterator[tuple[str, FileRecord]]:
+        """Each file's record, in job order, as the workers finish their chunks."""
+        for payload in self._payloads:
+            for rel, raw in marshal.loads(payload):
+                yield rel, decode_record(raw)
+
+    def __enter__(self) -> ParseInWorkers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(cancel_futures=True)
+
+    def cancel(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class EarlyRead:
+    """The first read of a large folder, started before the rest of the service is even
+    imported: the workers parse while the parent imports (half a second in which a second
+    core would otherwise idle). Its records are offered to the mirror as the restart
+    cache's are: each is used only if the file's stat at the mirror's own walk proves it
+    unchanged since it was read, so a file edited meanwhile is simply read again."""
+
+    def __init__(self, root: Path, *, max_page_bytes: int) -> None:
+        self._parsing: ParseInWorkers | None = None
+        self._failure = ""  # logged by records(): this runs before logging is configured
+        try:
+            walk = walk_root(str(root))
+            if len(walk.files) < PARALLEL_PARSE_MIN or parse_workers() < 2:
+                return  # small enough to read quickly the ordinary way
+            mirror = FolderMirror(root, source_id=None, max_page_bytes=max_page_bytes)
+            mirror.layout = detect_layout(FolderView(walk.files.keys(), walk.dirs,
+                                                     walk.marker_dirs.keys(), mirror._config_text),
+                                          root.name)
+            if mirror.layout is None:
+                return
+            self._parsing = ParseInWorkers((mirror._job(rel, {}), st)
+                                           for rel, st in walk.files.items())
+        except Exception as exc:  # only a head start: the mirror reads what is missing
+            self._failure = type(exc).__name__
+
+    def records(self) -> dict[str, FileRecord]:
+        """Wait for the workers; {} when nothing was started or anything failed."""
+        parsing, self._parsing = self._parsing, None
+        if self._failure:
+            log.warning("early_read_failed", error=self._failure)
+        if parsing is None:
+            return {}
+        try:
+            with parsing:
+                return dict(parsing.records())
+        except Exception as exc:
+            log.warning("early_read_failed", error=type(exc).__name__)
+            return {}
+
+    def close(self) -> None:
+        """Stop the workers without waiting for their results (if not taken already)."""
+        parsing, self._parsing = self._parsing, None
+        if parsing is not None:
+            parsing.cancel()
 
 
 class FolderMirror:
@@ -250,6 +347,9 @@ class FolderMirror:
         # else changed (files added or removed, config, sidecars): then build anew.
         self.dirty: set[str] | None = None
         self._lines: dict[str, str] | None = None  # signature lines by file, walk order
+        # Records still being read (an EarlyRead), taken by the first full scan after its walk,
+        # so that walk overlaps the reading; they override `records` like fresher news.
+        self.pending: Callable[[], dict[str, FileRecord]] | None = None
 
     def _structural_change(self) -> None:
         self.dirty = None
@@ -262,16 +362,26 @@ class FolderMirror:
         if not self.root.is_dir():
             raise root_missing(self.root_str)
         walk = walk_root(self.root_str)
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            self.records = {**self.records, **pending()}
         # Knowing the layout before reading lets each page be parsed as it is read, so a
         # large folder's bytes are never all in memory at once.
+        consulted: dict[str, str | None] = {}
+
+        def config_text(rel: str) -> str | None:
+            consulted[rel] = text = self._config_text(rel)
+            return text
+
         self.layout = detect_layout(
-            FolderView(walk.files.keys(), walk.dirs, walk.marker_dirs.keys(), self._config_text),
+            FolderView(walk.files.keys(), walk.dirs, walk.marker_dirs.keys(), config_text),
             self.root.name)
-        # If adopting the walk changes nothing (e.g. a restart from a valid cache), the
-        # layout just detected still holds and _build need not detect it again; a change
-        # (a config file's new content included) bumps the generation and forces it.
-        self._layout_generation = self.generation
         self._adopt_walk(walk, replace_all=True)
+        # The records now hold exactly this walk's files, dirs and markers, so the layout
+        # just detected is the one _build would detect from view(), unless a config file
+        # detection read now reads differently there (e.g. it changed since its record).
+        if all(self._record_text(rel) == text for rel, text in consulted.items()):
+            self._layout_generation = self.generation
 
     def rescan_dirs(self, rel_dirs: Iterable[str]) -> None:
         """Re-walk the given sub-trees (created, moved or overflowed directories)."""
@@ -379,6 +489,11 @@ class FolderMirror:
             self.generation += 1
             self._structural_change()
 
+    def _record_text(self, rel: str) -> str | None:
+        """What view() reads for `rel`."""
+        record = self.records.get(rel)
+        return record.text if record is not None else None
+
     def _config_text(self, rel: str) -> str | None:
         record = self.records.get(rel)
         if record is not None and record.text is not None:
@@ -407,20 +522,12 @@ class FolderMirror:
     def _read_many(self, items: list[tuple[str, FileStat]],
                    previous: dict[str, FileRecord]) -> dict[str, FileRecord]:
         """Read (and parse) many files; spread over worker processes when there are many."""
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
         jobs = [(self._job(rel, previous), st) for rel, st in items]
-        if len(jobs) < PARALLEL_PARSE_MIN or workers < 2:
+        if len(jobs) < PARALLEL_PARSE_MIN or parse_workers() < 2:
             fresh = [(job[0], record_from(read_file(job), st)) for job, st in jobs]
         else:
-            from concurrent.futures import ProcessPoolExecutor
-
-            chunks = [jobs[i : i + PARSE_CHUNK] for i in range(0, len(jobs), PARSE_CHUNK)]
-            context = multiprocessing.get_context("fork")
-            fresh = []
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                                     initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
-                for payload in pool.map(read_files, chunks):
-                    fresh.extend((rel, decode_record(raw)) for rel, raw in marshal.loads(payload))
+            with ParseInWorkers(jobs) as parsing:
+                fresh = list(parsing.records())
         out = {}
         for rel, record in fresh:
             if record.page is not None:
@@ -435,8 +542,7 @@ class FolderMirror:
     # -- projection -----------------------------------------------------------------
 
     def view(self) -> FolderView:
-        return FolderView(self.records.keys(), self.dirs, self.markers.keys(),
-                          lambda rel: self.records[rel].text if rel in self.records else None)
+        return FolderView(self.records.keys(), self.dirs, self.markers.keys(), self._record_text)
 
     def project(self, previous: Projection | None = None) -> Projection:
         """The next immutable projection: derived from `previous` when only the content of

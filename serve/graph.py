@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import Any, NamedTuple
 
 from serve.source.page import Page
@@ -113,6 +115,13 @@ class SidecarFile:
 
 
 UNRESOLVED_LINK = {"unresolved": True}
+PAGE_META_KEYS = frozenset({"source_refs", "review_state", "okf"})
+PAGE_JSON_ENTRIES = 50_000  # page nodes' JSON kept per snapshot (~300 bytes each)
+
+
+def compact_json(value: Any) -> str:
+    """JSON as the services answer it: compact, non-ASCII kept."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 class GraphBuilder:
@@ -286,10 +295,12 @@ def _contains_text(value: Any, needles: Sequence[str]) -> bool:
 class GraphView:
     """A visibility-filtered graph in graph order, with adjacency, rendered on demand."""
 
-    def __init__(self, nodes: list[Node], edges: list[Edge], base_meta: dict[str, Any]) -> None:
+    def __init__(self, nodes: list[Node], edges: list[Edge], base_meta: dict[str, Any],
+                 page_json: dict[str, str] | None = None) -> None:
         self.nodes = nodes
         self.edges = edges
         self.base_meta = base_meta
+        self.page_json = page_json
         self._by_id: dict[str, Node] | None = None
         self._outgoing: dict[str, list[Edge]] | None = None
         self._incoming: dict[str, list[Edge]] | None = None
@@ -337,6 +348,44 @@ class GraphView:
 
     def payload(self, nodes: Iterable[Node], edges: Iterable[Edge]) -> dict[str, list[dict[str, Any]]]:
         return {"nodes": [self.node_dict(n) for n in nodes], "edges": [self.edge_dict(e) for e in edges]}
+
+    def payload_json(self, nodes: Sequence[Node], edges: Sequence[Edge]) -> str:
+        """compact_json(self.payload(nodes, edges)), written straight from the tuples: a
+        context pack's graph is most of its JSON, and building its dicts only to encode
+        them costs more than the rest of the pack. Page nodes' JSON depends on the page
+        alone and is kept in `page_json` (by path) when the view has one."""
+        if not PAGE_META_KEYS.isdisjoint(self.base_meta):
+            return compact_json(self.payload(nodes, edges))  # page metadata overrides a key
+        enc = encode_basestring  # the encoder json.dumps itself uses for strings
+        cache = self.page_json if self.page_json is not None else {}
+        base = compact_json(self.base_meta)[:-1] + ("," if self.base_meta else "")
+        ids: dict[str, str] = {}  # node id -> its JSON string, reused by the edges
+        try:
+            node_parts = []
+            for node in nodes:
+                meta = node.meta
+                ids[node.id] = node_id = enc(node.id)
+                if isinstance(meta, Page):
+                    text = cache.get(meta.path)
+                    if text is None:
+                        refs = ",".join([enc(ref) for ref in meta.source_refs])
+                        text = (f'{{"id":{node_id},"label":{enc(node.label)},"kind":{enc(node.kind)},'
+                                f'"path":{enc(node.path)},"metadata":{base}"source_refs":[{refs}],'
+                                f'"review_state":{enc(meta.review_state)},"okf":{{}}}}}}')
+                        if len(cache) < PAGE_JSON_ENTRIES:
+                            cache[meta.path] = text
+                    node_parts.append(text)
+                    continue
+                metadata = compact_json(meta) if meta else "{}"
+                node_parts.append(f'{{"id":{node_id},"label":{enc(node.label)},"kind":{enc(node.kind)},'
+                                  f'"path":{enc(node.path)},"metadata":{metadata}}}')
+            edge_parts = [f'{{"source":{ids.get(edge.source) or enc(edge.source)},'
+                          f'"target":{ids.get(edge.target) or enc(edge.target)},'
+                          f'"relation":{enc(edge.relation)},"metadata":'
+                          f'{compact_json(edge.meta) if edge.meta else "{}"}}}' for edge in edges]
+        except TypeError:  # a field that is not a string: let json.dumps decide
+            return compact_json(self.payload(nodes, edges))
+        return f'{{"nodes":[{",".join(node_parts)}],"edges":[{",".join(edge_parts)}]}}'
 
     def truncated(self, limit: int) -> dict[str, list[dict[str, Any]]]:
         """First `limit` nodes and the edges closed over them, at most `limit` edges."""
@@ -396,77 +445,109 @@ def approved_view(nodes: list[Node], edges: list[Edge], pages: Sequence[Page],
 def evidence_graph(pages: Sequence[Page], fragments: Sequence[Fragment], lookup: dict[str, Page],
                    position_of: dict[str, int], incoming: dict[str, list[int]],
                    facts: dict[str, list[SidecarFact]],
-                   seeds: Sequence[Page], *, visible: Callable[[Page], bool], limit: int,
-                   base_meta: dict[str, Any],
-                   owner: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+                   seeds: Sequence[Page], *, approved_only: bool, limit: int,
+                   owner: dict[str, str]) -> tuple[list[Node], list[Edge]]:
     """The depth-1 neighbourhood of evidence pages, built from the pages themselves rather
     than the whole graph (which a large folder takes seconds and tens of MB to build):
     each page's headings, source refs, tags and links, the visible pages linking to it and
     the sidecar facts that touch it. Nodes equal those of the filtered whole graph: a
-    shared node carries the path of the first visible page that has it (`owner`)."""
+    shared node carries the path of the first visible page that has it (`owner`).
+
+    At most `limit` nodes (first come, first kept) and `limit` edges, each edge between
+    two kept nodes. This runs on every context pack, so it is one flat loop: a node is
+    built only when it is kept, and the walk stops once both bounds are reached."""
+    new = tuple.__new__  # Node(...) and Edge(...) without the Python-level constructor
     nodes: dict[str, Node] = {}
     edges: dict[tuple[str, str, str], Edge] = {}
-
-    def add_node(node: Node) -> bool:
-        if node.id in nodes:
-            return True
-        if len(nodes) >= limit:
-            return False
-        nodes[node.id] = node
-        return True
-
-    def add_edge(source: str, target: str, relation: str, meta: dict[str, Any] | None) -> None:
-        if source in nodes and target in nodes and len(edges) < limit:
-            edges.setdefault((source, target, relation), _edge(source, target, relation, meta))
-
-    def page_node(page: Page) -> Node:
-        return _node(f"page:{page.id}", page.title, page.role, page.path, page)
-
-    for page in seeds:
-        add_node(page_node(page))
     for page in seeds:
         pid = f"page:{page.id}"
+        if pid not in nodes and len(nodes) < limit:
+            nodes[pid] = new(Node, (pid, page.title, page.role, page.path, page))
+    for page in seeds:
+        if len(nodes) >= limit and len(edges) >= limit:
+            break  # nothing more can be added
+        pid = f"page:{page.id}"
         position = position_of.get(page.path)
-        if position is None:
-            continue
+        if position is None or pid not in nodes:
+            continue  # a seed cut by the bound: the bound is reached, so it adds nothing
+        path = page.path
         fragment = fragments[position]
-        for nid, label, kind, relation in _members(page, fragment):
-            if add_node(_node(nid, label, kind, owner.get(nid, page.path), None)):
-                add_edge(pid, nid, relation, None)
-        for key, raw in zip(fragment.link_keys, page.links, strict=True):
-            target = lookup.get(key) if key else None
+        n_headings = len(page.headings)
+        n_refs = n_headings + len(page.source_refs)
+        for i, nid in enumerate(fragment.member_ids):  # headings, then source refs, then tags
+            if nid not in nodes:
+                if len(nodes) >= limit:
+                    continue
+                if i < n_headings:
+                    label, kind = page.headings[i], "heading"
+                elif i < n_refs:
+                    label, kind = page.source_refs[i - n_headings], "source_ref"
+                else:
+                    label, kind = page.tags[i - n_refs].lstrip("#"), "tag"
+                nodes[nid] = new(Node, (nid, label, kind, owner.get(nid, path), None))
+            if len(edges) < limit:
+                relation = "contains" if i < n_headings else "cites" if i < n_refs else "tagged"
+                key = (pid, nid, relation)
+                if key not in edges:
+                    edges[key] = new(Edge, (pid, nid, relation, None))
+        for link_key, raw in zip(fragment.link_keys, page.links, strict=True):
+            target = lookup.get(link_key) if link_key else None
             if target is not None:
-                if visible(target) and add_node(page_node(target)):
-                    add_edge(pid, f"page:{target.id}", "links_to", None)
+                if approved_only and not target.approved:
+                    continue
+                nid = f"page:{target.id}"
+                if nid not in nodes:
+                    if len(nodes) >= limit:
+                        continue
+                    nodes[nid] = new(Node, (nid, target.title, target.role, target.path, target))
+                meta: dict[str, Any] | None = None
             else:
-                node = unresolved_node(raw, page.path, "wikilink")
-                node = node._replace(path=owner.get(node.id, page.path))
-                if add_node(node):
-                    add_edge(pid, node.id, "links_to", UNRESOLVED_LINK)
-        for source_index in incoming.get(page.path, ()):
+                node = unresolved_node(raw, path, "wikilink")
+                nid = node.id
+                if nid not in nodes:
+                    if len(nodes) >= limit:
+                        continue
+                    nodes[nid] = node._replace(path=owner.get(nid, path))
+                meta = UNRESOLVED_LINK
+            if len(edges) < limit:
+                key = (pid, nid, "links_to")
+                if key not in edges:
+                    edges[key] = new(Edge, (pid, nid, "links_to", meta))
+        for source_index in incoming.get(path, ()):
             source = pages[source_index]
-            if visible(source) and add_node(page_node(source)):
-                add_edge(f"page:{source.id}", pid, "links_to", None)
-        for sidecar_path, fact, ends in facts.get(page.path, ()):
+            if approved_only and not source.approved:
+                continue
+            nid = f"page:{source.id}"
+            if nid not in nodes:
+                if len(nodes) >= limit:
+                    continue
+                nodes[nid] = new(Node, (nid, source.title, source.role, source.path, source))
+            if len(edges) < limit:
+                key = (nid, pid, "links_to")
+                if key not in edges:
+                    edges[key] = new(Edge, (nid, pid, "links_to", None))
+        for sidecar_path, fact, ends in facts.get(path, ()):
             ids = []
             for value, end in zip((fact.source, fact.target), ends, strict=True):
                 if end is None:
-                    node = unresolved_node(value, page.path, "graph.json")
-                    node = node._replace(path=owner.get(node.id, page.path))
-                elif visible(end):
-                    node = page_node(end)
+                    node = unresolved_node(value, path, "graph.json")
+                    node = node._replace(path=owner.get(node.id, path))
+                elif end.approved or not approved_only:
+                    node = new(Node, (f"page:{end.id}", end.title, end.role, end.path, end))
                 else:
                     break
-                if not add_node(node):
-                    break
+                if node.id not in nodes:
+                    if len(nodes) >= limit:
+                        break
+                    nodes[node.id] = node
                 ids.append(node.id)
-            if len(ids) == 2:
-                meta: dict[str, Any] = {"source": "graph.json", "path": sidecar_path}
+            if len(ids) == 2 and len(edges) < limit:
+                fact_meta: dict[str, Any] = {"source": "graph.json", "path": sidecar_path}
                 if fact.confidence is not None:
-                    meta["confidence"] = fact.confidence
-                add_edge(ids[0], ids[1], canonical_relation(fact.type), meta)
-    view = GraphView([], [], base_meta)
-    return view.payload(nodes.values(), edges.values())
+                    fact_meta["confidence"] = fact.confidence
+                relation = canonical_relation(fact.type)
+                edges.setdefault((ids[0], ids[1], relation), new(Edge, (ids[0], ids[1], relation, fact_meta)))
+    return list(nodes.values()), list(edges.values())
 
 
 SidecarFact = tuple[str, SidecarEdge, tuple[Page | None, Page | None]]

@@ -19,7 +19,7 @@ from serve.source.page import Page
 log = structlog.get_logger("llmwiki.serve.cache")
 
 # Bump when parsing changes what a Page holds, so old caches are ignored.
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4  # 4: sections as flat line numbers; chunks length-prefixed
 SAVE_CHUNK = 500
 
 
@@ -61,16 +61,20 @@ class PageCache:
             log.warning("page_cache_unreadable", error=type(exc).__name__)
             return {}
         try:
+            # A length-prefixed head, then length-prefixed chunks up to the end of the file.
             view = memoryview(data)
-            header, counts, lengths = marshal.loads(view[: int.from_bytes(view[:8], "big") + 8][8:])
+            end = 8 + int.from_bytes(view[:8], "big")
+            header, counts = marshal.loads(view[8:end])
             if header != self.header:
                 return {}
             records: dict[str, FileRecord] = {}
-            offset = 8 + int.from_bytes(view[:8], "big")
-            for length in lengths:
-                for rel, raw in marshal.loads(view[offset : offset + length]):
+            while end < len(view):
+                start = end + 8
+                end = start + int.from_bytes(view[end:start], "big")
+                if end > len(view):
+                    raise ValueError("truncated")
+                for rel, raw in marshal.loads(view[start:end]):
                     records[rel] = decode_record(raw)
-                offset += length
             self.counts = {str(sig): (int(n), int(e)) for sig, (n, e) in counts.items()}
             return records
         except Exception as exc:  # a corrupt or foreign cache is only a miss
@@ -81,21 +85,21 @@ class PageCache:
              counts: dict[str, tuple[int, int]] | None = None) -> None:
         """Write atomically (temp file + rename) so a crash never leaves half a cache."""
         # Encoded in chunks: marshal holds the GIL for a whole call, and this runs in a
-        # thread beside the event loop, which must keep answering meanwhile.
+        # thread beside the event loop, which must keep answering meanwhile. Each chunk is
+        # written as soon as it is encoded, so the whole cache is never in memory at once.
         items = [(rel, rec) for rel, rec in records.items() if not rec.skipped]
-        chunks = []
-        for start in range(0, len(items), SAVE_CHUNK):
-            part = items[start : start + SAVE_CHUNK]
-            chunks.append(marshal.dumps([(rel, encode_record(rec)) for rel, rec in part]))
         tmp = None
         try:
-            head = marshal.dumps((self.header, counts or {}, [len(c) for c in chunks]))
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".pages-", dir=self.path.parent)
             with os.fdopen(fd, "wb") as handle:
+                head = marshal.dumps((self.header, counts or {}))
                 handle.write(len(head).to_bytes(8, "big"))
                 handle.write(head)
-                for chunk in chunks:
+                for start in range(0, len(items), SAVE_CHUNK):
+                    part = items[start : start + SAVE_CHUNK]
+                    chunk = marshal.dumps([(rel, encode_record(rec)) for rel, rec in part])
+                    handle.write(len(chunk).to_bytes(8, "big"))
                     handle.write(chunk)
             os.replace(tmp, self.path)
             tmp = None

@@ -146,8 +146,8 @@ class Projection:
             pages[index], fragments[index] = page, fragment
         nxt = object.__new__(Projection)
         nxt.__dict__.update(self.__dict__)
-        for key in ("_ordered_all", "_ordered_approved", "_entry_all", "_entry_approved"):
-            nxt.__dict__.pop(key, None)  # they hold page objects
+        for key in ("_ordered_all", "_ordered_approved", "_entry_all", "_entry_approved", "memo"):
+            nxt.__dict__.pop(key, None)  # they hold page objects or what was made from them
         nxt.pages = tuple(pages)
         nxt.fragments = tuple(fragments)
         nxt.signature = signature
@@ -193,16 +193,21 @@ class Projection:
         """Page path -> sidecar facts touching it (for evidence graphs)."""
         return sidecar_facts(self.sidecars, self.lookup)
 
-    def evidence_graph(self, seeds: Sequence[Page], include_drafts: bool,
-                       limit: int) -> dict[str, list[dict[str, Any]]]:
+    def evidence_graph(self, seeds: Sequence[Page], include_drafts: bool, limit: int) -> GraphView:
         """The neighbourhood of the evidence pages, for a context pack."""
         if limit <= 0 or not seeds:
-            return {"nodes": [], "edges": []}
-        return evidence_graph(self.pages, self.fragments, self.lookup, self.position,
-                              self.incoming, self.facts, seeds,
-                              visible=_all_pages if include_drafts else _approved_only,
-                              limit=limit, base_meta=self.base_meta,
-                              owner=self.owners(include_drafts))
+            return GraphView([], [], self.base_meta)
+        nodes, edges = evidence_graph(self.pages, self.fragments, self.lookup, self.position,
+                                      self.incoming, self.facts, seeds,
+                                      approved_only=not include_drafts, limit=limit,
+                                      owner=self.owners(include_drafts))
+        return GraphView(nodes, edges, self.base_meta, self.page_json)
+
+    @cached_property
+    def page_json(self) -> dict[str, str]:
+        """Page path -> the JSON of its graph node, filled as context packs need them. A
+        derived snapshot shares it: the node's fields are the ones derive() keeps equal."""
+        return {}
 
     def owners(self, include_drafts: bool) -> dict[str, str]:
         """Shared graph node -> path of its first visible page (computed once)."""
@@ -287,6 +292,12 @@ class Projection:
         if cached is None:
             cached = self.__dict__[key] = tuple(orientation_order(self.visible_pages(include_drafts)))
         return cached
+
+    @cached_property
+    def memo(self) -> dict[Any, Any]:
+        """Results other modules derive from this snapshot alone (not carried over to a
+        derived snapshot: page texts may differ there)."""
+        return {}
 
     def entry_pages(self, include_drafts: bool) -> tuple[Page, ...]:
         """Visible hot, index and overview pages in orientation order."""

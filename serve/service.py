@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -9,15 +10,16 @@ from typing import Any, Literal
 
 from common.version import __version__
 from serve.errors import KnowledgeSourceError
+from serve.folder import EarlyRead
 from serve.freshness import Freshness
 from serve.graph import Edge, GraphView, Node, canonical_relation, lookup_key, slug
 from serve.memory import release_free_memory
 from serve.page_cache import PageCache, default_cache_dir
 from serve.projection import Projection
+from serve.read_focus import ReadOptions, read_payload
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.search import Searcher, SearchRequest, project_fields
 from serve.settings import ServeSettings
-from serve.source.page import Page
 
 # What this build can actually answer, in the contract's order (4.3).
 BASE_CAPABILITIES = (
@@ -50,7 +52,8 @@ class ReadResult:
 class KnowledgeSource:
     """One served folder. Owns freshness; every call works on one consistent snapshot."""
 
-    def __init__(self, settings: ServeSettings, *, a2a_enabled: bool = False) -> None:
+    def __init__(self, settings: ServeSettings, *, a2a_enabled: bool = False,
+                 early: EarlyRead | None = None) -> None:
         self.settings = settings
         self.root = settings.root.expanduser().resolve()
         self.a2a_enabled = a2a_enabled or settings.enable_a2a
@@ -71,6 +74,11 @@ class KnowledgeSource:
             cached_records=records,
             known_counts=self.cache.counts if self.cache is not None else None,
         )
+        self._early = early
+        if early is not None:
+            # Taken by the first scan, after its walk; validated per file like cached
+            # records, but not counted as loaded, so the cache is written after that scan.
+            self.freshness.mirror.pending = early.records
         self._saved_generation = -1
         self.index = LexicalIndex()
         self._indexed: Projection | None = None
@@ -82,6 +90,13 @@ class KnowledgeSource:
 
     def snapshot(self) -> Projection:
         return self.freshness.snapshot()
+
+    def load(self) -> None:
+        """Build the first snapshot and the graph counts /health reports, before the service
+        starts its background threads (the cache writer and the index build would compete
+        with them for the GIL). Errors are left to the first request to report."""
+        with contextlib.suppress(KnowledgeSourceError):
+            self.snapshot().projection_metadata()
 
     def save_cache(self) -> None:
         """Persist parsed pages for the next start (skipped when nothing changed)."""
@@ -107,6 +122,8 @@ class KnowledgeSource:
         self._saved_generation = generation
 
     def close(self) -> None:
+        if self._early is not None:
+            self._early.close()  # a head start never taken: stop its workers
         self.freshness.close()
 
     def capabilities(self, *, for_network: bool = True) -> list[str]:
@@ -214,14 +231,15 @@ class KnowledgeSource:
     # -- pages ------------------------------------------------------------------------
 
     def read(self, page_id: str, *, include_drafts: bool = False,
-             fields: Sequence[str] | None = None) -> ReadResult:
+             fields: Sequence[str] | None = None, options: ReadOptions | None = None) -> ReadResult:
         p = self.snapshot()
         page = p.find_page(page_id)
         if page is None:
             return ReadResult("missing", {"found": False})
         if not page.approved and not self.allow(include_drafts):
             return ReadResult("withheld", {"found": False, "reason": "not approved for serving"})
-        return ReadResult("found", project_page(page, fields))
+        return ReadResult("found", read_payload(page, fields, options or ReadOptions(),
+                                                self.settings.read_default_max_chars))
 
     # -- graph ------------------------------------------------------------------------
 
@@ -278,6 +296,11 @@ class KnowledgeSource:
 
     def context(self, req: SearchRequest) -> dict[str, Any]:
         return self.searcher().context(req, graph_limit=self.settings.context_graph_limit)
+
+    def context_json(self, req: SearchRequest) -> str:
+        """The context pack as compact JSON text (what HTTP answers), built faster than
+        encoding context()."""
+        return self.searcher().context_json(req, graph_limit=self.settings.context_graph_limit)
 
 
 def neighborhood(view: GraphView, seeds: Sequence[str], *, depth: int = 1, direction: str = "both",
@@ -371,11 +394,3 @@ def _resolve_seed(by_id: dict[str, Node], nodes: Sequence[Node], seed: str) -> l
             if len(matches) >= NEIGHBORHOOD_SEED_MATCHES:
                 break
     return matches
-
-
-def project_page(page: Page, fields: Sequence[str] | None) -> dict[str, Any]:
-    payload = page.payload()
-    if fields is None:
-        return payload
-    wanted = set(fields)
-    return {k: v for k, v in payload.items() if k in wanted}

@@ -31,6 +31,7 @@ class ServeSettings:
     graph_default_limit: int = 100
     context_default_limit: int = 8
     context_graph_limit: int = 120
+    read_default_max_chars: int | None = None  # plain reads without max_chars: unlimited
     cache_dir: Path | None = None
     page_cache: bool = True
     max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES
@@ -50,6 +51,8 @@ class ServeSettings:
         _check_range("graph_default_limit", self.graph_default_limit, 1, 2000)
         _check_range("context_default_limit", self.context_default_limit, 1, 30)
         _check_range("context_graph_limit", self.context_graph_limit, 0, 2000)
+        if self.read_default_max_chars is not None:
+            _check_range("read_default_max_chars", self.read_default_max_chars, 200, 1_000_000)
         _check_range("max_page_bytes", self.max_page_bytes, 1024, 1 << 31)
         _check_range("max_body_bytes", self.max_body_bytes, 1024, 1 << 30)
         if self.refresh_interval_seconds < 0:
@@ -142,6 +145,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("context_graph_limit", "--context-graph-limit", "LLMWIKI_CONTEXT_GRAPH_LIMIT",
            parse_int, "Most nodes (and edges) in a context pack's graph: the neighbourhood of "
            "the evidence (0..2000, default 120; 0 = no graph)."),
+    Option("read_default_max_chars", "--read-default-max-chars", "LLMWIKI_READ_DEFAULT_MAX_CHARS",
+           parse_int, "Character budget of plain page reads that give no max_chars "
+           "(200..1000000; default: unlimited)."),
     Option("cache_dir", "--cache-dir", "LLMWIKI_SERVE_CACHE_DIR", Path,
            "Where the restart cache of parsed pages lives (default: user cache dir; never "
            "inside the root)."),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from serve.protocols import a2a, mcp_http
 from serve.protocols.openapi import docs_page, openapi_document
 from serve.protocols.params import QueryParams, json_body, model_from_body
 from serve.protocols.security import OriginPolicy, setup_security
+from serve.read_focus import ReadOptions
 from serve.retrieval.search import SearchRequest
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
@@ -94,9 +96,17 @@ async def read_page(request: web.Request) -> web.Response:
     params = QueryParams(request)
     include = params.boolean("include_drafts")
     fields = params.fields()
+    options = ReadOptions(query=params.query.get("query"),
+                          sections=tuple(params.fields("sections") or ()),
+                          max_chars=params.integer("max_chars", None),
+                          include_links=params.optional_boolean("include_links"))
     params.check()
-    result = _source(request).read(request.match_info["page_id"], include_drafts=include,
-                                   fields=fields)
+    read = functools.partial(_source(request).read, request.match_info["page_id"],
+                             include_drafts=include, fields=fields, options=options)
+    # A focused read folds and scans the whole body: for a large page that takes a while,
+    # so it runs in a worker thread; plain reads stay on the loop (they are the hot path).
+    result = (await asyncio.get_running_loop().run_in_executor(None, read) if options.focused
+              else read())
     if result.outcome == "missing":
         raise DetailError(404, "page not found")
     return json_response(result.payload)
@@ -145,7 +155,12 @@ async def query(request: web.Request) -> web.Response:
     body = model_from_body(QueryRequest, await json_body(request))
     source = _source(request)
     req = _search_request(source, body)
-    return json_response(await _off_loop_if_slow(source, req, source.context))
+    text: str = await _off_loop_if_slow(source, req, source.context_json)
+    try:
+        encoded = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: json_response knows the fallback
+        return json_response(await _off_loop_if_slow(source, req, source.context))
+    return web.Response(body=encoded, content_type="application/json", charset="utf-8")
 
 
 async def search(request: web.Request) -> web.Response:

@@ -31,6 +31,7 @@ from common.mcp import (
 from common.schemas import QueryRequest
 from common.version import __version__
 from serve.errors import KnowledgeSourceError, UserError
+from serve.read_focus import ReadOptions
 from serve.service import KnowledgeSource
 from serve.settings import MCP_TOOL_NAMES, SettingsError, tool_selection
 
@@ -162,7 +163,9 @@ def argument_models(context_limit: int, graph_limit: int) -> dict[str, type[Base
         "llmwiki_context": search_fields,
         "llmwiki_search": search_fields,
         "llmwiki_read": {"page_id": (str, ...), "include_drafts": (bool, False),
-                         "fields": (NameList, None)},
+                         "fields": (NameList, None), "query": (str | None, None),
+                         "sections": (NameList, None), "max_chars": (int | None, None),
+                         "include_links": (bool | None, None)},
         "llmwiki_graph": {"limit": (int, graph_limit), "include_drafts": (bool, False)},
         "llmwiki_graph_neighbors": {
             "seed": (str, ""), "seeds": (list[str] | None, None), "depth": (int, 1),
@@ -309,8 +312,13 @@ class Dispatcher:
                 "(lexical/literal only), exclude_page_ids, and lexical-only query_variants (at "
                 "most 2). vector and hybrid need the server capability."),
             "llmwiki_read": (
-                "Read one approved LLMWiki page by id or path. Use fields (for example "
-                "fields=id,title) to keep only the parts you need."),
+                "Read one approved LLMWiki page by id or path. For long pages, prefer a focused "
+                "read: pass query (terms to look for) and/or sections (section numbers or "
+                "headings from the returned outline) to get only the matching sections, "
+                "max_chars to bound the returned text (200..1000000; focused reads default to "
+                "8000), and include_links=false to drop the link list. Truncated results say so "
+                "(truncated, total_chars, returned_chars, remaining_sections). Use fields (for "
+                "example fields=id,title) to keep only the parts you need of a plain read."),
             "llmwiki_graph": (
                 "Get the LLMWiki page/link/source graph. "
                 f"Default limit: {g} node(s); explicit limit maximum 2000. Prefer "
@@ -371,8 +379,18 @@ class Dispatcher:
             if page_id is None:
                 page_id = args.get("id")
             fields = args.get("fields")
+            sections = args.get("sections")
+            if sections is None:
+                sections = args.get("section")
+            query = args.get("query")
+            links = args.get("include_links")
+            options = ReadOptions(query=None if query is None else str(query),
+                                  sections=tuple(_names(sections)),
+                                  max_chars=_int(args.get("max_chars"), None),
+                                  include_links=None if links is None else _bool(links))
             return s.read("" if page_id is None else str(page_id), include_drafts=include,
-                          fields=None if fields is None else _names(fields)).payload
+                          fields=None if fields is None else _names(fields),
+                          options=options).payload
         if name == "llmwiki_graph":
             limit = _clamp(_int(args.get("limit"), s.settings.graph_default_limit), 1, 2000)
             return s.graph(limit, include)

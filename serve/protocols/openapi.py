@@ -63,7 +63,8 @@ def openapi_document() -> dict[str, Any]:
             components[name] = sub
         components[model.__name__] = schema
     read_ok = {"oneOf": [_ref(schemas.WikiPage), _ref(schemas.ReadNotFound),
-                         {"type": "object", "description": "Projected WikiPage (?fields=)"}]}
+                         {"type": "object", "description": "Projected or clipped WikiPage "
+                          "(?fields=, ?max_chars=), or a focused read (?query=, ?sections=)"}]}
     return {
         "openapi": "3.1.0",
         "info": {"title": "llmwiki-serve", "version": __version__,
@@ -78,7 +79,17 @@ def openapi_document() -> dict[str, Any]:
             "/read/{page_id}": _get(
                 "Read one page by id or path", read_ok,
                 [{"name": "page_id", "in": "path", "required": True, "schema": {"type": "string"}},
-                 DRAFTS, _query("fields", {"type": "string"}, "Comma-separated WikiPage fields.")],
+                 DRAFTS, _query("fields", {"type": "string"},
+                                "Comma-separated WikiPage fields (plain reads only)."),
+                 _query("query", {"type": "string"},
+                        "Focused read: return the page sections that best match these terms."),
+                 _query("sections", {"type": "array", "items": {"type": "string"}},
+                        "Focused read: section numbers or headings (repeatable and/or "
+                        "comma-separated); descendants are included."),
+                 _query("max_chars", {"type": "integer"},
+                        "Text budget, clamped to 200..1000000 (focused reads default to 8000)."),
+                 _query("include_links", {"type": "boolean"},
+                        "false drops links from a plain read; true adds them to a focused one.")],
                 {"404": {"description": "No such page", **_json(schemas.HttpDetailResponse)}}),
             "/graph": _get("The link graph (truncated)", schemas.GraphResponse,
                            [_query("limit", {"type": "integer"}, "Clamped to 1..2000."), DRAFTS]),

@@ -37,6 +37,12 @@ class QueryParams:
                                  "Input should be a valid boolean, unable to interpret input", raw))
         return default
 
+    def optional_boolean(self, name: str) -> bool | None:
+        """A boolean, or None when absent (the default then depends on other params)."""
+        if name not in self.query:
+            return None
+        return self.boolean(name)
+
     def integer(self, name: str, default: int | None) -> int | None:
         raw = self.query.get(name)
         if raw is None:

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from itertools import chain
+from json.encoder import encode_basestring
 from typing import Any, NamedTuple
 
 from serve.source.page import ROLE_RANK, Page
@@ -551,11 +552,36 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _fit_budget(guidance: dict[str, Any], budget: int) -> None:
+def _size(item: Any) -> int:
+    """len(_compact(item)); a string is encoded by json's own C string encoder directly."""
+    return len(encode_basestring(item)) if isinstance(item, str) else len(_compact(item))
+
+
+# Cards repeat from query to query (authored guidance shows the same entry pages every time):
+# their compact sizes are worked out once.
+@lru_cache(maxsize=4096)
+def _card_size(card: _PageCard) -> int:
+    return len(_compact(card.payload()))
+
+
+@lru_cache(maxsize=4096)
+def _folder_size(folder: _FolderFacts) -> int:
+    return len(_compact(_folder_payload(folder)))
+
+
+def _folder_payload(folder: _FolderFacts) -> dict[str, Any]:
+    return {"path": folder.path, "page_count": folder.page_count, "terms": list(folder.terms)}
+
+
+def _fit_budget(guidance: dict[str, Any], budget: int,
+                known: dict[str, list[int]] | None = None) -> None:
     """Drop the last page card, then folder card, then suggested term, then exact identifier
-    until the compact JSON fits. Sizes are summed per item, so this is one dump per item."""
+    until the compact JSON fits. Sizes are summed per item (`known` gives some lists' item
+    sizes already), so this is at most one dump per item."""
     lists = ("page_cards", "folder_cards", "suggested_terms", "exact_identifiers")
-    sizes = {name: [len(_compact(item)) for item in guidance[name]] for name in lists}
+    known = known or {}
+    sizes = {name: list(known[name]) if name in known else [_size(item) for item in guidance[name]]
+             for name in lists}
     total = len(_compact({**guidance, **{name: [] for name in lists}}))
     for name in lists:
         total += sum(sizes[name]) + max(0, len(sizes[name]) - 1)
@@ -621,16 +647,15 @@ def build_guidance(
         "content_trust": CONTENT_TRUST,
         "max_query_variants": MAX_QUERY_VARIANTS,
         "character_budget": CHARACTER_BUDGET,
-        "folder_cards": [
-            {"path": f.path, "page_count": f.page_count, "terms": list(f.terms)} for f in folders
-        ],
+        "folder_cards": [_folder_payload(f) for f in folders],
         "page_cards": [card.payload() for card in cards],
         "suggested_terms": suggested,
         "exact_identifiers": identifiers,
         # Only a verified provider adds the vector modes; building guidance never probes one.
         "fallback_modes": list(FALLBACK_ORDER) if vector_available else ["literal"],
     }
-    _fit_budget(guidance, CHARACTER_BUDGET)
+    _fit_budget(guidance, CHARACTER_BUDGET, {"page_cards": [_card_size(card) for card in cards],
+                                             "folder_cards": [_folder_size(f) for f in folders]})
     return guidance
 
 

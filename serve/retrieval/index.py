@@ -118,10 +118,53 @@ def analyse_slices(pages: Sequence[Page]) -> list[Slice]:
         _BULK_PAGES = ()
 
 
-@lru_cache(maxsize=8192)
-def lead_pairs(summary: str) -> frozenset[tuple[str, str]]:
-    terms = analyze(summary)
-    return frozenset(zip(terms, terms[1:], strict=False))
+@lru_cache(maxsize=16384)
+def lead_terms(summary: str) -> str:
+    """The lead's terms as "\\0a\\0b\\0...\\0": terms a, b follow each other in the lead iff
+    "\\0a\\0b\\0" is in it (terms hold no NUL). A string a tenth the size of a set of pairs,
+    so the cache holds every lead a busy query mix needs (a miss is an analysis)."""
+    return "\0" + "\0".join(analyze(summary)) + "\0"
+
+
+def lead_pair_count(pairs: Iterable[str], lead: str) -> int:
+    """How many of `pairs` (each "\\0a\\0b\\0") occur in a lead_terms() string."""
+    return sum(1 for pair in pairs if pair in lead)
+
+
+def _shares(idf: float, weight: float, docs: np.ndarray, tfs: np.ndarray, norm: np.ndarray) -> np.ndarray:
+    """One term's BM25 share per posting: idf * tf * (K1 + 1) / (tf + norm) * weight, in
+    that order (the order fixes the float results), in place."""
+    tf = tfs.astype(np.float64)
+    denominator = tf + norm.take(docs)
+    tf *= idf
+    tf *= K1 + 1.0
+    tf /= denominator
+    if weight != 1.0:
+        tf *= weight
+    return tf
+
+
+def pool_floor(scores: np.ndarray) -> float | None:
+    """The RERANK_POOL-th largest score, or None unless more than RERANK_POOL are positive.
+    Partitioning 20,000 scores costs more than computing them, so only those at or above a
+    guess from a sample are partitioned, when more than RERANK_POOL are (the largest are all
+    among them)."""
+    values: np.ndarray | None = None
+    if len(scores) > 16 * RERANK_POOL:
+        step = max(1, len(scores) // 512)
+        sample = scores[::step]
+        # About `step` scores lie at or above each sampled one: aim for 4 pools' worth.
+        rank = min(len(sample), -(-4 * RERANK_POOL // step))
+        guess = float(np.partition(sample, len(sample) - rank)[len(sample) - rank])
+        if guess > 0.0:
+            top = scores[scores >= guess]
+            if len(top) > RERANK_POOL:
+                values = top
+    if values is None:
+        values = scores[scores > 0.0]
+        if len(values) <= RERANK_POOL:
+            return None
+    return float(np.partition(values, len(values) - RERANK_POOL)[len(values) - RERANK_POOL])
 
 
 def term_weight(term: str) -> float:
@@ -492,9 +535,8 @@ class LexicalIndex:
         if corpus_n == 0:
             return []
         avgdl = max(1.0, corpus_len / corpus_n)
-        doc_len = np.frombuffer(self.doc_len, dtype=np.float32)
-        scores = np.zeros(n_docs, dtype=np.float64)
-        matched = False
+        norm = self._length_norms(avgdl)
+        matched: list[tuple[float, float, list[tuple[np.ndarray, np.ndarray]]]] = []
         df_of = self.df_approved if approved_only else self.df_all
         for term in terms:
             tid = self.vocab.get(term)
@@ -503,41 +545,67 @@ class LexicalIndex:
             df = int(df_of[tid])
             if df <= 0:
                 continue
-            matched = True
             idf = math.log(1.0 + (corpus_n - df + 0.5) / (df + 0.5))
-            weight = term_weight(term)
-            for docs, tfs in self.postings_of(tid):
-                tf = tfs.astype(np.float64)
-                dl = doc_len[docs]
-                scores[docs] += idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / avgdl)) * weight
+            matched.append((idf, term_weight(term), list(self.postings_of(tid))))
         if not matched:
             return []
         valid = np.frombuffer(self.approved if approved_only else self.alive, dtype=np.uint8)
         if approved_only:
             valid = valid & np.frombuffer(self.alive, dtype=np.uint8)
+        role = np.frombuffer(self.role_mult, dtype=np.float32)
+        # One pass sums every term's share per document, in term order: the same float sums
+        # as adding term by term, without a gather and a scatter per term.
+        doc_parts = [docs for _, _, slices in matched for docs, _ in slices]
+        score_parts = [_shares(idf, weight, docs, tfs, norm)
+                       for idf, weight, slices in matched for docs, tfs in slices]
+        scores: np.ndarray = np.bincount(
+            np.concatenate(doc_parts), weights=np.concatenate(score_parts), minlength=n_docs
+        ) if doc_parts else np.zeros(n_docs, dtype=np.float64)
         scores *= valid
-        scores *= np.frombuffer(self.role_mult, dtype=np.float32)
-        for key in excluded:
-            doc = self.by_path.get(key)
-            if doc is not None:
-                scores[doc] = 0.0
-        candidates = np.nonzero(scores > 0.0)[0]
-        if len(candidates) > RERANK_POOL:
-            # The best RERANK_POOL documents (and all tied with the last) are re-ranked;
-            # the rest cannot overtake them, as the phrase bonus only raises scores. The
-            # pool does not depend on `limit`, so `limit` only cuts the ranking.
-            top = candidates[np.argpartition(-scores[candidates], RERANK_POOL - 1)[:RERANK_POOL]]
-            kth = round(float(scores[top].min()), 4)
-            candidates = candidates[np.round(scores[candidates], 4) >= kth]
-        hits = [Hit(self.pages[int(d)], float(scores[int(d)])) for d in candidates]  # type: ignore[arg-type]
-        pairs = set(zip(sequence, sequence[1:], strict=False))
+        scores *= role
+        scores[[doc for key in excluded if (doc := self.by_path.get(key)) is not None]] = 0.0
+        floor = pool_floor(scores)
+        if floor is not None:
+            # More than RERANK_POOL documents score: the best RERANK_POOL (and all tied with
+            # the last) are re-ranked; the rest cannot overtake them, as the phrase bonus only
+            # raises scores. The pool does not depend on `limit`, so `limit` only cuts the
+            # ranking. np.round(v, 4) >= kth needs v >= kth - 0.00005: round only those.
+            kth = round(floor, 4)
+            near = np.flatnonzero(scores > max(kth - 2e-4, 0.0))
+            candidates = near[np.round(scores[near], 4) >= kth]
+        else:
+            candidates = np.flatnonzero(scores > 0.0)
+        values = scores[candidates]
+        pages = self.pages
+        hits = [Hit(pages[d], score)
+                for d, score in zip(candidates.tolist(), values.tolist(), strict=True)]
+        pairs = {f"\0{a}\0{b}\0" for a, b in zip(sequence, sequence[1:], strict=False)}
         if pairs:
             # Phrase evidence: query term pairs that also follow each other in a page's lead.
             for hit in hits:
-                lead = lead_pairs(hit.page.summary)
-                hit.score *= 1.0 + PHRASE_WEIGHT * len(pairs & lead) / len(pairs)
+                found = lead_pair_count(pairs, lead_terms(hit.page.summary))
+                hit.score *= 1.0 + PHRASE_WEIGHT * found / len(pairs)
         if min_score is not None:  # compared with the score the client sees
             hits = [h for h in hits if h.score >= min_score]
         hits.sort(key=lambda h: (-round(h.score, 4), ROLE_RANK.get(h.page.role, 3), h.page.path))
-        del doc_len, valid
+        del valid, role
         return hits[:limit]
+
+    def _length_norms(self, avgdl: float) -> np.ndarray:
+        """K1 * (1 - B + B * doc_len / avgdl) per document (computed in float32, as it was
+        per term before), kept while the documents and the average length stay the same."""
+        # Lengths are only ever appended, and a rebuilt index has a new array: the array
+        # and its length say which lengths these are (the stamp holds the array, so no
+        # other can take its id).
+        stamp = self.__dict__.get("_norms_stamp")
+        if stamp is None or stamp[0] is not self.doc_len or stamp[1] != len(self.doc_len):
+            self.__dict__["_norms_stamp"] = (self.doc_len, len(self.doc_len))
+            self.__dict__["_norms"] = {}
+        cache: dict[float, np.ndarray] = self.__dict__["_norms"]
+        norm = cache.get(avgdl)
+        if norm is None:
+            doc_len = np.frombuffer(self.doc_len, dtype=np.float32)
+            # Widened once (exactly) here rather than per posting when added to float64 tfs.
+            norm = cache[avgdl] = (K1 * (1.0 - B + B * doc_len / avgdl)).astype(np.float64)
+            del doc_len
+        return norm

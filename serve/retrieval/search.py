@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from serve.errors import UserError
+from serve.graph import GraphView, compact_json
 from serve.projection import Projection
 from serve.retrieval.analyzer import analyze
 from serve.retrieval.guidance import build_guidance
@@ -24,6 +25,7 @@ DEFAULT_SNIPPET_CHARS = 280
 MAX_QUERY_TERMS = 64  # a 100 KB query is searched by its first 64 distinct terms
 MAX_QUERY_CHARS = 8192
 FUSION_K = 60
+MEMO_ENTRIES = 64  # per-snapshot results kept (Projection.memo)
 NO_EVIDENCE = "No matching approved LLMWiki page was found."
 EMPTY_QUERY = "The query is empty, so no evidence was searched."
 VECTOR_DISABLED = (
@@ -60,9 +62,14 @@ class SearchRequest:
                 raise UserError("query is required when query_variants are supplied")
 
 
+def snippet_size(limit: int | None) -> int:
+    """The snippet length a request's snippet_chars asks for."""
+    return DEFAULT_SNIPPET_CHARS if limit is None else max(0, min(2000, limit))
+
+
 def snippet(page: Page, needles: Sequence[str], limit: int | None, *, literal: str = "") -> str:
     """A window of the page around the first hit, whitespace-collapsed, at most `limit`."""
-    size = DEFAULT_SNIPPET_CHARS if limit is None else max(0, min(2000, limit))
+    size = snippet_size(limit)
     if size == 0:
         return ""
     base = page.text or page.summary
@@ -170,18 +177,22 @@ class Searcher:
         return self.lexical(req.query, req)
 
     def lexical(self, query: str, req: SearchRequest) -> list[dict[str, Any]]:
+        hits, needles = self._lexical_hits(query, req)
+        return [result(h.page, round(h.score, 4), "search", snippet(h.page, needles, req.snippet_chars))
+                for h in hits]
+
+    def _lexical_hits(self, query: str, req: SearchRequest) -> tuple[list[Hit], list[str]]:
+        """The ranked hits for one query text and the needles its snippets look for."""
         sequence = analyze(query[:MAX_QUERY_CHARS])
         terms = list(dict.fromkeys(sequence))[:MAX_QUERY_TERMS]
         if not terms:
-            return []
+            return [], []
         excluded = _excluded_paths(self.projection, req.exclude_page_ids)
         with self.lock:
             hits = self.index.search(terms, approved_only=not req.include_drafts, limit=req.limit,
                                      excluded=excluded, min_score=req.min_score,
                                      sequence=sequence[:MAX_QUERY_TERMS * 4])
-        needles = [t for t in terms if len(t) > 1] or terms
-        return [result(h.page, round(h.score, 4), "search", snippet(h.page, needles, req.snippet_chars))
-                for h in hits]
+        return hits, [t for t in terms if len(t) > 1] or terms
 
     def fused(self, req: SearchRequest) -> list[dict[str, Any]]:
         """Reciprocal-rank fusion of the query and up to two variants (contract 5.7)."""
@@ -194,20 +205,24 @@ class Searcher:
                 channels.append(text)
         if len(channels) == 1:
             return self.lexical(channels[0], req)
-        ranked = [self.lexical(text, req) for text in channels[:3]]
+        ranked = [self._lexical_hits(text, req) for text in channels[:3]]
         fused: dict[str, float] = {}
         best_rank: dict[str, int] = {}
-        item_of: dict[str, dict[str, Any]] = {}
-        for items in ranked:
-            for rank, item in enumerate(items, start=1):
-                path = item["path"]
+        # Each page's item is made as the first channel that found it would have made it
+        # (its snippet looks for that channel's needles), and only for the pages returned.
+        first_of: dict[str, tuple[Hit, list[str]]] = {}
+        for hits, needles in ranked:
+            for rank, hit in enumerate(hits, start=1):
+                path = hit.page.path
                 fused[path] = fused.get(path, 0.0) + 1.0 / (FUSION_K + rank)
                 best_rank[path] = min(best_rank.get(path, rank), rank)
-                item_of.setdefault(path, item)
-        primary = {item["path"]: rank for rank, item in enumerate(ranked[0], start=1)}
+                first_of.setdefault(path, (hit, needles))
+        primary = {hit.page.path: rank for rank, hit in enumerate(ranked[0][0], start=1)}
         order = sorted(fused, key=lambda p: (-fused[p], primary.get(p, 1_000_000), best_rank[p],
-                                             ROLE_RANK.get(item_of[p]["role"], 3), p))
-        return [{**item_of[p], "score": round(fused[p], 6)} for p in order[: req.limit]]
+                                             ROLE_RANK.get(first_of[p][0].page.role, 3), p))
+        return [result(first_of[p][0].page, round(fused[p], 6), "search",
+                       snippet(first_of[p][0].page, first_of[p][1], req.snippet_chars))
+                for p in order[: req.limit]]
 
     def literal(self, req: SearchRequest) -> list[dict[str, Any]]:
         """Case-folded substring matching (Korean and numeric phrases included).
@@ -263,14 +278,36 @@ class Searcher:
     def orientation(self, req: SearchRequest) -> list[dict[str, Any]]:
         """Entry pages (hot, index, overview, quickstart) for navigation: at most three,
         never evidence by themselves."""
-        hubs = self.projection.entry_pages(req.include_drafts)
-        return [result(page, round(1.0 - 0.01 * i, 4), "orientation",
-                       snippet(page, (), req.snippet_chars))
-                for i, page in enumerate(hubs[:3])]
+        # The same for every query: made once per snapshot and snippet size (a few sizes
+        # at most), then copied (a caller may change what it is given).
+        memo = self.projection.memo
+        key = ("orientation", req.include_drafts, snippet_size(req.snippet_chars))
+        items: list[dict[str, Any]] | None = memo.get(key)
+        if items is None:
+            hubs = self.projection.entry_pages(req.include_drafts)
+            items = [result(page, round(1.0 - 0.01 * i, 4), "orientation",
+                            snippet(page, (), req.snippet_chars))
+                     for i, page in enumerate(hubs[:3])]
+            if len(memo) < MEMO_ENTRIES:
+                memo[key] = items
+        return [{**item, "source_refs": list(item["source_refs"])} for item in items]
 
     def context(self, req: SearchRequest, *, graph_limit: int) -> dict[str, Any]:
         """The context pack: orientation, ranked evidence, limitations, the graph around
         the evidence, and retrieval guidance."""
+        head, graph, guidance = self._context_parts(req, graph_limit)
+        return {**head, "graph": graph.payload(graph.nodes, graph.edges), "retrieval_guidance": guidance}
+
+    def context_json(self, req: SearchRequest, *, graph_limit: int) -> str:
+        """compact_json(self.context(req)), with the graph written straight from its tuples
+        (GraphView.payload_json): most of a pack's JSON is its graph."""
+        head, graph, guidance = self._context_parts(req, graph_limit)
+        return (f'{compact_json(head)[:-1]},"graph":{graph.payload_json(graph.nodes, graph.edges)},'
+                f'"retrieval_guidance":{compact_json(guidance)}}}')
+
+    def _context_parts(self, req: SearchRequest,
+                       graph_limit: int) -> tuple[dict[str, Any], GraphView, dict[str, Any]]:
+        """The pack's fields before the graph, the graph, and the guidance after it."""
         req.check()
         p = self.projection
         blank = not req.query.strip()
@@ -285,8 +322,7 @@ class Searcher:
             limitations.append(f"{withheld} draft or unapproved page(s) were withheld.")
         # Evidence items carry their page's path: the pages themselves seed the graph.
         seeds = [p.pages[i] for item in evidence if (i := p.position.get(item["path"])) is not None]
-        graph = p.evidence_graph(seeds, req.include_drafts, graph_limit)
-        return {
+        head = {
             "query": req.query,
             "wiki_title": p.title,
             "description": p.description,
@@ -298,7 +334,7 @@ class Searcher:
             "orientation": [project_fields(i, req.fields) for i in self.orientation(req)],
             "evidence": [project_fields(i, req.fields) for i in evidence],
             "limitations": limitations,
-            "graph": graph,
-            "retrieval_guidance": build_guidance(self.visible(req.include_drafts), p.layout.adapter,
-                                                 req.query),
         }
+        graph = p.evidence_graph(seeds, req.include_drafts, graph_limit)
+        guidance = build_guidance(self.visible(req.include_drafts), p.layout.adapter, req.query)
+        return head, graph, guidance

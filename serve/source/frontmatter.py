@@ -50,10 +50,15 @@ def split_frontmatter(text: str) -> Split:
         return Split({}, text, 1, True)
     try:
         value = fast_mapping(block)
-        if value is None:
+        if value is not None:
+            # Flat by construction: the count _count_values would reach, without the walk.
+            if 1 + sum(2 + len(v) if isinstance(v, list) else 2
+                       for v in value.values()) > MAX_FRONTMATTER_VALUES:
+                raise _TooLarge
+        else:
             value = yaml.load(block, Loader=_Loader)  # noqa: S506 - a safe loader
-        if isinstance(value, dict):
-            _count_values(value, [0])
+            if isinstance(value, dict):
+                _count_values(value, [0])
     except (yaml.YAMLError, _TooLarge, RecursionError, ValueError, TypeError):
         return Split({}, text, 1, True)
     if not isinstance(value, dict):
@@ -69,10 +74,13 @@ def split_frontmatter(text: str) -> Split:
 _KEY_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?:[ \t]+(.*?))?[ \t]*$")
 _ITEM_LINE = re.compile(r"[ \t]*-[ \t]+(.*?)[ \t]*$")
 _PLAIN_START = re.compile(r"[A-Za-z\uac00-\ud7a3/]")
-_PLAIN_BAD = re.compile(r": |:$| #|[\[\]{},\t]")
-_FLOW_ITEM_BAD = re.compile(r": |:$| #|[\[\]{}\"'\t]")
+# Both also refuse YAML's indicator characters anywhere in the scalar (&*!|>%@`).
+_PLAIN_BAD = re.compile(r": |:$| #|[\[\]{},\t&*!|>%@`]")
+_FLOW_ITEM_BAD = re.compile(r": |:$| #|[\[\]{}\"'\t&*!|>%@`]")
 _INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)$")
 _DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})$")
+_BLANK_LINE = re.compile(r"^ *$", re.MULTILINE)
+_NUMBER_START = frozenset("+-0123456789")  # what _INT and _DATE can start with
 _BOOLS = {w: True for w in ("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON")}
 _BOOLS.update({w: False for w in ("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF")})
 _NULLS = frozenset({"~", "null", "Null", "NULL", ""})
@@ -92,18 +100,17 @@ def _scalar(text: str, *, in_flow: bool = False) -> Any:
         return _BOOLS[text]
     if text in _NULLS:
         return None
-    if _INT.match(text):
-        return int(text)
-    date = _DATE.match(text)
-    if date:
-        try:
-            return dt.date(int(date[1]), int(date[2]), int(date[3]))
-        except ValueError:
-            return _FALLBACK
+    if first in _NUMBER_START:
+        if _INT.match(text):
+            return int(text)
+        date = _DATE.match(text)
+        if date:
+            try:
+                return dt.date(int(date[1]), int(date[2]), int(date[3]))
+            except ValueError:
+                return _FALLBACK
     bad = _FLOW_ITEM_BAD if in_flow else _PLAIN_BAD
     if not _PLAIN_START.match(first) or bad.search(text):
-        return _FALLBACK
-    if text[-1] == ":" or any(ch in text for ch in "&*!|>%@`"):
         return _FALLBACK
     return text
 
@@ -113,9 +120,11 @@ def fast_mapping(block: str) -> dict[str, Any] | None:
     result: dict[str, Any] = {}
     pending: str | None = None  # key whose block list is being read
     indent = ""  # the list's item indentation: every item must use the same
+    # Blank lines, tabs and control characters: let YAML decide. Checked on the whole block
+    # (once every character is printable, a blank line can only hold spaces).
+    if "\t" in block or not block.replace("\n", "").isprintable() or _BLANK_LINE.search(block):
+        return None
     for line in block.split("\n"):
-        if not line.strip() or "\t" in line or not line.isprintable():
-            return None  # blank lines, tabs and control characters: let YAML decide
         if pending is not None and line[0] in " -":
             item = _ITEM_LINE.match(line)
             if item is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -39,6 +40,25 @@ def is_tracked_file(rel: str) -> bool:
     if name == "graph.json" and len(parts) >= 2 and parts[-2] == "graph":
         return True
     return rel in ROOT_CONFIG_PATHS or name in CONFIG_NAMES
+
+
+def _tracked_in(walked_dir: str) -> Callable[[str, str], bool]:
+    """is_tracked_file for the files of one walked directory (whose parts, being walked,
+    are neither ignored nor marker dirs): what depends on the directory is decided once."""
+    if not is_walked_dir(walked_dir):  # a re-walk may start at any directory
+        return lambda rel, name: is_tracked_file(rel)
+    parts = walked_dir.split("/") if walked_dir else []
+    pages = ".vscode" not in parts
+    sidecar = bool(parts) and parts[-1] == "graph"
+
+    def tracked(rel: str, name: str) -> bool:
+        if name.lower().endswith(PAGE_SUFFIXES):
+            return pages
+        if name == "graph.json":
+            return sidecar
+        return rel in ROOT_CONFIG_PATHS or name in CONFIG_NAMES
+
+    return tracked
 
 
 def is_walked_dir(rel: str) -> bool:
@@ -91,6 +111,7 @@ def walk_dir(root: str, rel_dir: str, into: Walk) -> None:
         except OSError:
             continue
         subdirs: list[str] = []
+        tracked = _tracked_in(current)
         for entry in entries:
             rel = f"{current}/{entry.name}" if current else entry.name
             try:
@@ -107,7 +128,7 @@ def walk_dir(root: str, rel_dir: str, into: Walk) -> None:
                     into.marker_dirs[rel] = st.st_size
                 if is_walked_dir(rel):
                     subdirs.append(rel)
-            elif stat.S_ISREG(mode) and is_tracked_file(rel):
+            elif stat.S_ISREG(mode) and tracked(rel, entry.name):
                 into.files[rel] = FileStat.of(st)
         # Push in reverse so the walk visits sub-directories in name order.
         stack.extend(sorted(subdirs, reverse=True))

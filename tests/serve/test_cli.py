@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -210,3 +214,91 @@ def test_no_command_is_usage_error(cli_env: dict[str, str]) -> None:
     result = run_cli(cli_env)
     assert_clean_failure(result, 2)
     assert "usage: " in result.stderr
+
+
+# -- start-up of `serve` -----------------------------------------------------------------
+
+
+def test_gc_is_paused_during_start_up_and_resumed_after() -> None:
+    from serve.cli import pause_gc_for_start_up, resume_gc_after_start_up
+
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    pause_gc_for_start_up()
+    try:
+        assert not gc.isenabled()
+    finally:
+        resume_gc_after_start_up()
+    assert gc.isenabled()
+    assert gc.get_freeze_count() >= frozen
+    gc.unfreeze()  # give this test process's objects back to the collector
+
+
+def test_early_read_starts_only_without_a_restart_cache(sample_root: Path, tmp_path: Path) -> None:
+    from serve.cli import start_early_read
+    from serve.page_cache import PageCache
+    from serve.settings import ServeSettings
+
+    settings = ServeSettings(root=sample_root, cache_dir=tmp_path / "cache")
+    early = start_early_read(settings)
+    assert early is not None
+    early.close()
+    path = PageCache(tmp_path / "cache", sample_root.resolve()).path
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+    assert start_early_read(settings) is None
+    no_cache = start_early_read(ServeSettings(root=sample_root, page_cache=False))
+    assert no_cache is not None
+    no_cache.close()
+    inside = ServeSettings(root=sample_root, cache_dir=sample_root / "cache")
+    assert start_early_read(inside) is None
+
+
+def _health(port: int, deadline: float) -> dict[str, Any]:
+    while True:
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            connection.request("GET", "/health")
+            response = connection.getresponse()
+            body = response.read()
+            if response.status == 200:
+                return dict(json.loads(body))
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError("serve did not answer /health in time")
+        time.sleep(0.05)
+
+
+def test_serve_reads_a_large_folder_ahead_and_answers_as_the_service_does(
+        cli_env: dict[str, str], tmp_path: Path) -> None:
+    """Big enough for the early read and the parse workers; the served answers must be
+    those of a KnowledgeSource that read the folder the ordinary way."""
+    from serve.service import KnowledgeSource
+    from serve.settings import ServeSettings
+
+    root = tmp_path / "large"
+    for i in range(1600):
+        page = root / f"topic-{i % 9}" / f"page-{i}.md"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(f"---\ntitle: Page {i}\ntags: [t{i % 13}]\n---\n# Page {i}\n\n"
+                        f"See [[page-{(i * 7) % 1600}]].\n\n## Part\ntext {i}\n", encoding="utf-8")
+    port = unused_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "serve.cli", "serve", str(root), "--port", str(port)],
+        cwd=REPO, env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        served = _health(port, time.monotonic() + 60)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert b"Traceback" not in stderr and b"early_read_failed" not in stderr
+    source = KnowledgeSource(ServeSettings(root=root, page_cache=False))
+    try:
+        expected = source.health({})
+    finally:
+        source.close()
+    assert served["source"] == expected["source"]
+    assert served["source"]["page_count"] == 1600
+    assert os.listdir(tmp_path / "cli-cache")  # the first start wrote the restart cache

@@ -355,3 +355,26 @@ async def test_http_restart_uses_cache(sample_root: Path, cache_dir: Path,
         body = await (await client.get("/read/runbooks/rollback")).json()
         assert body["title"] == "Rollback"
         assert client.app[SOURCE_KEY].freshness.mirror.parsed_count == 0
+
+
+def test_cache_round_trip_keeps_every_record_equal(sample_root: Path, cache_dir: Path,
+                                                   sources: list[KnowledgeSource],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("serve.page_cache.SAVE_CHUNK", 4)  # several chunks
+    source = start(sources, sample_root, cache_dir)
+    source.snapshot()
+    records = dict(source.freshness.mirror.records)
+    cache = PageCache(cache_dir, sample_root.resolve())
+    cache.save(records, {"sha256:x": (3, 4)})
+    loaded = PageCache(cache_dir, sample_root.resolve())
+    again = loaded.load()
+    assert list(again) == [rel for rel, r in records.items() if not r.skipped]
+    assert {rel: tuple(r) for rel, r in again.items()} == {
+        rel: tuple(records[rel]) for rel in again}
+    assert loaded.counts == {"sha256:x": (3, 4)}
+    pages = [r.page for r in again.values() if r.page is not None]
+    assert [p.sections for p in pages] == [records[r].page.sections  # type: ignore[union-attr]
+                                           for r, rec in again.items() if rec.page is not None]
+    assert any(p.sections for p in pages)
+    # Records parsed the same way share one ParseOptions after loading.
+    assert len({id(r.parse_key[1]) for r in again.values() if r.parse_key is not None}) == 1

@@ -10,7 +10,12 @@ import pytest
 import yaml
 
 from serve.folder import decode_text
-from serve.source.frontmatter import MAX_FRONTMATTER_CHARS, json_safe, split_frontmatter
+from serve.source.frontmatter import (
+    MAX_FRONTMATTER_CHARS,
+    MAX_FRONTMATTER_VALUES,
+    json_safe,
+    split_frontmatter,
+)
 from tests.support.folders import FIXTURES
 
 # -- the split rule ------------------------------------------------------------------
@@ -360,3 +365,10 @@ def test_characters_yaml_rejects_make_the_block_broken(value: str) -> None:
 
 def test_repeated_key_keeps_the_last_value() -> None:
     assert split_frontmatter("---\ntags:\ntitle: T\ntags: []\n---\n").data == {"tags": [], "title": "T"}
+
+
+@pytest.mark.parametrize("items", [MAX_FRONTMATTER_VALUES - 3, MAX_FRONTMATTER_VALUES - 2])
+def test_fast_path_counts_values_as_the_full_walk_does(items: int) -> None:
+    # A mapping, its key and its list count too: the limit falls between these two sizes.
+    text = "---\nk: [" + ",".join("1" for _ in range(items)) + "]\n---\nx"
+    assert split_frontmatter(text).broken is (items + 3 > MAX_FRONTMATTER_VALUES)

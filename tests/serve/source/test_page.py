@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 
+import serve.source.page as page_module
 from serve.folder import decode_text
 from serve.source.page import Page, ParseOptions, parse_page
 
@@ -530,3 +533,63 @@ def test_payload_wire_order_and_values() -> None:
     assert payload["updated_at"] == "2026-07-10"
     assert payload["frontmatter"]["updated_at"] == "2026-07-10"
     assert payload["okf"] is None
+
+
+# -- the scans that skip to lines starting with '#' ---------------------------------------
+
+TRICKY_BODIES = [
+    "",
+    "#",
+    "# ",
+    "#\n",
+    "# Title",
+    "#Title\n# Real",
+    "#\n# x\n",
+    "#\n\n# x",
+    "# \n## y",
+    "# a\n\n## b\n",
+    "####### seven\n###### six",
+    "text # not a heading\n  # indented\n#\ttab\n",
+    "```\n# comment\n```\n# After\n",
+    "# A   \n#    B    C   \n\n\n### D",
+    "\n\n# late start\n#\n#\n#\n# end",
+    "# 한국어 제목\n## 두 번째\n",
+    "#" * 3 + "\n" + "\n" * 3 + "word",
+]
+
+
+@pytest.mark.parametrize("body", TRICKY_BODIES)
+def test_heading_scan_matches_the_whole_text_regex(body: str) -> None:
+    assert [(m.start(), m.end(), m.groups()) for m in page_module.heading_matches(body)] == [
+        (m.start(), m.end(), m.groups()) for m in page_module.HEADING_RE.finditer(body)]
+    assert page_module.without_heading_markers(body) == page_module.HEADING_PREFIX_RE.sub("", body)
+
+
+def reference_summary(body: str) -> str:
+    """The summary's definition, over the whole body."""
+    summary = page_module.collapse(page_module.HEADING_PREFIX_RE.sub("", body))
+    if len(summary) > page_module.SUMMARY_CHARS:
+        summary = summary[: page_module.SUMMARY_CHARS - 1].rstrip() + "..."
+    return summary
+
+
+@pytest.mark.parametrize("line", ["word " * 100, "w " * 3, "# Heading", "#", "## x\n\n", " " * 50])
+@pytest.mark.parametrize("count", [1, 3, 40, 400])
+def test_summary_from_a_prefix_equals_the_summary_of_the_whole_body(line: str, count: int) -> None:
+    body = "\n".join(f"{line}{i}" if i % 7 else line for i in range(count))
+    assert page_module.summarize(body) == reference_summary(body)
+
+
+def test_sections_beyond_the_heading_limit_end_at_the_next_heading_of_all() -> None:
+    body = "\n".join(f"{'#' * (1 + i % 3)} H{i}\ntext" for i in range(page_module.MAX_HEADINGS + 5))
+    parsed = page(body)
+    assert len(parsed.sections) == len(parsed.headings) == page_module.MAX_HEADINGS
+    last = parsed.sections[-1]
+    # It ends before H42 (line 85), a heading past the limit, not at the end of the file.
+    assert (last.heading, last.level, last.start_line, last.end_line) == ("H39", 1, 79, 84)
+
+
+def test_text_round_trips_through_its_compression() -> None:
+    body = "# Title\n\n" + "Ünïcode, 한국어 and `code` " * 200
+    assert page(body).text == body.strip()
+    assert zlib.decompress(page_module.compress_text(body)).decode("utf-8") == body
