@@ -38,6 +38,7 @@ RERANK_POOL = 30  # candidates the phrase bonus may reorder: the most `limit` ca
 COMPACT_DEAD_SHARE = 0.3
 # A first sync with more pages than this builds the main segment in bulk.
 BULK_MIN = 256
+TERM_FINDER_CACHE = 512  # words whose containing terms are remembered until the vocabulary grows
 FEW_LITERAL_CANDIDATES = 64  # literal search reads this many page texts without a tighter bound
 
 
@@ -185,6 +186,7 @@ class TermFinder:
         self.vocab: dict[str, int] | None = None
         self.plain = _JoinedTerms()
         self.folded = _JoinedTerms()  # non-ASCII terms whose case folding differs ("straße")
+        self.found: dict[str, dict[int, int]] = {}  # recent words (cleared when terms are added)
 
     def containing(self, vocab: dict[str, int], word: str) -> dict[int, int]:
         """Term id -> how many times `word` occurs in that term (or in its case folding)."""
@@ -196,37 +198,48 @@ class TermFinder:
             self.plain.extend(new, range(self.plain.size, len(vocab)))
             odd = [(t.casefold(), vocab[t]) for t in new if not t.isascii() and t.casefold() != t]
             self.folded.extend([t for t, _ in odd], [tid for _, tid in odd])
+            self.found.clear()
+        cached = self.found.get(word)
+        if cached is not None:
+            return cached
         found = self.plain.find(word)
         for tid, repeats in self.folded.find(word).items():
             found[tid] = max(repeats, found.get(tid, 0))
+        if len(self.found) >= TERM_FINDER_CACHE:
+            self.found.clear()
+        self.found[word] = found
         return found
 
 
 class _JoinedTerms:
+    """Terms as UTF-8 joined by newlines (bytes search is the fastest the runtime has)."""
+
     def __init__(self) -> None:
-        self.text = ""
+        self.text = b""
         self.starts = array("q")
         self.ids = array("i")
         self.size = 0
 
     def extend(self, terms: Sequence[str], ids: Iterable[int]) -> None:
+        encoded = [term.encode("utf-8") for term in terms]
         offset = len(self.text) + (1 if self.size else 0)
-        for term in terms:
+        for term in encoded:
             self.starts.append(offset)
             offset += len(term) + 1
         self.ids.extend(ids)
-        if terms:
-            self.text = "\n".join([self.text, *terms]) if self.size else "\n".join(terms)
-        self.size += len(terms)
+        if encoded:
+            self.text = b"\n".join([self.text, *encoded]) if self.size else b"\n".join(encoded)
+        self.size += len(encoded)
 
     def find(self, word: str) -> dict[int, int]:
         found: dict[int, int] = {}
+        key = word.encode("utf-8")
         text, starts, ids = self.text, self.starts, self.ids
-        at = text.find(word)
+        at = text.find(key)
         while at != -1:
             tid = ids[bisect_right(starts, at) - 1]
             found[tid] = found.get(tid, 0) + 1
-            at = text.find(word, at + len(word))  # a term may hold the word twice
+            at = text.find(key, at + len(key))  # a term may hold the word twice
         return found
 
 
@@ -262,7 +275,8 @@ class DocFields:
         self.size = len(pages)
         self.titles = _JoinedBytes([p.title.casefold().encode("utf-8") if p else b"" for p in pages])
         self.summaries = _JoinedBytes([p.summary.casefold().encode("utf-8") if p else b"" for p in pages])
-        self.paths = _JoinedBytes([p.path.casefold().encode("utf-8") if p else b"" for p in pages])
+        self.path_list = [p.path.casefold() if p else "" for p in pages]
+        self.paths = _JoinedBytes([path.encode("utf-8") for path in self.path_list])
         self.role_mult = np.array([ROLE_MULTIPLIER.get(p.role, 1.0) if p else 0.0 for p in pages],
                                   dtype=np.float64)
 
@@ -424,6 +438,33 @@ class LexicalIndex:
         self.alive[doc] = 0
         self.dead += 1
 
+    def _weighted_counts(self, repeats: dict[int, int]) -> np.ndarray:
+        """Per document, the sum over `repeats`' terms of tf × repeat: the main segment's
+        slices gathered in one numpy pass (a word may sit in thousands of terms), the delta
+        segment's term by term."""
+        counts = np.zeros(len(self.pages), dtype=np.float64)
+        if not repeats:
+            return counts
+        tids = np.fromiter(repeats, dtype=np.int64, count=len(repeats))
+        weights = np.fromiter(repeats.values(), dtype=np.float64, count=len(repeats))
+        in_main = tids < len(self.indptr) - 1
+        starts, stops = self.indptr[tids[in_main]], self.indptr[tids[in_main] + 1]
+        lengths = stops - starts
+        if lengths.sum():
+            # Positions start..stop-1 of every slice, as one index array.
+            offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+            positions = offsets + np.arange(int(lengths.sum()))
+            counts += np.bincount(self.main_docs[positions],
+                                  weights=self.main_tfs[positions] * np.repeat(weights[in_main], lengths),
+                                  minlength=len(self.pages))
+        for tid, repeat in repeats.items():
+            post = self.delta.get(tid)
+            if post is not None and post.docs:
+                docs = np.frombuffer(post.docs, dtype=np.int32)
+                counts += np.bincount(docs, weights=np.frombuffer(post.tfs, dtype=np.float32) * repeat,
+                                      minlength=len(self.pages))
+        return counts
+
     def postings_of(self, tid: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The (documents, term frequencies) slices of one term, main then delta."""
         if tid < len(self.indptr) - 1:
@@ -462,7 +503,8 @@ class LexicalIndex:
         compounds = [c for c in COMPOUND_RE.findall(needle) if CONNECTOR_RE.search(c)]
         words = [w for w in dict.fromkeys(WORD_RE.findall(needle)) if not any(w in c for c in compounds)]
         for word in [*dict.fromkeys(compounds), *sorted(words, key=len, reverse=True)]:
-            counts = self._word_counts(word, compound=word in compounds)
+            within = np.flatnonzero(bound) if bound is not None else None
+            counts = self._word_counts(word, compound=word in compounds, within=within)
             if counts is None:
                 continue
             bound = counts if bound is None else np.minimum(bound, counts)
@@ -477,7 +519,11 @@ class LexicalIndex:
             return None
         return {page.path for d in np.flatnonzero(bound).tolist() if (page := self.pages[d]) is not None}
 
-    def _word_counts(self, word: str, compound: bool = False) -> np.ndarray | None:
+    def _word_counts(self, word: str, compound: bool = False,
+                     within: np.ndarray | None = None) -> np.ndarray | None:
+        """Per document, how often the terms containing `word` occur (times their repeats of
+        it), plus its occurrences in the path; exact only for the documents in `within`
+        when given (the others cannot be candidates any more)."""
         raw = word  # paths are searched as written, not NFKC-normalised like indexed text
         if not word.isascii():
             word = unicodedata.normalize("NFKC", word)
@@ -491,18 +537,18 @@ class LexicalIndex:
         else:
             # Case folding can turn a term into other letters ("straße" -> "strasse").
             repeats = self.term_finder.containing(self.vocab, word)
-        docs: list[np.ndarray] = []
-        weights: list[np.ndarray] = []
-        for tid, repeat in repeats.items():
-            for doc_ids, tfs in self.postings_of(tid):
-                docs.append(doc_ids)
-                weights.append(tfs.astype(np.float64) * repeat)
-        counts = np.zeros(len(self.pages), dtype=np.float64) if not docs else np.bincount(
-            np.concatenate(docs), weights=np.concatenate(weights), minlength=len(self.pages))
+        counts = self._weighted_counts(repeats)
         # A page's path is indexed as words without its suffix ("notes/a.md" -> "notes a"), so
-        # occurrences inside the path are counted from the path itself.
-        for doc, times in self.doc_fields().paths.find(raw.encode("utf-8")).items():
-            counts[doc] += times
+        # occurrences inside the path are counted from the path itself: only for the pages
+        # still in the running when there are few of them (one C-speed scan otherwise).
+        fields = self.doc_fields()
+        if within is not None and len(within) < len(self.pages) // 8:
+            for doc in within.tolist():
+                if raw in fields.path_list[doc]:
+                    counts[doc] += fields.path_list[doc].count(raw)
+        else:
+            for doc, times in fields.paths.find(raw.encode("utf-8")).items():
+                counts[doc] += times
         return counts
 
     def doc_fields(self) -> DocFields:
