@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import pydantic_core
+from pydantic_core import PydanticSerializationError
+
 from bridge.registry import SourceDescriptor, now_iso
 from bridge.sources.transport import SourceCallError
 from common.bridge_schemas import (
@@ -29,23 +32,38 @@ from common.bridge_schemas import (
 
 ARTIFACT_NAME = "llmwiki_agent_result"
 _SAFE_REF = re.compile(r"^urn:llmwiki:source-ref:[A-Za-z0-9][A-Za-z0-9._~-]{0,127}$")
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]+")
+_HEADING = re.compile(r"(?m)^\s{0,3}#{1,6}\s+")
+_ALIASED_LINK = re.compile(r"\[\[([^\]|]+)\|([^\]]+)\]\]")
+_LINK = re.compile(r"\[\[([^\]]+)\]\]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_SCHEME = re.compile(r"^[a-z]+:")
 
 
 def safe_id(value: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", value) or "source"
+    return _NOT_ALNUM.sub("_", value) or "source"
 
 
 def markdown_readable(text: Any) -> str:
     if not isinstance(text, str):
         return ""
-    text = re.sub(r"(?m)^\s{0,3}#{1,6}\s+", "", text)
-    text = re.sub(r"\[\[([^\]|]+)\|([^\]]+)\]\]", r"\2", text)
-    text = re.sub(r"\[\[([^\]]+)\]\]", r"\1", text)
-    return re.sub(r"\s+", " ", text).strip()
+    # Each pattern needs its marker, so most snippets skip the regexes; without a "\n" a heading can
+    # only start the text. `\s` and str.split() agree on what whitespace is.
+    if "#" in text:
+        if "\n" in text:
+            text = _HEADING.sub("", text)
+        elif (heading := _HEADING.match(text)) is not None:
+            text = text[heading.end():]
+    if "[[" in text:
+        text = _LINK.sub(r"\1", _ALIASED_LINK.sub(r"\2", text))
+    return " ".join(text.split())
 
 
 def safe_trace_text(text: Any, limit: int = 160) -> str:
-    clean = re.sub(r"[\x00-\x1f\x7f]", " ", markdown_readable(text)).strip()
+    clean = markdown_readable(text)
+    if not clean.isprintable():  # markdown_readable already turned \t, \n and the like into spaces
+        clean = _CONTROL.sub(" ", clean).strip()
     return clean if len(clean) <= limit else clean[: limit - 3] + "..."
 
 
@@ -72,6 +90,15 @@ def _first(raw: dict[str, Any], *keys: str) -> Any:
     return None
 
 
+def _first_str(raw: dict[str, Any], *keys: str) -> str:
+    """`_str(_first(raw, *keys))` in one pass."""
+    for key in keys:
+        value = raw.get(key)
+        if value is not None and value != "":
+            return value if type(value) is str else _str(value)
+    return ""
+
+
 # ----------------------------------------------------------------------------- evidence
 
 @dataclass
@@ -80,7 +107,7 @@ class SourceEvidence:
 
     wiki_title: str
     citations: list[Citation]
-    graph: Graph
+    graph: EvidenceGraph
     orientation: list[str] = field(default_factory=list)
 
 
@@ -102,8 +129,8 @@ def citations_from(payload: JsonObject, source: SourceDescriptor) -> list[Citati
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             continue
-        raw_id = _str(_first(item, "id", "page_id", "path")) or str(index + 1)
-        page_id = _str(_first(item, "page_id", "pageId", "id")) or raw_id
+        raw_id = _first_str(item, "id", "page_id", "path") or str(index + 1)
+        page_id = _first_str(item, "page_id", "pageId", "id") or raw_id
         cid = raw_id if raw_id.startswith(f"{source.id}:") else f"{source.id}:{raw_id}"
         score = item.get("score")
         citations.append(Citation(
@@ -111,38 +138,101 @@ def citations_from(payload: JsonObject, source: SourceDescriptor) -> list[Citati
             title=_str(item.get("title")) or "Untitled", path=_str(item.get("path")),
             score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
             snippet=markdown_readable(item.get("snippet")),
-            connection_id=_str(_first(item, "connectionId", "connection_id")) or source.id,
+            connection_id=_first_str(item, "connectionId", "connection_id") or source.id,
             source_refs=_refs(item), handle=_handle(item)))
     return citations
 
 
-def graph_from(payload: JsonObject, source_id: str) -> Graph:
+def _graph_items(payload: JsonObject, source_id: str) -> tuple[list[JsonObject], list[JsonObject]]:
+    """The source's graph nodes and edges in their wire form, ids namespaced by the source, every
+    field normalised to its type (the usual case, a non-empty string, skips the fallbacks)."""
     raw = as_object(payload.get("graph")) or payload
-    nodes_raw = as_list(raw.get("nodes"))
-    edges_raw = as_list(raw.get("edges"))
-    nodes: list[GraphNode] = []
+    prefix = source_id + ":"
+    nodes: list[JsonObject] = []
     local_ids: set[str] = set()
-    for index, node in enumerate(n for n in nodes_raw if isinstance(n, dict)):
-        node_id = _str(node.get("id")) or f"node:{index + 1}"
+    index = 0
+    for node in as_list(raw.get("nodes")):
+        if not isinstance(node, dict):
+            continue
+        index += 1
+        node_id = node.get("id")
+        if type(node_id) is not str or not node_id:
+            node_id = _str(node_id) or f"node:{index}"
         local_ids.add(node_id)
-        metadata = as_object(node.get("metadata"))
-        nodes.append(GraphNode(
-            id=f"{source_id}:{node_id}",
-            label=_str(_first(node, "label", "title", "id")) or f"Node {index + 1}",
-            kind=_str(_first(node, "kind", "role")) or "node", path=_str(node.get("path")),
-            metadata={**metadata, "connectionId": source_id}))
-    edges: list[GraphEdge] = []
-    for edge in (e for e in edges_raw if isinstance(e, dict)):
-        source, target = _str(edge.get("source")), _str(edge.get("target"))
+        label = node.get("label")
+        if type(label) is not str or not label:
+            label = _first_str(node, "label", "title", "id") or f"Node {index}"
+        kind = node.get("kind")
+        if type(kind) is not str or not kind:
+            kind = _first_str(node, "kind", "role") or "node"
+        path = node.get("path")
+        metadata = node.get("metadata")
+        nodes.append({
+            "id": prefix + node_id, "label": label, "kind": kind,
+            "path": path if type(path) is str else _str(path),
+            "metadata": {**metadata, "connectionId": source_id} if isinstance(metadata, dict)
+            else {"connectionId": source_id}})
+    edges: list[JsonObject] = []
+    for edge in as_list(raw.get("edges")):
+        if not isinstance(edge, dict):
+            continue
+        source, target = edge.get("source"), edge.get("target")
+        if type(source) is not str:
+            source = _str(source)
+        if type(target) is not str:
+            target = _str(target)
         if not source or not target:
             continue
-        metadata = as_object(edge.get("metadata"))
-        edges.append(GraphEdge(
-            source=f"{source_id}:{source}" if source in local_ids else source,
-            target=f"{source_id}:{target}" if target in local_ids else target,
-            relation=_str(_first(edge, "relation", "kind")) or "related",
-            metadata={**metadata, "connectionId": source_id}))
-    return Graph(nodes=nodes, edges=edges)
+        relation = edge.get("relation")
+        if type(relation) is not str or not relation:
+            relation = _first_str(edge, "relation", "kind") or "related"
+        metadata = edge.get("metadata")
+        edges.append({
+            "source": prefix + source if source in local_ids else source,
+            "target": prefix + target if target in local_ids else target,
+            "relation": relation,
+            "metadata": {**metadata, "connectionId": source_id} if isinstance(metadata, dict)
+            else {"connectionId": source_id}})
+    return nodes, edges
+
+
+def graph_from(payload: JsonObject, source_id: str) -> Graph:
+    """The source's graph as models, validated in one call (a query answer carries a hundred nodes
+    and edges or more)."""
+    nodes, edges = _graph_items(payload, source_id)
+    return Graph.model_validate({"nodes": nodes, "edges": edges})
+
+
+@dataclass(frozen=True)
+class EvidenceGraph:
+    """A run's graph kept in its wire form: the run only counts, merges and writes it, so building
+    a model per node and dumping each again would be wasted (`model()` gives the models)."""
+
+    nodes: list[JsonObject]
+    edges: list[JsonObject]
+
+    def wire(self) -> JsonObject:
+        """Equal to `self.model().wire()`; the lists are shared, not copied."""
+        return {"nodes": self.nodes, "edges": self.edges}
+
+    def model(self) -> Graph:
+        return Graph.model_validate({"nodes": self.nodes, "edges": self.edges})
+
+
+def evidence_graph(payload: JsonObject, source_id: str) -> EvidenceGraph:
+    """`graph_from` in wire form. Metadata is the source's own JSON; the rare one with a NaN or an
+    infinity (which the model's dump writes as null) or a lone surrogate goes through the model."""
+    nodes, edges = _graph_items(payload, source_id)
+    metadata = [item["metadata"] for item in nodes] + [item["metadata"] for item in edges]
+    try:
+        text = pydantic_core.to_json(metadata, inf_nan_mode="constants")
+        plain = b"NaN" not in text and b"Infinity" not in text
+    except PydanticSerializationError:
+        plain = False
+    if plain:
+        return EvidenceGraph(nodes, edges)
+    wire = Graph.model_validate({"nodes": nodes, "edges": edges}).wire()
+    return EvidenceGraph(wire["nodes"], wire["edges"])
 
 
 def evidence_from(payload: JsonObject, source: SourceDescriptor) -> SourceEvidence:
@@ -153,7 +243,7 @@ def evidence_from(payload: JsonObject, source: SourceDescriptor) -> SourceEviden
                                         _str(_first(item, "id", "page_id", "pageId"))))
     return SourceEvidence(
         wiki_title=_str(_first(payload, "wiki_title", "wikiTitle", "title")) or source.name,
-        citations=citations_from(payload, source), graph=graph_from(payload, source.id),
+        citations=citations_from(payload, source), graph=evidence_graph(payload, source.id),
         orientation=[o for o in orientation if o])
 
 
@@ -166,6 +256,25 @@ def merge_graphs(graphs: Sequence[Graph]) -> Graph:
         for edge in graph.edges:
             edges.setdefault((edge.source, edge.target, edge.relation), edge)
     return Graph(nodes=list(nodes.values()), edges=list(edges.values()))
+
+
+def merge_evidence_graphs(graphs: Sequence[EvidenceGraph]) -> EvidenceGraph:
+    """`merge_graphs` for graphs in wire form: the first node per id, the first edge per
+    (source, target, relation)."""
+    all_nodes = [node for graph in graphs for node in graph.nodes]
+    all_edges = [edge for graph in graphs for edge in graph.edges]
+    # Without a repeated key a comprehension keeps every item in order; with one, the first wins.
+    nodes = {node["id"]: node for node in all_nodes}
+    if len(nodes) != len(all_nodes):
+        nodes = {}
+        for node in all_nodes:
+            nodes.setdefault(node["id"], node)
+    edges = {(edge["source"], edge["target"], edge["relation"]): edge for edge in all_edges}
+    if len(edges) != len(all_edges):
+        edges = {}
+        for edge in all_edges:
+            edges.setdefault((edge["source"], edge["target"], edge["relation"]), edge)
+    return EvidenceGraph(list(nodes.values()), list(edges.values()))
 
 
 def dedupe_citations(groups: Sequence[Sequence[Citation]]) -> list[Citation]:
@@ -298,7 +407,7 @@ def _preview(path: str, title: str, ident: str) -> str:
 
 
 def _safe_ref_text(value: str) -> bool:
-    return bool(value) and not (value.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", value)
+    return bool(value) and not (value.startswith(("/", "\\")) or _DRIVE.match(value)
                                 or any(bad in value for bad in ("\\", "://", "@", "?", "#")))
 
 
@@ -306,7 +415,7 @@ def citation_refs(citations: Sequence[Citation]) -> list[CitationRef]:
     refs: list[CitationRef] = []
     for citation in citations[:5]:
         path = citation.path.removeprefix("./")
-        path_ok = _safe_ref_text(path) and ".." not in path.split("/") and not re.match(r"^[a-z]+:", path)
+        path_ok = _safe_ref_text(path) and ".." not in path.split("/") and not _SCHEME.match(path)
         title_ok = bool(citation.title) and not (citation.title.startswith("/") or "\\" in citation.title
                                                  or "://" in citation.title)
         source_refs = [r for r in citation.source_refs if _safe_ref_text(r)
@@ -333,8 +442,8 @@ def tool_detail(evidence: SourceEvidence) -> str:
 
 # ----------------------------------------------------------------------------- answers and the task
 
-def evidence_only_answer(citations: Sequence[Citation], graph: Graph, bundles: Sequence[SourceBundle],
-                         answered_sources: int, failed_sources: int) -> str:
+def evidence_only_answer(citations: Sequence[Citation], graph: Graph | EvidenceGraph,
+                         bundles: Sequence[SourceBundle], answered_sources: int, failed_sources: int) -> str:
     lines = [f"Evidence-only result: the bridge gathered {len(citations)} citation(s) from "
              f"{answered_sources} Knowledge Source(s) and did not call the configured runtime.",
              f"Graph: {len(graph.nodes)} node(s), {len(graph.edges)} edge(s)."]

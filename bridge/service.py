@@ -14,7 +14,7 @@ import structlog
 
 from bridge import artifact
 from bridge.answer import RUNTIME_STEP_ID, RUNTIME_STEP_LABEL, RuntimeAnswer, runtime_answer
-from bridge.artifact import SourceEvidence, safe_id, safe_trace_text, step
+from bridge.artifact import EvidenceGraph, SourceEvidence, safe_id, safe_trace_text, step
 from bridge.fanout import fan_out
 from bridge.guidance import guidance_diagnostic
 from bridge.policy import CorsPolicy, SourcePolicy
@@ -582,7 +582,8 @@ class BridgeService:
         answered = [o.evidence for o in outcomes if o.evidence is not None]
         failed = sum(1 for o in outcomes if o.failed)
         citations = artifact.dedupe_citations([e.citations for e in answered])
-        graph = artifact.merge_graphs([e.graph for e in answered])
+        merged = artifact.merge_evidence_graphs([e.graph for e in answered])
+        graph: Graph | EvidenceGraph = merged
         steps.append(step("bridge-evidence", "Prepare evidence", "done",
                           detail=f"Prepared {len(citations)} citation(s), {len(graph.nodes)} graph node(s), "
                                  f"{len(bundles)} source bundle metadata record(s), and {failed} source "
@@ -597,8 +598,8 @@ class BridgeService:
             steps.append(step("bridge-evidence-only-answer", "Build evidence-only answer", "done",
                               detail="Built the answer from source evidence without calling the runtime."))
         else:
-            runtime = await self._runtime_answer(outcomes, request, citations, graph, steps, diagnostics,
-                                                 request_id, trace_id, transport)
+            runtime = await self._runtime_answer(outcomes, request, citations, merged.model(), steps,
+                                                 diagnostics, request_id, trace_id, transport)
             answer, citations, graph = runtime.answer, runtime.citations, runtime.graph
         steps.append(step("bridge-final-answer", "Return A2A artifact", "done",
                           detail="Returned a structured llmwiki_agent_result artifact."))

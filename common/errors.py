@@ -6,19 +6,42 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pydantic_core
 from aiohttp import web
+from pydantic_core import PydanticSerializationError
+
+# Digits 1-9 read as 0, so one search finds any "<digit>e-<digit>" in the output.
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+
+
+def json_bytes(payload: Any) -> bytes:
+    """Compact UTF-8 JSON, byte for byte `json.dumps(payload, ensure_ascii=False, separators=(",",
+    ":"))` for JSON data (dicts with str keys, lists, str, int, float, bool, None), written by
+    pydantic-core (about 4 times faster on a large answer). On such data the two differ only in
+    how a float under 1e-4 is written (`0.00001` for `1e-05`): when the output may hold one, the
+    stdlib writes it instead."""
+    try:
+        body = pydantic_core.to_json(payload, inf_nan_mode="constants")
+    except PydanticSerializationError:  # a lone surrogate (or a type neither writer knows)
+        return _stdlib_json(payload)
+    if b"0.0000" in body or b"0e-0" in body.translate(_DIGITS_AS_ZERO):
+        return _stdlib_json(payload)
+    return body
+
+
+def _stdlib_json(payload: Any) -> bytes:
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (echoed from a client's "\ud800") cannot be UTF-8: fall back to
+        # ASCII escapes, which keep the JSON valid and the value faithful.
+        return json.dumps(payload, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     """JSON with non-ASCII kept (UTF-8), as both services answer."""
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    try:
-        body = text.encode("utf-8")
-    except UnicodeEncodeError:
-        # A lone surrogate (echoed from a client's "\ud800") cannot be UTF-8: fall back to
-        # ASCII escapes, which keep the JSON valid and the value faithful.
-        body = json.dumps(payload, ensure_ascii=True, separators=(",", ":")).encode("ascii")
-    return web.Response(body=body, status=status, content_type="application/json",
+    return web.Response(body=json_bytes(payload), status=status, content_type="application/json",
                         charset="utf-8", headers=headers)
 
 

@@ -211,7 +211,7 @@ async def _client_session(app: web.Application) -> AsyncIterator[None]:
     service = app[SERVICE_KEY]
     inner = app[RESOLVER_KEY] if RESOLVER_KEY in app else aiohttp.ThreadedResolver()
     resolver = PolicyResolver(inner, lambda: service.source_policy)
-    connector = aiohttp.TCPConnector(limit=64, enable_cleanup_closed=True, resolver=resolver,
+    connector = aiohttp.TCPConnector(limit=256, enable_cleanup_closed=True, resolver=resolver,
                                      use_dns_cache=False)  # every connection is resolved and checked
     async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
         service.session = session

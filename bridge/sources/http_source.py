@@ -154,4 +154,5 @@ def merge_search_results(payload: dict[str, Any], found: list[list[dict[str, Any
                 seen |= keys
                 additions.append(item)
     if additions:
-        payload[target] = [*(payload.get(target) or []), *additions]
+        current = payload.get(target)
+        payload[target] = [*(current if isinstance(current, list) else []), *additions]

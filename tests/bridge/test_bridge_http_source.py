@@ -164,3 +164,14 @@ async def test_oversized_source_answers_are_failures(bridge_client: BridgeFactor
     result = (await response.json())["artifacts"][0]["parts"][0]["data"]
     assert result["citations"] == []
     assert next(s for s in result["steps"] if s["id"] == "tool-wiki")["status"] == "error"
+
+
+def test_search_results_merge_into_a_payload_whose_evidence_is_not_a_list() -> None:
+    from bridge.sources.http_source import merge_search_results
+
+    payload: dict[str, Any] = {"evidence": True}
+    merge_search_results(payload, [[{"page_id": "a", "title": "A"}], [{"page_id": "a"}, {"path": "b.md"}]])
+    assert payload["evidence"] == [{"page_id": "a", "title": "A"}, {"path": "b.md"}]
+    with_citations: dict[str, Any] = {"citations": [{"pageId": "A"}], "evidence": "x"}
+    merge_search_results(with_citations, [[{"page_id": "a"}, {"page_id": "c"}]])
+    assert with_citations["citations"] == [{"pageId": "A"}, {"page_id": "c"}]

@@ -1,0 +1,161 @@
+"""The run's fast paths give what the slower, plainer code they replace gives: wire-form graphs,
+text normalisation and the JSON writer."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+from typing import Any
+
+import pytest
+
+from bridge import artifact
+from bridge.registry import normalize_inline
+from common.bridge_schemas import Graph, GraphEdge, GraphNode
+from common.errors import json_bytes
+
+SOURCE = normalize_inline([{"id": "kb-1", "name": "KB", "protocol": "llmwiki-http", "status": "ready",
+                            "url": "http://127.0.0.1:9"}])[0]
+ODD = ["", None, 0, 7, 1.5, 3e-05, float("nan"), float("inf"), True, [], {}, ["x", None], {"k": float("nan")},
+       "x\x00y", "\ud800", "NaN", "é 中文 \u2028", "  spaced  ", "# Head [[A|B]] [[C]]"]
+
+
+def _plain_graph(payload: dict[str, Any], source_id: str) -> Graph:
+    """The node-by-node construction `graph_from` replaced."""
+    raw = artifact.as_object(payload.get("graph")) or payload
+    nodes: list[GraphNode] = []
+    local_ids: set[str] = set()
+    for index, node in enumerate(n for n in artifact.as_list(raw.get("nodes")) if isinstance(n, dict)):
+        node_id = artifact._str(node.get("id")) or f"node:{index + 1}"
+        local_ids.add(node_id)
+        nodes.append(GraphNode(
+            id=f"{source_id}:{node_id}",
+            label=artifact._str(artifact._first(node, "label", "title", "id")) or f"Node {index + 1}",
+            kind=artifact._str(artifact._first(node, "kind", "role")) or "node",
+            path=artifact._str(node.get("path")),
+            metadata={**artifact.as_object(node.get("metadata")), "connectionId": source_id}))
+    edges: list[GraphEdge] = []
+    for edge in (e for e in artifact.as_list(raw.get("edges")) if isinstance(e, dict)):
+        source, target = artifact._str(edge.get("source")), artifact._str(edge.get("target"))
+        if not source or not target:
+            continue
+        edges.append(GraphEdge(
+            source=f"{source_id}:{source}" if source in local_ids else source,
+            target=f"{source_id}:{target}" if target in local_ids else target,
+            relation=artifact._str(artifact._first(edge, "relation", "kind")) or "related",
+            metadata={**artifact.as_object(edge.get("metadata")), "connectionId": source_id}))
+    return Graph(nodes=nodes, edges=edges)
+
+
+def _odd_graph(rng: random.Random) -> dict[str, Any]:
+    def field(value: Any) -> Any:
+        return rng.choice(ODD) if rng.random() < 0.3 else value
+
+    nodes: list[Any] = []
+    for i in range(rng.randint(0, 12)):
+        node = {key: field(value) for key, value in (
+            ("id", f"page:{i % 7}"), ("label", f"Page {i}"), ("title", f"T{i}"), ("kind", "page"),
+            ("role", "hot"), ("path", f"p/{i}.md"),
+            ("metadata", {"tags": ["a", field("b")], "score": field(0.5), "okf": {}}))
+            if rng.random() > 0.15}
+        nodes.append(node if rng.random() > 0.1 else rng.choice(ODD))
+    edges: list[Any] = []
+    for _ in range(rng.randint(0, 15)):
+        edge = {key: field(value) for key, value in (
+            ("source", f"page:{rng.randint(0, 9)}"), ("target", rng.choice(["page:1", "heading:x", "ext"])),
+            ("relation", rng.choice(["links", "contains"])), ("kind", "k"),
+            ("metadata", {"weight": field(1)})) if rng.random() > 0.15}
+        edges.append(edge if rng.random() > 0.1 else rng.choice(ODD))
+    graph = {"nodes": nodes, "edges": edges}
+    return {"graph": graph} if rng.random() < 0.8 else graph
+
+
+def _same_json(left: Any, right: Any) -> bool:
+    """Equal, counting NaN equal to NaN (as the written JSON does)."""
+    if isinstance(left, float) and isinstance(right, float) and math.isnan(left) and math.isnan(right):
+        return True
+    if isinstance(left, dict) and isinstance(right, dict):
+        return list(left) == list(right) and all(_same_json(left[k], right[k]) for k in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(_same_json(a, b) for a, b in zip(left, right, strict=True))
+    return type(left) is type(right) and left == right
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_graph_forms_equal_the_node_by_node_models(seed: int) -> None:
+    rng = random.Random(seed)
+    payloads = [_odd_graph(rng) for _ in range(3)]
+    plain = [_plain_graph(p, f"kb-{i % 2}") for i, p in enumerate(payloads)]
+    expected = [g.wire() for g in plain]
+    assert [artifact.graph_from(p, f"kb-{i % 2}").wire() for i, p in enumerate(payloads)] == expected
+    fast = [artifact.evidence_graph(p, f"kb-{i % 2}") for i, p in enumerate(payloads)]
+    for graph, wire in zip(fast, expected, strict=True):
+        assert _same_json(graph.wire(), wire)
+        assert graph.model() == Graph.model_validate(wire)
+    assert _same_json(artifact.merge_evidence_graphs(fast).wire(), artifact.merge_graphs(plain).wire())
+
+
+def test_graph_metadata_nan_is_written_as_null_like_the_model_dump() -> None:
+    payload = {"graph": {"nodes": [{"id": "a", "metadata": {"x": float("nan"), "y": [float("-inf")]}}],
+                         "edges": [{"source": "a", "target": "b", "metadata": {"w": float("inf")}}]}}
+    wire = artifact.evidence_graph(payload, "kb").wire()
+    assert wire == _plain_graph(payload, "kb").wire()
+    assert wire["nodes"][0]["metadata"] == {"x": None, "y": [None], "connectionId": "kb"}
+    assert wire["edges"][0]["metadata"] == {"w": None, "connectionId": "kb"}
+    assert b"NaN" not in json_bytes(wire) and b"Infinity" not in json_bytes(wire)
+
+
+def _plain_readable(text: Any) -> str:
+    if not isinstance(text, str):
+        return ""
+    text = re.sub(r"(?m)^\s{0,3}#{1,6}\s+", "", text)
+    text = re.sub(r"\[\[([^\]|]+)\|([^\]]+)\]\]", r"\2", text)
+    text = re.sub(r"\[\[([^\]]+)\]\]", r"\1", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _plain_trace_text(text: Any, limit: int = 160) -> str:
+    clean = re.sub(r"[\x00-\x1f\x7f]", " ", _plain_readable(text)).strip()
+    return clean if len(clean) <= limit else clean[: limit - 3] + "..."
+
+
+def test_text_normalisation_equals_the_plain_regexes() -> None:
+    rng = random.Random(7)
+    pieces = ["# ", "## H", "\n", "  ", "\t", "[[", "]]", "|", "[", "]", "a", "Wörd", "中", "\x00", "\x1c",
+              "\x7f", "\u00a0", "\u2028", "\u200b", "#", "###### x", "\r\n", "   #  y", "[[A|B]]", "[[C]]",
+              " x "]
+    samples: list[Any] = [None, 3, "", " ", "# only", "[[x]]"]
+    one_line = [p for p in pieces if "\n" not in p]  # a heading can then only start the text
+    samples += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 40))) for _ in range(3000)]
+    samples += ["".join(rng.choice(one_line) for _ in range(rng.randint(1, 12))) for _ in range(3000)]
+    for text in samples:
+        assert artifact.markdown_readable(text) == _plain_readable(text), repr(text)
+        assert artifact.safe_trace_text(text) == _plain_trace_text(text), repr(text)
+        assert artifact.safe_trace_text(text, 12) == _plain_trace_text(text, 12), repr(text)
+
+
+def _stdlib(payload: Any) -> bytes:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def test_json_bytes_equals_the_stdlib_writer() -> None:
+    rng = random.Random(3)
+    floats = [0.0, -0.0, 1.0, 11.1528, 0.1 + 0.2, 1e-4, 9.99e-05, 3e-05, 1e-07, -2.5e-09, 1e15, 1e16, 1.5e17,
+              1e300, 5e-324, float("nan"), float("inf"), float("-inf")]
+    strings = ["", "plain", "é 中文 😀", "\u2028\u2029", "\x00\x1f\x7f\"\\/", "1e-5 in text", "0.00001 text",
+               "NaN"]
+    scalars: list[Any] = [*floats, *strings, None, True, False, 0, -7, 2**70]
+    for _ in range(2000):
+        payload = {"a": rng.choice(scalars), "b": [rng.choice(scalars) for _ in range(rng.randint(0, 4))],
+                   "c": {rng.choice(strings): rng.choice(scalars)}}
+        assert json_bytes(payload) == _stdlib(payload), payload
+    for value in [*floats, *strings]:
+        assert json_bytes([value]) == _stdlib([value])
+
+
+def test_json_bytes_keeps_the_ascii_fallback_for_a_lone_surrogate() -> None:
+    assert json_bytes({"q": "a\ud800b"}) == b'{"q":"a\\ud800b"}'
+    with pytest.raises(TypeError):
+        json_bytes({"x": object()})
