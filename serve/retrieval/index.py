@@ -19,7 +19,8 @@ import numpy as np
 
 from serve.folder import die_with_parent
 from serve.retrieval.analyzer import COMPOUND_RE, CONNECTOR_RE, STOPWORDS, analyze
-from serve.retrieval.pairs import SIGNATURE_BYTES, PairSignatures, literal_haystack, needle_bits, signature
+from serve.retrieval.pairs import PairSignatures, literal_haystack, needle_bits, signature
+from serve.retrieval.pairs import signatures as pair_signatures
 from serve.source.page import ROLE_RANK, Page
 
 WORD_RE = re.compile(r"[^\W_]+")
@@ -38,6 +39,7 @@ RERANK_POOL = 30  # candidates the phrase bonus may reorder: the most `limit` ca
 COMPACT_DEAD_SHARE = 0.3
 # A first sync with more pages than this builds the main segment in bulk.
 BULK_MIN = 256
+SIGNATURE_BATCH = 512  # pages whose pair signatures are computed in one numpy pass
 TERM_FINDER_CACHE = 512  # words whose containing terms are remembered until the vocabulary grows
 FEW_LITERAL_CANDIDATES = 64  # literal search reads this many page texts without a tighter bound
 
@@ -84,10 +86,14 @@ def analyse_range(bounds: tuple[int, int]) -> Slice:
     doc_terms: list[int] = []
     doc_lengths: list[int] = []
     signatures: list[np.ndarray] = []
+    haystacks: list[str] = []
     for page in _BULK_PAGES[start:stop]:
         text = page.text  # one decompression for the terms and the pair signature
         counts = Counter(page_terms(page, text))
-        signatures.append(signature(literal_haystack(page, text)))
+        haystacks.append(literal_haystack(page, text))
+        if len(haystacks) >= SIGNATURE_BATCH:
+            signatures.append(pair_signatures(haystacks))
+            haystacks = []
         term_ids.extend(vocab.setdefault(term, len(vocab)) for term in counts)
         tfs.extend(counts.values())
         doc_terms.append(len(counts))
@@ -95,7 +101,7 @@ def analyse_range(bounds: tuple[int, int]) -> Slice:
     return (list(vocab), np.array(term_ids, dtype=np.int32),
             np.minimum(np.array(tfs, dtype=np.int64), 65535).astype(np.uint16),
             np.array(doc_terms, dtype=np.int64), np.array(doc_lengths, dtype=np.int64),
-            np.array(signatures, dtype=np.uint8).reshape(-1, SIGNATURE_BYTES))
+            np.concatenate([*signatures, pair_signatures(haystacks)]))
 
 
 def analyse_slices(pages: Sequence[Page]) -> list[Slice]:
