@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from common.version import __version__
 from serve.errors import KnowledgeSourceError
-from serve.settings import OPTIONS, ServeSettings, SettingsError, resolve_settings
+from serve.settings import OPTIONS, ServeSettings, SettingsError, SourceProfileError, resolve_settings
 
 if TYPE_CHECKING:
     from serve.folder import EarlyRead
@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         retrieval.add_argument("--min-score", type=_non_negative, default=None)
         retrieval.add_argument("--exclude-page-id", action="append", default=None)
         retrieval.add_argument("--source-id", dest="source_id", default=None)
+        retrieval.add_argument("--source-profile", dest="source_profile", default=None,
+                               help="auto or okf-v0.2")
 
     for name, text in (("manifest", "print the manifest JSON (with the local root)"),
                        ("source-refs", "print the source refs JSON"),
@@ -70,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
         one_shot = commands.add_parser(name, help=text)
         one_shot.add_argument("root", metavar="ROOT")
         one_shot.add_argument("--source-id", dest="source_id", default=None)
+        one_shot.add_argument("--source-profile", dest="source_profile", default=None,
+                              help="auto or okf-v0.2")
     return parser
 
 
@@ -141,6 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"ROOT must be an existing directory: {args.root}")
     try:
         settings = _settings(args, one_shot=args.command not in ("serve", "mcp"))
+    except SourceProfileError as exc:
+        sys.stderr.write(f"Error: {exc}\n")
+        return 1
     except SettingsError as exc:
         parser.error(str(exc))
     early = None
@@ -196,7 +203,8 @@ def start_early_read(settings: ServeSettings) -> EarlyRead | None:
             return None  # a cache inside the root: KnowledgeSource reports it
         if cache.path.exists():
             return None
-    return EarlyRead(root, max_page_bytes=settings.max_page_bytes)
+    return EarlyRead(root, max_page_bytes=settings.max_page_bytes,
+                     source_profile=settings.source_profile)
 
 
 def _serve(settings: ServeSettings, early: EarlyRead | None) -> int:

@@ -33,6 +33,10 @@ def root_unsupported(detail: str = "") -> WikiRootError:
     )
 
 
+def okf_invalid(detail: str = "") -> WikiRootError:
+    return WikiRootError("okf_v0_2_invalid", "Configured root is not a valid OKF v0.2 bundle.", detail)
+
+
 class UserError(KnowledgeSourceError):
     """A request the service understood but cannot honour (HTTP 400 with `detail`)."""
 

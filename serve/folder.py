@@ -19,9 +19,10 @@ from typing import Any, NamedTuple
 
 import structlog
 
-from serve.errors import root_missing, root_unsupported
+from serve.errors import okf_invalid, root_missing, root_unsupported
 from serve.graph import Fragment, SidecarFile, page_fragment
 from serve.projection import Diagnostic, Projection, signature_of
+from serve.source import okf
 from serve.source.layout import FolderView, Layout, detect_layout
 from serve.source.page import Page, ParseOptions, parse_page
 from serve.source.sidecar import SidecarEdge, parse_sidecar
@@ -136,11 +137,15 @@ def read_file(job: ReadJob) -> ReadResult:
     if rel.rsplit("/", 1)[-1] == "graph.json":
         return ReadResult(rel, digest, now, sidecar=tuple(parse_sidecar(decode_text(data)[0])))
     if page_path is None or digest == known_digest:
+        if rel == okf.MARKER:  # its head is what OKF detection reads, whatever the layout
+            return ReadResult(rel, digest, now, text=okf.marker_head(decode_text(data)[0]))
         return ReadResult(rel, digest, now)
     text, problem = decode_text(data)
-    page = parse_page(text, page_path, options, degraded=problem, role=role)
+    parse = okf.parse_okf_page if options.okf else parse_page
+    page = parse(text, page_path, options, degraded=problem, role=role)
     return ReadResult(rel, digest, now, problem=page.degraded, page=page,
-                      fragment=page_fragment(page), options=options)
+                      fragment=page_fragment(page), options=options,
+                      text=okf.marker_head(text) if rel == okf.MARKER else None)
 
 
 def start_worker(parent: int) -> None:
@@ -282,17 +287,18 @@ class EarlyRead:
     cache's are: each is used only if the file's stat at the mirror's own walk proves it
     unchanged since it was read, so a file edited meanwhile is simply read again."""
 
-    def __init__(self, root: Path, *, max_page_bytes: int) -> None:
+    def __init__(self, root: Path, *, max_page_bytes: int, source_profile: str = "auto") -> None:
         self._parsing: ParseInWorkers | None = None
         self._failure = ""  # logged by records(): this runs before logging is configured
         try:
             walk = walk_root(str(root))
             if len(walk.files) < PARALLEL_PARSE_MIN or parse_workers() < 2:
                 return  # small enough to read quickly the ordinary way
-            mirror = FolderMirror(root, source_id=None, max_page_bytes=max_page_bytes)
+            mirror = FolderMirror(root, source_id=None, max_page_bytes=max_page_bytes,
+                                  source_profile=source_profile)
             mirror.layout = detect_layout(FolderView(walk.files.keys(), walk.dirs,
                                                      walk.marker_dirs.keys(), mirror._config_text),
-                                          root.name)
+                                          root.name, source_profile)
             if mirror.layout is None:
                 return
             self._parsing = ParseInWorkers((mirror._job(rel, {}), st)
@@ -327,8 +333,9 @@ class FolderMirror:
     Not thread-safe by itself: the freshness controller serialises calls."""
 
     def __init__(self, root: Path, *, source_id: str | None, max_page_bytes: int,
-                 records: dict[str, FileRecord] | None = None) -> None:
+                 records: dict[str, FileRecord] | None = None, source_profile: str = "auto") -> None:
         self.root = root
+        self.source_profile = source_profile
         self.root_str = str(root)
         self.source_id = source_id
         self.max_page_bytes = max_page_bytes
@@ -375,7 +382,7 @@ class FolderMirror:
 
         self.layout = detect_layout(
             FolderView(walk.files.keys(), walk.dirs, walk.marker_dirs.keys(), config_text),
-            self.root.name)
+            self.root.name, self.source_profile)
         self._adopt_walk(walk, replace_all=True)
         # The records now hold exactly this walk's files, dirs and markers, so the layout
         # just detected is the one _build would detect from view(), unless a config file
@@ -436,8 +443,10 @@ class FolderMirror:
                 fresh = before._replace(stat=fresh.stat, verified_ns=fresh.verified_ns)
             elif before is None or before.digest != fresh.digest or before.problem != fresh.problem:
                 self.generation += 1
+                # A changed OKF marker head may switch the adapter: that is no content edit.
                 if (before is not None and self.dirty is not None and before.page is not None
-                        and fresh.page is not None and before.problem == fresh.problem):
+                        and fresh.page is not None and before.problem == fresh.problem
+                        and before.text == fresh.text):
                     self.dirty.add(rel)  # an existing page's content changed
                 else:
                     self._structural_change()
@@ -498,11 +507,13 @@ class FolderMirror:
         record = self.records.get(rel)
         if record is not None and record.text is not None:
             return record.text
+        marker = rel == okf.MARKER
         try:
             with open(os.path.join(self.root_str, rel), "rb") as handle:
-                return decode_text(handle.read(1 << 20))[0]
+                text = decode_text(handle.read(okf.MARKER_READ_BYTES if marker else 1 << 20))[0]
         except OSError:
             return None
+        return okf.marker_head(text) if marker else text
 
     def _job(self, rel: str, previous: dict[str, FileRecord]) -> ReadJob:
         layout = self.layout
@@ -568,7 +579,7 @@ class FolderMirror:
             if record is None or page_path is None:
                 return None
             record = self._parsed(rel, record, page_path, layout.options)
-            if record.page is None or record.fragment is None:
+            if record.page is None or record.fragment is None or okf.invalid_reason(record.page):
                 return None
             replaced.append((record.page, record.fragment))
         # Content-only changes keep each file's problem status, so diagnostics carry over.
@@ -578,10 +589,11 @@ class FolderMirror:
         if self.layout is not None and self._layout_generation == self.generation:
             layout: Layout | None = self.layout
         else:
-            layout = detect_layout(self.view(), self.root.name)
+            layout = detect_layout(self.view(), self.root.name, self.source_profile)
         self.layout = layout
         if layout is None:
             raise root_unsupported(self.root_str)
+        strict = layout.options.okf
         parsed: list[tuple[Page, Fragment]] = []
         diagnostics: list[Diagnostic] = []
         for rel in sorted(self.records):
@@ -596,6 +608,9 @@ class FolderMirror:
             if record.page is None or record.fragment is None:
                 diagnostics.append(Diagnostic(rel, record.problem or "unreadable", True))
                 continue
+            if strict and (reason := okf.invalid_reason(record.page)):
+                # One invalid document rejects the whole bundle; the first one is named.
+                raise okf_invalid(f"{self.root_str}: {reason}")
             if record.page.degraded:
                 diagnostics.append(Diagnostic(rel, record.page.degraded, False))
             parsed.append((record.page, record.fragment))
@@ -603,6 +618,8 @@ class FolderMirror:
             diagnostics.append(Diagnostic(rel, "symlink_ignored", True))
         self._report(diagnostics)
         if not parsed:
+            if strict:
+                raise okf_invalid(f"{self.root_str}: OKF bundle has no serveable markdown pages")
             raise root_unsupported(self.root_str)
         parsed.sort(key=lambda pair: page_sort_key(layout, pair[0].path))
         sidecars = []
@@ -659,7 +676,8 @@ class FolderMirror:
             for rel in self.dirty:  # content edits: same files, same order, new digests
                 self._lines[rel] = f"{rel}\tfile\t{records[rel].stat.size}\t{records[rel].digest}"
         markers = [f"{rel}\tdir\t{size}\t" for rel, size in sorted(self.markers.items())]
-        return signature_of([*markers, *self._lines.values()])
+        base = signature_of([*markers, *self._lines.values()])
+        return okf.signature(base) if self.layout is not None and self.layout.options.okf else base
 
     def _report(self, diagnostics: list[Diagnostic]) -> None:
         """Log each problem file once per reason, not on every re-projection."""

@@ -38,6 +38,7 @@ class Freshness:
         refresh_interval_seconds: float = 0.0,
         producer_manifest: str | None = None,
         max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES,
+        source_profile: str = "auto",
         use_inotify: bool = True,
         cached_records: dict[str, FileRecord] | None = None,
         known_counts: dict[str, tuple[int, int]] | None = None,
@@ -48,7 +49,7 @@ class Freshness:
         self.interval = refresh_interval_seconds
         self.producer_manifest = producer_manifest
         self.mirror = FolderMirror(root, source_id=source_id, max_page_bytes=max_page_bytes,
-                                   records=cached_records)
+                                   records=cached_records, source_profile=source_profile)
         self.use_inotify = use_inotify and inotify.available()
         self.lock = threading.RLock()
         self.current: Projection | None = None

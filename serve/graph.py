@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring
 from typing import Any, NamedTuple
 
+from serve.source import okf
 from serve.source.page import Page
 from serve.source.sidecar import SidecarEdge
 
@@ -75,24 +76,62 @@ class Fragment(NamedTuple):
     page_keys: tuple[str, ...]  # lookup keys of the page itself: id, title, path, file name
 
 
+OkfMember = tuple[str, str, str, str, dict[str, Any], dict[str, Any]]
+OKF_META = {"source_profile": okf.PROFILE}
+
+
+def okf_members(page: Page) -> list[OkfMember]:
+    """(node id, label, kind, relation, node metadata, edge metadata) of the nodes an OKF
+    page adds after its headings: its type, its resource, then each structured source."""
+    if not page.okf_json:
+        return []
+    data = json.loads(page.okf_json)
+    members: list[OkfMember] = []
+    if data["concept_type"]:
+        members.append((f"okf_type:{slug(data['concept_type']).lower()}", data["concept_type"],
+                        "okf_type", "typed_as", dict(OKF_META), {"source": "okf.type", **OKF_META}))
+    if data["resource"]:
+        members.append((f"okf_resource:{slug(data['resource'])}", data["resource"], "okf_resource",
+                        "describes", dict(OKF_META), {"source": "okf.resource", **OKF_META}))
+    for source in data["sources"]:
+        members.append((f"source:{slug(okf.source_key(source))}", okf.source_label(source),
+                        "source_ref", "cites", {**OKF_META, "okf": source},
+                        {"source": "okf.sources", **OKF_META}))
+    return members
+
+
+def plain_refs(page: Page) -> tuple[str, ...]:
+    """The source refs that get plain `source:` nodes: an OKF page's structured sources
+    have their own (with metadata), so refs equal to their keys are skipped."""
+    if not page.okf_json:
+        return page.source_refs
+    keys = {okf.source_key(s) for s in json.loads(page.okf_json)["sources"]}
+    return tuple(ref for ref in page.source_refs if ref not in keys)
+
+
 def page_fragment(page: Page) -> Fragment:
     ids = [f"heading:{slug(page.id + ':' + heading)}" for heading in page.headings]
-    ids += [f"source:{slug(ref)}" for ref in page.source_refs]
+    if page.okf_json:
+        ids += [member[0] for member in okf_members(page)]
+    ids += [f"source:{slug(ref)}" for ref in plain_refs(page)]
     ids += [f"tag:{slug(tag.lstrip('#').lower())}" for tag in page.tags]
     own = (page.id, page.title, page.path, page.path.rsplit("/", 1)[-1])
     return Fragment(tuple(ids), tuple(lookup_key(link) for link in page.links),
                     tuple(lookup_key(key) for key in own))
 
 
-def _members(page: Page, fragment: Fragment) -> Iterator[tuple[str, str, str, str]]:
-    """(node id, label, kind, relation) for each heading, source ref and tag of a page."""
-    labels = (
-        [(h, "heading", "contains") for h in page.headings]
-        + [(r, "source_ref", "cites") for r in page.source_refs]
-        + [(t.lstrip("#"), "tag", "tagged") for t in page.tags]
-    )
-    for nid, (label, kind, relation) in zip(fragment.member_ids, labels, strict=True):
-        yield nid, label, kind, relation
+def _members(page: Page, fragment: Fragment) -> Iterator[tuple[str, str, str, str, Any, Any]]:
+    """(node id, label, kind, relation, node metadata, edge metadata) for each heading, OKF
+    member, source ref and tag of a page, in the graph's construction order."""
+    labels: list[tuple[str, str, str, Any, Any]] = [(h, "heading", "contains", None, None)
+                                                    for h in page.headings]
+    if page.okf_json:
+        labels += [member[1:] for member in okf_members(page)]
+    labels += [(r, "source_ref", "cites", None, None) for r in plain_refs(page)]
+    labels += [(t.lstrip("#"), "tag", "tagged", None, None) for t in page.tags]
+    for nid, (label, kind, relation, node_meta, edge_meta) in zip(fragment.member_ids, labels,
+                                                                   strict=True):
+        yield nid, label, kind, relation, node_meta, edge_meta
 
 
 def unresolved_node(value: str, path: str, source: str) -> Node:
@@ -173,9 +212,12 @@ def build_graph(pages: Sequence[Page], fragments: Sequence[Fragment], adapter: s
     for page, fragment in zip(pages, fragments, strict=True):
         pid = page_ids[page.id]
         path = page.path
-        for nid, label, kind, relation in _members(page, fragment):
+        for nid, label, kind, relation, node_meta, edge_meta in _members(page, fragment):
             if nid not in nodes:
-                nodes[nid] = _node(nid, label, kind, path, None)
+                nodes[nid] = _node(nid, label, kind, path, node_meta)
+            if edge_meta is not None:  # OKF members: a repeated edge merges metadata
+                g.edge(pid, nid, relation, edge_meta)
+                continue
             member_key = (pid, nid, relation)
             if member_key not in edges:
                 edges[member_key] = _edge(pid, nid, relation, None)
@@ -335,7 +377,8 @@ class GraphView:
         meta = node.meta
         if isinstance(meta, Page):
             metadata: dict[str, Any] = {**self.base_meta, "source_refs": list(meta.source_refs),
-                                        "review_state": meta.review_state, "okf": {}}
+                                        "review_state": meta.review_state,
+                                        "okf": json.loads(meta.okf_json) if meta.okf_json else {}}
         else:
             metadata = dict(meta) if meta else {}
         return {"id": node.id, "label": node.label, "kind": node.kind, "path": node.path,
@@ -371,7 +414,8 @@ class GraphView:
                         refs = ",".join([enc(ref) for ref in meta.source_refs])
                         text = (f'{{"id":{node_id},"label":{enc(node.label)},"kind":{enc(node.kind)},'
                                 f'"path":{enc(node.path)},"metadata":{base}"source_refs":[{refs}],'
-                                f'"review_state":{enc(meta.review_state)},"okf":{{}}}}}}')
+                                f'"review_state":{enc(meta.review_state)},'
+                                f'"okf":{meta.okf_json or "{}"}}}}}')
                         if len(cache) < PAGE_JSON_ENTRIES:
                             cache[meta.path] = text
                     node_parts.append(text)
@@ -473,23 +517,35 @@ def evidence_graph(pages: Sequence[Page], fragments: Sequence[Fragment], lookup:
         path = page.path
         fragment = fragments[position]
         n_headings = len(page.headings)
-        n_refs = n_headings + len(page.source_refs)
-        for i, nid in enumerate(fragment.member_ids):  # headings, then source refs, then tags
-            if nid not in nodes:
+        # An OKF page's own members sit between its headings and its (plain) source refs.
+        members = okf_members(page) if page.okf_json else []
+        refs = plain_refs(page)
+        n_okf = n_headings + len(members)
+        n_refs = n_okf + len(refs)
+        for i, nid in enumerate(fragment.member_ids):  # headings, OKF, source refs, tags
+            edge_meta: dict[str, Any] | None = None
+            if n_headings <= i < n_okf:
+                _, label, kind, relation, node_meta, edge_meta = members[i - n_headings]
+                if nid not in nodes:
+                    if len(nodes) >= limit:
+                        continue
+                    nodes[nid] = new(Node, (nid, label, kind, owner.get(nid, path), node_meta))
+            elif nid not in nodes:
                 if len(nodes) >= limit:
                     continue
                 if i < n_headings:
                     label, kind = page.headings[i], "heading"
                 elif i < n_refs:
-                    label, kind = page.source_refs[i - n_headings], "source_ref"
+                    label, kind = refs[i - n_okf], "source_ref"
                 else:
                     label, kind = page.tags[i - n_refs].lstrip("#"), "tag"
                 nodes[nid] = new(Node, (nid, label, kind, owner.get(nid, path), None))
             if len(edges) < limit:
-                relation = "contains" if i < n_headings else "cites" if i < n_refs else "tagged"
+                if edge_meta is None:
+                    relation = "contains" if i < n_headings else "cites" if i < n_refs else "tagged"
                 key = (pid, nid, relation)
                 if key not in edges:
-                    edges[key] = new(Edge, (pid, nid, relation, None))
+                    edges[key] = new(Edge, (pid, nid, relation, edge_meta))
         for link_key, raw in zip(fragment.link_keys, page.links, strict=True):
             target = lookup.get(link_key) if link_key else None
             if target is not None:

@@ -19,7 +19,7 @@ from serve.source.page import Page
 log = structlog.get_logger("llmwiki.serve.cache")
 
 # Bump when parsing changes what a Page holds, so old caches are ignored.
-CACHE_FORMAT = 4  # 4: sections as flat line numbers; chunks length-prefixed
+CACHE_FORMAT = 5  # 5: Page.okf_json, root index.md head kept for OKF detection
 SAVE_CHUNK = 500
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -27,6 +28,7 @@ from serve.graph import (
     sidecar_facts,
     slug,
 )
+from serve.source import okf
 from serve.source.layout import Layout
 from serve.source.page import ROLE_RANK, Page
 
@@ -138,8 +140,9 @@ class Projection:
             old = pages[index]
             page = page._replace(role=self.layout.role_of(page.path))
             if (page.id, page.title, page.role, page.approved, page.review_state,
-                    page.source_refs) != (old.id, old.title, old.role, old.approved,
-                                          old.review_state, old.source_refs):
+                    page.source_refs, page.okf_json) != (old.id, old.title, old.role, old.approved,
+                                                         old.review_state, old.source_refs,
+                                                         old.okf_json):
                 return None
             if fragment != fragments[index]:
                 return None
@@ -271,7 +274,24 @@ class Projection:
         refs: dict[str, dict[str, Any]] = {}
         used: set[str] = set()
         for page in self.visible_pages(include_drafts):
+            okf_keys: set[str] = set()
+            if page.okf_json:  # structured sources first, keyed by id else resource
+                document = json.loads(page.okf_json)
+                for source in document["sources"]:
+                    key = okf.source_key(source)
+                    okf_keys.add(key)
+                    ref = refs.get(key)
+                    if ref is None:
+                        ref_id = _unique_ref_id(key, used)
+                        ref = refs[key] = {
+                            "id": ref_id, "label": okf.source_label(source), "kind": "okf_source",
+                            "uri": f"{self.public_uri}/source-refs/{ref_id}",
+                            "linked_pages": [], "linked_page_ids": [],
+                            "locator": _okf_locator(source, page, document)}
+                    _link(ref, page)
             for label in page.source_refs:
+                if label in okf_keys:
+                    continue
                 ref = refs.get(label)
                 if ref is None:
                     ref_id = _unique_ref_id(label, used)
@@ -279,10 +299,7 @@ class Projection:
                            "uri": f"{self.public_uri}/source-refs/{ref_id}",
                            "linked_pages": [], "linked_page_ids": [], "locator": {}}
                     refs[label] = ref
-                if page.path not in ref["linked_pages"]:
-                    ref["linked_pages"].append(page.path)
-                if page.id not in ref["linked_page_ids"]:
-                    ref["linked_page_ids"].append(page.id)
+                _link(ref, page)
         return sorted(refs.values(), key=lambda r: str(r["id"]))
 
     def ordered(self, include_drafts: bool) -> tuple[Page, ...]:
@@ -307,6 +324,24 @@ class Projection:
             hubs = [p for p in self.visible_pages(include_drafts) if p.role != "topic"]
             cached = self.__dict__[key] = tuple(orientation_order(hubs))
         return cached
+
+
+def _link(ref: dict[str, Any], page: Page) -> None:
+    if page.path not in ref["linked_pages"]:
+        ref["linked_pages"].append(page.path)
+    if page.id not in ref["linked_page_ids"]:
+        ref["linked_page_ids"].append(page.id)
+
+
+def _okf_locator(source: dict[str, Any], page: Page, document: dict[str, Any]) -> dict[str, Any]:
+    """Where an OKF source was first seen, with the citing document's trust lifecycle."""
+    return {
+        "source_profile": okf.PROFILE,
+        "source": source,
+        "first_seen_page": {"id": page.id, "path": page.path},
+        "document": {key: document[key]
+                     for key in ("concept_type", "status", "trust_tier", "stale_after")},
+    }
 
 
 def _unique_ref_id(label: str, used: set[str]) -> str:

@@ -20,6 +20,7 @@ from serve.read_focus import ReadOptions, read_payload
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.search import Searcher, SearchRequest, project_fields
 from serve.settings import ServeSettings
+from serve.source import okf
 
 # What this build can actually answer, in the contract's order (4.3).
 BASE_CAPABILITIES = (
@@ -70,6 +71,7 @@ class KnowledgeSource:
             refresh_interval_seconds=settings.refresh_interval_seconds,
             producer_manifest=settings.producer_manifest,
             max_page_bytes=settings.max_page_bytes,
+            source_profile=settings.source_profile,
             use_inotify=settings.inotify,
             cached_records=records,
             known_counts=self.cache.counts if self.cache is not None else None,
@@ -126,8 +128,10 @@ class KnowledgeSource:
             self._early.close()  # a head start never taken: stop its workers
         self.freshness.close()
 
-    def capabilities(self, *, for_network: bool = True) -> list[str]:
+    def capabilities(self, projection: Projection, *, for_network: bool = True) -> list[str]:
         caps = list(BASE_CAPABILITIES)
+        if projection.layout.options.okf:
+            caps.extend(okf.CAPABILITIES)
         if self.a2a_enabled and for_network:
             caps.append("a2a-message")
         return caps
@@ -135,6 +139,19 @@ class KnowledgeSource:
     def allow(self, include_drafts: bool) -> bool:
         """Draft access needs both the operator's flag and the request's."""
         return bool(include_drafts) and self.settings.allow_drafts
+
+    def cache_source_id(self) -> str:
+        """The projection-cache id: explicit source id or root folder slug, with the
+        profile as a suffix so caches of the same files under two profiles stay apart."""
+        base = self.settings.source_id or slug(self.root.name).lower()
+        if self.settings.source_profile == okf.PROFILE:
+            return f"{base}@{okf.PROFILE}"
+        try:
+            strict = self.snapshot().layout.options.okf
+        except KnowledgeSourceError:  # an invalid bundle still names its profile
+            layout = self.freshness.mirror.layout
+            strict = layout is not None and layout.options.okf
+        return f"{base}@{okf.PROFILE}" if strict else base
 
     # -- discovery --------------------------------------------------------------------
 
@@ -156,7 +173,7 @@ class KnowledgeSource:
                 "approved_page_count": p.approved_page_count,
                 "projection": p.projection_metadata(),
             },
-            "capabilities": self.capabilities(),
+            "capabilities": self.capabilities(p),
             "endpoints": {
                 "health": "/health",
                 "manifest": "/manifest",
@@ -193,8 +210,8 @@ class KnowledgeSource:
             "public_uri": p.public_uri,
             "adapter": p.layout.adapter,
             "implementation": p.layout.implementation,
-            "source_profile": "",
-            "format_version": "",
+            "source_profile": p.layout.metadata.get("source_profile", ""),
+            "format_version": p.layout.metadata.get("format_version", ""),
             "page_count": p.page_count,
             "approved_page_count": p.approved_page_count,
             "hot_page": p.role_page_path("hot"),
@@ -202,7 +219,7 @@ class KnowledgeSource:
             "overview_page": p.role_page_path("overview"),
             "projection": p.projection_metadata(),
             "raw_origins": p.raw_origins(),
-            "capabilities": self.capabilities(for_network=for_network),
+            "capabilities": self.capabilities(p, for_network=for_network),
         }
 
     def source_refs(self, include_drafts: bool = False) -> dict[str, Any]:
@@ -220,11 +237,11 @@ class KnowledgeSource:
             "description": p.description,
             "adapter": p.layout.adapter,
             "implementation": p.layout.implementation,
-            "source_profile": "",
-            "format_version": "",
+            "source_profile": p.layout.metadata.get("source_profile", ""),
+            "format_version": p.layout.metadata.get("format_version", ""),
             "projection": p.projection_metadata(),
             "raw_origins": p.raw_origins(),
-            "capabilities": self.capabilities(for_network=for_network),
+            "capabilities": self.capabilities(p, for_network=for_network),
             "source_refs": p.source_refs(self.allow(include_drafts)),
         }
 

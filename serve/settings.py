@@ -17,6 +17,20 @@ class SettingsError(ValueError):
     """An option or environment value is invalid; the message names it."""
 
 
+class SourceProfileError(SettingsError):
+    """An unknown source profile (the CLI exits 1 with it, as the reference does)."""
+
+
+SOURCE_PROFILES = ("auto", "okf-v0.2")
+
+
+def parse_source_profile(text: str) -> str:
+    value = text.strip()
+    if value not in SOURCE_PROFILES:
+        raise SourceProfileError("source_profile must be auto or okf-v0.2")
+    return value
+
+
 @dataclass(frozen=True)
 class ServeSettings:
     root: Path
@@ -45,8 +59,10 @@ class ServeSettings:
     mcp_tools: tuple[str, ...] = ()
     mcp_exclude_tools: tuple[str, ...] = ()
     enable_a2a: bool = False
+    source_profile: str = "auto"
 
     def __post_init__(self) -> None:
+        parse_source_profile(self.source_profile)
         _check_range("port", self.port, 1, 65535)
         _check_range("graph_default_limit", self.graph_default_limit, 1, 2000)
         _check_range("context_default_limit", self.context_default_limit, 1, 30)
@@ -137,6 +153,9 @@ OPTIONS: tuple[Option, ...] = (
            "Marker file inside the root; when valid, only its change triggers a rescan."),
     Option("source_id", "--source-id", "LLMWIKI_SOURCE_ID", str,
            "Override the source id (default: slug of the wiki title)."),
+    Option("source_profile", "--source-profile", "LLMWIKI_SOURCE_PROFILE", str,
+           "Input profile: auto (detect the folder shape) or okf-v0.2 (serve the root as an "
+           "Open Knowledge Format v0.2 bundle, validated strictly)."),
     Option("graph_default_limit", "--graph-default-limit", "LLMWIKI_GRAPH_DEFAULT_LIMIT", parse_int,
            "Nodes returned by /graph when the client gives no limit (1..2000, default 100)."),
     Option("context_default_limit", "--context-default-limit", "LLMWIKI_CONTEXT_DEFAULT_LIMIT",
@@ -204,6 +223,8 @@ def resolve_settings(root: str | Path, cli: Mapping[str, Any],
             values[option.name] = option.parse(raw)
         except ValueError as exc:
             raise SettingsError(f"{option.env} {exc}") from None
+    if "source_profile" in values:  # checked here so that the CLI can exit 1 on it
+        values["source_profile"] = parse_source_profile(values["source_profile"])
     if "mcp_server_name" not in values and env.get("LLMWIKI_MCP_TITLE"):
         values["mcp_server_name"] = env["LLMWIKI_MCP_TITLE"]  # the older name of the variable
     known = {f.name for f in fields(ServeSettings)}

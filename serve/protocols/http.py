@@ -15,7 +15,6 @@ from common.logging import setup_request_context
 from common.schemas import QueryRequest
 from serve.errors import KnowledgeSourceError, UserError, WikiRootError
 from serve.memory import release_free_memory
-from serve.projection import slug
 from serve.protocols import a2a, mcp_http
 from serve.protocols.openapi import docs_page, openapi_document
 from serve.protocols.params import QueryParams, json_body, model_from_body
@@ -171,8 +170,7 @@ async def search(request: web.Request) -> web.Response:
 
 
 async def projection_store(request: web.Request) -> web.Response:
-    source = _source(request)
-    cache_id = source.settings.source_id or slug(source.root.name).lower()
+    cache_id = _source(request).cache_source_id()
     return json_response({"backend": "InMemoryProjectionStore", "backend_kind": "memory",
                           "endpoint": None, "namespace": "default", "cache_source_id": cache_id,
                           "available": True, "last_error": ""})

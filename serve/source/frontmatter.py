@@ -66,6 +66,21 @@ def split_frontmatter(text: str) -> Split:
     return Split(value, body, body_line, False)
 
 
+def load_block(block: str) -> Any:
+    """The YAML value of a frontmatter block, under split_frontmatter's limits; raises
+    ValueError when it is invalid or too large (strict profiles reject such pages)."""
+    if len(block) > MAX_FRONTMATTER_CHARS:
+        raise ValueError("frontmatter too large")
+    try:
+        value = fast_mapping(block)
+        if value is None:
+            value = yaml.load(block, Loader=_Loader)  # noqa: S506 - a safe loader
+            _count_values(value, [0])
+    except (yaml.YAMLError, _TooLarge, RecursionError, TypeError) as exc:
+        raise ValueError("invalid frontmatter") from exc
+    return value
+
+
 # -- a fast path for the frontmatter most pages have ---------------------------------------
 # Flat `key: scalar`, `key: [a, b]` and `key:` + `- item` lists, with plain scalars that
 # YAML 1.1 resolves to strings, decimal ints, booleans, nulls or dates. Anything else

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from serve.source import okf
 from serve.source.page import ParseOptions
 
 HUB_FILES = frozenset({"index.md", "overview.md", "hot.md", "critical_facts.md", "quickstart.md"})
@@ -56,10 +57,14 @@ class Layout:
             return None
         if self.page_root:
             return rel[len(self.page_root) + 1 :]
+        if self.options.okf and okf.document_role(rel) == "log":
+            return None  # an OKF bundle's log is history, not a page
         return rel
 
     def role_of(self, page_path: str) -> str:
         head, _, name = page_path.rpartition("/")
+        if self.options.okf:  # every index.md of an OKF bundle is an index, nested too
+            return "index" if okf.document_role(page_path) == "index" else "topic"
         role = ROLE_BY_NAME.get(name.lower())
         if role is None or head not in self.hub_dirs:
             return "topic"
@@ -212,10 +217,24 @@ def _dendron_vaults(view: FolderView) -> list[str] | None:
     return vaults if entries else None
 
 
-def detect_layout(view: FolderView, root_name: str) -> Layout | None:
-    """First matching adapter, in the contract's order; None when nothing matches."""
+def okf_declared(view: FolderView) -> bool:
+    """Whether root/index.md (a regular file: the walk skips symlinks) declares OKF v0.2.
+    One read of its head, only when it exists."""
+    if not view.has_file(okf.MARKER):
+        return False
+    return okf.declared_version(view.read_text(okf.MARKER) or "") == okf.VERSION
+
+
+def detect_layout(view: FolderView, root_name: str, source_profile: str = "auto") -> Layout | None:
+    """First matching adapter, in the contract's order; None when nothing matches. The OKF
+    profile may also be forced, and then there is no fall-through to other adapters."""
     md = (".md",)
     generic_opts = ParseOptions()
+    if source_profile == okf.PROFILE or okf_declared(view):
+        return Layout(okf.PROFILE, okf.IMPLEMENTATION, "", ("",), md, frozenset({""}),
+                      ParseOptions(okf=True),
+                      {"source_root": ".", "source_profile": okf.PROFILE,
+                       "format_version": okf.VERSION}, root_name)
     if (view.has_dir(".obsidian") or ".obsidian" in view.markers) and view.has_md_under(""):
         return Layout("obsidian", "Obsidian vault", "", ("",), md,
                       hub_dirs_for_generic(view, ""), generic_opts,

@@ -59,6 +59,7 @@ class ParseOptions(NamedTuple):
 
     alias_target_last: bool = False  # Dendron: [[Alias|target]]
     logseq_titles: bool = False  # Logseq: '___' in a file stem means '/'
+    okf: bool = False  # the OKF v0.2 profile (serve/source/okf.py parses such pages)
 
 
 class Page(NamedTuple):
@@ -90,6 +91,7 @@ class Page(NamedTuple):
     wiki_title: str = ""
     description: str = ""
     degraded: str = ""  # why the page was degraded while parsing ("" when clean)
+    okf_json: str = ""  # JSON of the OKF v0.2 `okf` object ("" when not an OKF page)
 
     @property
     def frontmatter(self) -> dict[str, Any]:
@@ -126,7 +128,7 @@ class Page(NamedTuple):
             "links": list(self.links),
             "headings": list(self.headings),
             "updated_at": self.updated_at,
-            "okf": None,
+            "okf": json.loads(self.okf_json) if self.okf_json else None,
         }
 
 

@@ -18,6 +18,8 @@ from serve.graph import (
     Node,
     canonical_relation,
     compact_json,
+    okf_members,
+    plain_refs,
     unresolved_node,
 )
 from serve.projection import Projection
@@ -71,12 +73,15 @@ def reference_evidence_graph(p: Projection, seeds: Sequence[Page], include_draft
     for page in seeds:
         pid = f"page:{page.id}"
         fragment = p.fragments[p.position[page.path]]
-        members = ([(h, "heading", "contains") for h in page.headings]
-                   + [(r, "source_ref", "cites") for r in page.source_refs]
-                   + [(t.lstrip("#"), "tag", "tagged") for t in page.tags])
-        for nid, (label, kind, relation) in zip(fragment.member_ids, members, strict=True):
-            if add_node(Node(nid, label, kind, owner.get(nid, page.path), None)):
-                add_edge(pid, nid, relation, None)
+        members: list[tuple[str, str, str, Any, Any]] = [
+            (h, "heading", "contains", None, None) for h in page.headings]
+        members += [m[1:] for m in okf_members(page)]  # OKF pages: type, resource, sources
+        members += [(r, "source_ref", "cites", None, None) for r in plain_refs(page)]
+        members += [(t.lstrip("#"), "tag", "tagged", None, None) for t in page.tags]
+        for nid, (label, kind, relation, node_meta, edge_meta) in zip(fragment.member_ids, members,
+                                                                       strict=True):
+            if add_node(Node(nid, label, kind, owner.get(nid, page.path), node_meta)):
+                add_edge(pid, nid, relation, edge_meta)
         for key, raw in zip(fragment.link_keys, page.links, strict=True):
             target = p.lookup.get(key) if key else None
             if target is not None:

@@ -12,6 +12,9 @@ FIXTURES: Path = Path(__file__).resolve().parents[2] / "fixtures"
 
 OUTSIDE_SECRET_WORD = "OUTSIDESECRET"
 OUTSIDE_GRAPH_RELATION = "leaked_relation"
+# Invalid OKF bundles kept under fixtures/adversarial: roots of their own, not pages of the
+# adversarial generic-Markdown root.
+OKF_INVALID = shutil.ignore_patterns("okf-invalid-*")
 
 
 def copy_fixture(name: str, dest: Path) -> Path:
@@ -20,7 +23,7 @@ def copy_fixture(name: str, dest: Path) -> Path:
     if not source.is_dir():
         raise FileNotFoundError(f"unknown fixture: {name}")
     target = Path(dest) / Path(name).name
-    shutil.copytree(source, target, symlinks=True)
+    shutil.copytree(source, target, symlinks=True, ignore=OKF_INVALID if name == "adversarial" else None)
     return target
 
 
@@ -53,7 +56,7 @@ def build_adversarial(dest: Path, *, huge_bytes: int = 20 * 1024 * 1024) -> Path
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     root = dest / "adversarial"
-    shutil.copytree(FIXTURES / "adversarial", root, symlinks=True)
+    shutil.copytree(FIXTURES / "adversarial", root, symlinks=True, ignore=OKF_INVALID)
 
     _write_huge_page(root / "huge.md", huge_bytes)
 

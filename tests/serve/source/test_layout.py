@@ -75,6 +75,7 @@ COUNTS: dict[str, tuple[int, int, int, int, int, int]] = {
     "shapes/openwiki-repo": (3, 3, 7, 6, 7, 6),
     "shapes/generic-markdown": (6, 5, 15, 12, 13, 11),
     "shapes/korean-wiki": (9, 8, 34, 34, 32, 33),
+    "shapes/okf-bundle": (6, 5, 24, 23, 20, 20),
 }
 
 
@@ -109,6 +110,21 @@ SHAPES: dict[str, Shape] = {
         ],
         (".foam/templates/new-note.md", ".vscode/notes.md"),
         "A team knowledge garden edited with Foam.",
+    ),
+    "shapes/okf-bundle": Shape(
+        "okf-v0.2", "Open Knowledge Format v0.2",
+        {"source_root": ".", "source_profile": "okf-v0.2", "format_version": "0.2"},
+        "Finance Knowledge Bundle", "finance-knowledge-bundle",
+        [
+            ("computations/revenue-ytd.md", "computations/revenue-ytd", "topic"),
+            ("dependencies/payments-auth.md", "dependencies/payments-auth", "topic"),
+            ("drafts/proposed-contract.md", "drafts/proposed-contract", "topic"),
+            ("index.md", "index", "index"),
+            ("metrics/index.md", "metrics/index", "index"),
+            ("metrics/revenue.md", "revenue-metric", "topic"),
+        ],
+        ("log.md",),
+        "Metrics, computations and dependencies of the finance team, as an OKF v0.2 bundle.",
     ),
     "shapes/generic-markdown": Shape(
         "generic-markdown", "generic-markdown", {"source_root": "."}, "generic-markdown",
