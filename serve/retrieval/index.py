@@ -272,6 +272,23 @@ class _JoinedBytes:
             at = text.find(key, at + len(key))
         return found
 
+    def count_in(self, key: bytes, rows: Sequence[int]) -> dict[int, int]:
+        """find(), for the given rows only: cheaper when they are few."""
+        found: dict[int, int] = {}
+        text, starts, last = self.text, self.starts, len(self.starts) - 1
+        for row in rows:
+            end = starts[row + 1] - 1 if row < last else len(text)
+            times = text.count(key, starts[row], end)
+            if times:
+                found[row] = times
+        return found
+
+    def search(self, key: bytes, rows: np.ndarray | None, total: int) -> dict[int, int]:
+        """Occurrences per row: scan everything, or only `rows` when they are under an eighth."""
+        if rows is not None and len(rows) < total // 8:
+            return self.count_in(key, rows.tolist()) if key and b"\n" not in key else {}
+        return self.find(key)
+
 
 class DocFields:
     """Per document id: case-folded title, summary and path (UTF-8, joined), and the role
@@ -281,8 +298,7 @@ class DocFields:
         self.size = len(pages)
         self.titles = _JoinedBytes([p.title.casefold().encode("utf-8") if p else b"" for p in pages])
         self.summaries = _JoinedBytes([p.summary.casefold().encode("utf-8") if p else b"" for p in pages])
-        self.path_list = [p.path.casefold() if p else "" for p in pages]
-        self.paths = _JoinedBytes([path.encode("utf-8") for path in self.path_list])
+        self.paths = _JoinedBytes([p.path.casefold().encode("utf-8") if p else b"" for p in pages])
         self.role_mult = np.array([ROLE_MULTIPLIER.get(p.role, 1.0) if p else 0.0 for p in pages],
                                   dtype=np.float64)
 
@@ -547,14 +563,9 @@ class LexicalIndex:
         # A page's path is indexed as words without its suffix ("notes/a.md" -> "notes a"), so
         # occurrences inside the path are counted from the path itself: only for the pages
         # still in the running when there are few of them (one C-speed scan otherwise).
-        fields = self.doc_fields()
-        if within is not None and len(within) < len(self.pages) // 8:
-            for doc in within.tolist():
-                if raw in fields.path_list[doc]:
-                    counts[doc] += fields.path_list[doc].count(raw)
-        else:
-            for doc, times in fields.paths.find(raw.encode("utf-8")).items():
-                counts[doc] += times
+        paths = self.doc_fields().paths
+        for doc, times in paths.search(raw.encode("utf-8"), within, len(self.pages)).items():
+            counts[doc] += times
         return counts
 
     def doc_fields(self) -> DocFields:
@@ -563,16 +574,18 @@ class LexicalIndex:
             self._fields = DocFields(self.pages)
         return self._fields
 
-    def literal_upper_scores(self, needle: str, bounds: np.ndarray) -> np.ndarray:
-        """Per document, the highest literal score it could have given its count bound: the
-        title and summary bonuses are known exactly (a C-speed search of the joined fields)."""
+    def literal_upper_scores(self, needle: str, bounds: np.ndarray, docs: np.ndarray) -> np.ndarray:
+        """For each of `docs`, the highest literal score it could have given its count bound:
+        the title and summary bonuses are known exactly (searches of the joined fields)."""
         fields = self.doc_fields()
         key = needle.encode("utf-8")
         bonus = np.zeros(len(self.pages), dtype=np.float64)
-        for docs, weight in ((fields.titles.find(key), 1.5), (fields.summaries.find(key), 0.7)):
-            if docs:
-                bonus[np.fromiter(docs, dtype=np.int64, count=len(docs))] += weight
-        upper: np.ndarray = (1.0 + np.minimum(3.0, np.log1p(bounds)) + bonus) * fields.role_mult
+        for joined, weight in ((fields.titles, 1.5), (fields.summaries, 0.7)):
+            found = joined.search(key, docs, len(self.pages))
+            if found:
+                bonus[np.fromiter(found, dtype=np.int64, count=len(found))] += weight
+        upper: np.ndarray = ((1.0 + np.minimum(3.0, np.log1p(bounds[docs])) + bonus[docs])
+                             * fields.role_mult[docs])
         return upper + 1e-9  # never below the exact score, whatever the float rounding
 
     def search(self, terms: Sequence[str], *, approved_only: bool, limit: int,

@@ -248,7 +248,7 @@ class Searcher:
                 if (doc := index.by_path.get(path)) is not None:
                     usable[doc] = False
             docs = np.flatnonzero(usable)
-            upper = index.literal_upper_scores(needle, bounds)[docs]
+            upper = index.literal_upper_scores(needle, bounds, docs)
             if req.min_score is not None:
                 keep = upper >= req.min_score
                 docs, upper = docs[keep], upper[keep]
