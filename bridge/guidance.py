@@ -42,12 +42,16 @@ def _keys(raw: Any, names: dict[str, str], snake: bool, where: str) -> dict[str,
     return {wanted[k]: v for k, v in raw.items()}
 
 
-def _string(value: Any, where: str, limit: int) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise GuidanceError(f"{where} must be a non-empty string.")
-    text = value.strip()
+def _at(where: str, name: str | int) -> str:
+    """A field path, built only when an error names it: `where.name` or `where[index]`."""
+    return f"{where}[{name}]" if isinstance(name, int) else f"{where}{name}"
+
+
+def _string(value: Any, where: str, limit: int, name: str | int = "") -> str:
+    if not isinstance(value, str) or not (text := value.strip()):
+        raise GuidanceError(f"{_at(where, name)} must be a non-empty string.")
     if len(text) > limit:
-        raise GuidanceError(f"{where} must be at most {limit} characters.")
+        raise GuidanceError(f"{_at(where, name)} must be at most {limit} characters.")
     return text
 
 
@@ -59,26 +63,36 @@ def _array(value: Any, where: str, count: int) -> list[Any]:
     return value
 
 
-def _strings(value: Any, where: str, count: int, limit: int) -> list[str]:
-    items = [_string(v, f"{where}[{i}]", limit) for i, v in enumerate(_array(value, where, count))]
-    folded = [unicodedata.normalize("NFC", i).lower() for i in items]
-    if len(set(folded)) != len(folded):
+def _strings(value: Any, where: str, count: int, limit: int, name: str = "") -> list[str]:
+    if name:
+        where += name
+    values = _array(value, where, count)
+    # Usually every item is a plain string that is fine; otherwise `_string` per item names the first
+    # bad one (or accepts an unusual but valid one).
+    items = [v.strip() if type(v) is str else "" for v in values]
+    if not all(items) or (items and max(map(len, items)) > limit):
+        items = [_string(v, where, limit, i) for i, v in enumerate(values)]
+    if "".join(items).isascii():  # NFC leaves ASCII as it is
+        unique = len({i.lower() for i in items}) == len(items)
+    else:
+        unique = len({unicodedata.normalize("NFC", i).lower() for i in items}) == len(items)
+    if not unique:
         raise GuidanceError(f"{where} items must be unique.")
     return items
 
 
-def _path(value: Any, where: str, limit: int) -> str:
-    path = _string(value, where, limit)
+def _path(value: Any, where: str, limit: int, name: str = "") -> str:
+    path = _string(value, where, limit, name)
     if (path.startswith(("/", "\\")) or "\\" in path or _DRIVE.match(path) or _SCHEME.match(path)
             or ".." in path.split("/")):
-        raise GuidanceError(f"{where} must be a source-relative path.")
+        raise GuidanceError(f"{_at(where, name)} must be a source-relative path.")
     return path
 
 
-def _count(value: Any, where: str, low: int, high: int | None = None) -> int:
+def _count(value: Any, where: str, low: int, high: int | None = None, name: str = "") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (
             high is not None and value > high):
-        raise GuidanceError(f"{where} must be an integer between {low} and {high or 'any'}.")
+        raise GuidanceError(f"{_at(where, name)} must be an integer between {low} and {high or 'any'}.")
     return value
 
 
@@ -101,9 +115,9 @@ def map_guidance(raw: Any, *, snake: bool, where: str = "retrievalGuidance") -> 
     for i, card in enumerate(folders_raw):
         at = f"{where}.folderCards[{i}]"
         fields = _keys(card, _FOLDER, snake, at)
-        path = _path(fields["path"], f"{at}.path", 1024)
-        terms = _strings(fields["terms"], f"{at}.terms", 8, 120)
-        folders.append({"path": path, "pageCount": _count(fields["pageCount"], f"{at}.pageCount", 1),
+        path = _path(fields["path"], at, 1024, ".path")
+        terms = _strings(fields["terms"], at, 8, 120, ".terms")
+        folders.append({"path": path, "pageCount": _count(fields["pageCount"], at, 1, None, ".pageCount"),
                         "terms": terms})
         counted += [path, *terms]
     pages_raw = _array(top["pageCards"], f"{where}.pageCards", 12)
@@ -111,13 +125,13 @@ def map_guidance(raw: Any, *, snake: bool, where: str = "retrievalGuidance") -> 
     for i, card in enumerate(pages_raw):
         at = f"{where}.pageCards[{i}]"
         fields = _keys(card, _PAGE, snake, at)
-        texts = {"pageId": _string(fields["pageId"], f"{at}.pageId", 512),
-                 "title": _string(fields["title"], f"{at}.title", 240),
-                 "path": _path(fields["path"], f"{at}.path", 1024)}
-        lists = {"headings": _strings(fields["headings"], f"{at}.headings", 8, 160),
-                 "terms": _strings(fields["terms"], f"{at}.terms", 12, 120),
-                 "exactIdentifiers": _strings(fields["exactIdentifiers"], f"{at}.exactIdentifiers", 8, 240)}
-        excerpt = _string(fields["excerpt"], f"{at}.excerpt", 240)
+        texts = {"pageId": _string(fields["pageId"], at, 512, ".pageId"),
+                 "title": _string(fields["title"], at, 240, ".title"),
+                 "path": _path(fields["path"], at, 1024, ".path")}
+        lists = {"headings": _strings(fields["headings"], at, 8, 160, ".headings"),
+                 "terms": _strings(fields["terms"], at, 12, 120, ".terms"),
+                 "exactIdentifiers": _strings(fields["exactIdentifiers"], at, 8, 240, ".exactIdentifiers")}
+        excerpt = _string(fields["excerpt"], at, 240, ".excerpt")
         pages.append({**texts, **lists, "excerpt": excerpt})
         counted += [*texts.values(), *(t for items in lists.values() for t in items), excerpt]
     suggested = _strings(top["suggestedTerms"], f"{where}.suggestedTerms", 16, 120)
@@ -126,7 +140,7 @@ def map_guidance(raw: Any, *, snake: bool, where: str = "retrievalGuidance") -> 
     if any(m not in FALLBACK_ORDER for m in modes) or modes != [m for m in FALLBACK_ORDER if m in modes]:
         raise GuidanceError(f"{where}.fallbackModes must be a subset of literal, hybrid, vector in order.")
     counted += [*suggested, *identifiers, *modes]
-    if sum(len(s) for s in counted) > budget:
+    if sum(map(len, counted)) > budget:
         raise GuidanceError(f"{where} exceeds its characterBudget.")
     return {"schemaVersion": SCHEMA, "orientationSource": top["orientationSource"],
             "contentTrust": top["contentTrust"], "maxQueryVariants": 2, "characterBudget": budget,

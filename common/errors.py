@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -10,8 +11,9 @@ import pydantic_core
 from aiohttp import web
 from pydantic_core import PydanticSerializationError
 
-# Digits 1-9 read as 0, so one search finds any "<digit>e-<digit>" in the output.
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+# "e-<digit>" is a literal prefix, which the regex engine finds with a fast search.
+_NEGATIVE_EXPONENT = re.compile(rb"e-[0-9]")
+_NUMBER_BYTES = b"0123456789.-"
 
 
 def json_bytes(payload: Any) -> bytes:
@@ -24,9 +26,33 @@ def json_bytes(payload: Any) -> bytes:
         body = pydantic_core.to_json(payload, inf_nan_mode="constants")
     except PydanticSerializationError:  # a lone surrogate (or a type neither writer knows)
         return _stdlib_json(payload)
-    if b"0.0000" in body or b"0e-0" in body.translate(_DIGITS_AS_ZERO):
+    if _may_hold_small_float(body):
         return _stdlib_json(payload)
     return body
+
+
+def _may_hold_small_float(body: bytes) -> bool:
+    """Whether compact JSON output may hold a number under 1e-4: one that starts `0.0000` or `-0.0000`,
+    or has a negative exponent (`<digit>e-<digit>`), at the start of the output or after `:`, `,` or
+    `[`. The same text inside a string (a UUID's `...-448e-8b3a-...`) is not a number."""
+    for match in _NEGATIVE_EXPONENT.finditer(body):
+        at = match.start()
+        if at > 0 and body[at - 1] in _NUMBER_BYTES and _starts_value(body, at - 1):
+            return True
+    at = body.find(b"0.0000")
+    while at >= 0:
+        start = at - 1 if at > 0 and body[at - 1] == 0x2D else at  # a leading "-"
+        if start == 0 or body[start - 1] in b":,[":
+            return True
+        at = body.find(b"0.0000", at + 1)
+    return False
+
+
+def _starts_value(body: bytes, at: int) -> bool:
+    """Whether the run of number bytes that holds `body[at]` starts the output or follows `:`, `,`, `[`."""
+    while at > 0 and body[at - 1] in _NUMBER_BYTES:
+        at -= 1
+    return at == 0 or body[at - 1] in b":,["
 
 
 def _stdlib_json(payload: Any) -> bytes:

@@ -13,6 +13,7 @@ import pytest
 
 from bridge import artifact
 from bridge.registry import normalize_inline
+from common import errors
 from common.bridge_schemas import Graph, GraphEdge, GraphNode
 from common.errors import json_bytes
 
@@ -159,3 +160,30 @@ def test_json_bytes_keeps_the_ascii_fallback_for_a_lone_surrogate() -> None:
     assert json_bytes({"q": "a\ud800b"}) == b'{"q":"a\\ud800b"}'
     with pytest.raises(TypeError):
         json_bytes({"x": object()})
+
+
+def test_json_bytes_looks_for_small_floats_only_where_a_number_can_be(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Number-like text inside strings (a UUID's `...-448e-8b3a-...`, `11.1528` in a title) keeps the
+    fast output; a real number under 1e-4 anywhere still gets the stdlib's spelling."""
+    rng = random.Random(5)
+    texts = ["ec012a51-0d32-448e-8b3a-0fbbe1d936fc", "x:1e-5", "[0.00001", ",0.0000", "-0.00001", "7e-3",
+             "score 11.1528", "0.00001", "a,-1e-7]", "1e-05"]
+    small = [1e-05, -1e-05, 9.99e-05, 2.5e-07, -3e-300, 5e-324]
+    plain = [0.0, 0.0001, 0.00012, 10.00001, 11.1528, 1e16, -2.5, 3]
+    for _ in range(3000):
+        payload: Any = {rng.choice(texts): [rng.choice(texts + plain) for _ in range(rng.randint(0, 3))],
+                        "n": rng.choice(plain + small) if rng.random() < 0.3 else rng.choice(plain)}
+        if rng.random() < 0.1:
+            payload = rng.choice(small + plain)
+        assert json_bytes(payload) == _stdlib(payload), payload
+    calls: list[Any] = []
+    real = errors._stdlib_json
+    monkeypatch.setattr(errors, "_stdlib_json", lambda payload: calls.append(payload) or real(payload))
+    in_strings = [texts[0], "-0.00001", "7e-3", "score 11.1528", "0.00001", "1e-05"]
+    fast = {"id": texts[0], "texts": in_strings, "numbers": plain}
+    assert json_bytes(fast) == _stdlib(fast) and calls == []
+    for value in small:
+        payload = {"id": texts[0], "x": [1, {"y": value}]}
+        assert json_bytes(payload) == _stdlib(payload)
+    assert len(calls) == len(small)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from typing import Any
 
@@ -175,3 +176,35 @@ def test_search_results_merge_into_a_payload_whose_evidence_is_not_a_list() -> N
     with_citations: dict[str, Any] = {"citations": [{"pageId": "A"}], "evidence": "x"}
     merge_search_results(with_citations, [[{"page_id": "a"}, {"page_id": "c"}]])
     assert with_citations["citations"] == [{"pageId": "A"}, {"page_id": "c"}]
+
+
+async def test_request_bodies_go_out_as_compact_utf8_json(aiohttp_server: Any) -> None:
+    """Bodies are pre-encoded (not aiohttp's `json=`): the same JSON value, UTF-8, typed as JSON; a
+    GET carries no body and no content type."""
+    import aiohttp
+
+    from bridge.sources.transport import SourceTransport, call_json
+
+    seen: list[tuple[str, str | None, bytes]] = []
+
+    async def echo(request: web.Request) -> web.Response:
+        seen.append((request.method, request.headers.get("Content-Type"), await request.read()))
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_route("*", "/echo", echo)
+    server = await aiohttp_server(app)
+    url = str(server.make_url("/echo"))
+    body = {"query": "릴리스 \"freeze\" \u2028", "limit": 4, "mode": "lexical", "fields": ["title"],
+            "score": 1e-05}
+    odd = {"query": "a\ud800b"}  # a lone surrogate cannot be UTF-8: ASCII escapes keep the value
+    async with aiohttp.ClientSession() as session:
+        transport = SourceTransport(session, SourcePolicy("private-http"), 5.0)
+        assert await call_json(transport, "POST", url, "echo", body) == {"ok": True}
+        assert await call_json(transport, "POST", url, "echo", odd) == {"ok": True}
+        assert await call_json(transport, "GET", url, "echo") == {"ok": True}
+    (method, content_type, raw), (_m, odd_type, odd_raw), get = seen
+    assert (method, content_type, odd_type) == ("POST", "application/json", "application/json")
+    assert raw == json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    assert odd_raw == b'{"query":"a\\ud800b"}' and json.loads(odd_raw) == odd
+    assert get == ("GET", None, b"")
