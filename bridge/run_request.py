@@ -83,7 +83,7 @@ class RunRequest:
     context: ConversationContext = ConversationContext()
 
 
-def parse_run_request(envelope: Any) -> RunRequest:
+def parse_run_request(envelope: Any, default_mode: str = DEFAULT_MODE) -> RunRequest:
     """Normalise every accepted request form (contract 3.1): `data.*`, root-level fields, an A2A
     message (0.3 or 1.0, text and data parts) and the A2A 1.0 SendMessageRequest. Raises
     RunRequestError with the contract's code and message."""
@@ -107,7 +107,7 @@ def parse_run_request(envelope: Any) -> RunRequest:
     query = (raw_query.strip() if isinstance(raw_query, str) else "") or message_text(message)
     if not query:
         raise RunRequestError("bad_request", "A2A request data.query or message text is required.")
-    mode = _mode(data, envelope, message)
+    mode = _mode(data, envelope, message, default_mode)
     intent = _intent(data["retrieval"], query) if "retrieval" in data else None
     inline = data.get("knowledgeSources", data.get("knowledge_sources"))
     if inline is not None and not isinstance(inline, list):
@@ -159,13 +159,13 @@ def _metadata(value: Any) -> dict[str, Any]:
     return metadata if isinstance(metadata, dict) else {}
 
 
-def _mode(data: dict[str, Any], envelope: dict[str, Any], message: Any) -> str:
+def _mode(data: dict[str, Any], envelope: dict[str, Any], message: Any, default_mode: str) -> str:
     """First non-empty of the contract's four places, then A2A metadata (request, then message),
     where an SDK client can put it without a data part."""
     candidates = (data.get("orchestrationMode"), data.get("mode"), envelope.get("orchestrationMode"),
                   envelope.get("mode"), _metadata(envelope).get("orchestrationMode"),
                   _metadata(message).get("orchestrationMode"))
-    mode = next((m.strip() for m in candidates if isinstance(m, str) and m.strip()), DEFAULT_MODE)
+    mode = next((m.strip() for m in candidates if isinstance(m, str) and m.strip()), default_mode)
     if mode not in MODES:
         raise RunRequestError("bad_request",
                               "orchestrationMode must be one of: evidence-only, delegated-runtime, hybrid.")

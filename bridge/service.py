@@ -383,7 +383,7 @@ class BridgeService:
             return RunError(status, code, message, request_id, trace_id)
 
         try:
-            request = parse_run_request(envelope)
+            request = parse_run_request(envelope, self.settings.default_mode)
         except RunRequestError as exc:
             raise fail(exc.status, exc.code, exc.message) from None
         query, mode, intent = request.query, request.mode, request.intent

@@ -19,6 +19,7 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8642/v1"
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_BODY_BYTES = 2 * 1024 * 1024
 SOURCE_POLICIES = ("private-http", "allowlist", "public-https")
+ORCHESTRATION_MODES = ("evidence-only", "delegated-runtime", "hybrid")
 _POLICY_ALIASES = {"private-http": "private-http", "default": "private-http", "open": "private-http",
                    "allowlist": "allowlist", "public-https": "public-https"}
 
@@ -58,6 +59,7 @@ class BridgeSettings:
     source_policy: str = "private-http"
     allowed_source_origins: tuple[str, ...] = ()
     fanout_concurrency: int = 4
+    default_mode: str = "delegated-runtime"  # for requests that name no orchestration mode
     max_body_bytes: int = MAX_BODY_BYTES
     config_path: Path | None = None
     log_level: str = "info"
@@ -74,6 +76,9 @@ class BridgeSettings:
             raise SettingsError("requestTimeoutMs must be a positive integer.")
         if not 1 <= self.fanout_concurrency <= 64:
             raise SettingsError("fanoutConcurrency must be between 1 and 64.")
+        if self.default_mode not in ORCHESTRATION_MODES:
+            raise SettingsError("defaultOrchestrationMode must be one of: "
+                                f"{', '.join(ORCHESTRATION_MODES)}.")
         if self.source_policy not in SOURCE_POLICIES:
             raise SettingsError(f"Unsupported LLMWiki Agent Bridge source policy: {self.source_policy}.")
         if self.runtime_profile not in PROFILES:
@@ -120,6 +125,13 @@ def parse_policy(value: str) -> str:
     if policy is None:
         raise ValueError(f"Unsupported LLMWiki Agent Bridge source policy: {value.strip()}.")
     return policy
+
+
+def parse_mode(value: str) -> str:
+    mode = value.strip().lower()
+    if mode not in ORCHESTRATION_MODES:
+        raise ValueError(f"defaultOrchestrationMode must be one of: {', '.join(ORCHESTRATION_MODES)}.")
+    return mode
 
 
 def parse_profile(value: str) -> str:
@@ -229,6 +241,9 @@ OPTIONS: tuple[Option, ...] = (
            ("HERMES_A2A_BRIDGE_ALLOWED_SOURCE_ORIGINS",), ("allowedSourceOrigins",)),
     _option("fanout_concurrency", "--fanout-concurrency", "LLMWIKI_AGENT_BRIDGE_FANOUT_CONCURRENCY",
            parse_int, "Most sources queried at once (1..64, default 4).", (), ("fanoutConcurrency",)),
+    _option("default_mode", "--default-mode", "LLMWIKI_AGENT_BRIDGE_DEFAULT_MODE", parse_mode,
+           "Orchestration mode for requests that name none: delegated-runtime (default, as the "
+           "contract says), evidence-only or hybrid.", (), ("defaultOrchestrationMode",)),
     _option("config_path", "--config", "LLMWIKI_AGENT_BRIDGE_CONFIG_PATH", lambda v: Path(v.strip()),
            "Settings file (default $XDG_CONFIG_HOME/llmwiki-agent-bridge/settings.json).",
            ("HERMES_A2A_BRIDGE_CONFIG_PATH",)),

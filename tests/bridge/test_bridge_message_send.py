@@ -376,3 +376,34 @@ async def test_query_variants_go_only_to_guided_sources(bridge_client: BridgeFac
     assert refused["error"]["message"].startswith(
         "Retrieval searchMode vector is not supported by selected source(s): sample-wiki (llmwiki-http).")
     assert len(seen) == 1  # nothing was queried
+
+
+async def test_the_default_mode_applies_only_when_a_request_names_none(bridge_client: BridgeFactory,
+                                                                       serve_url: str,
+                                                                       dead_url: str) -> None:
+    client = await bridge_client(default_mode="evidence-only", base_url=f"{dead_url}/v1")
+    inline = [source("wiki", serve_url)]
+    unnamed = await client.post("/message:send",
+                                json={"data": {"query": "rollback", "knowledgeSources": inline}})
+    assert unnamed.status == 200
+    result = result_of(await unnamed.json())
+    assert result["orchestrationMode"] == "evidence-only" and result["citations"]
+    named = await client.post("/message:send", json={"data": {
+        "query": "rollback", "knowledgeSources": inline, "orchestrationMode": "delegated-runtime"}})
+    assert named.status == 502  # the runtime is down: the named mode was used
+
+
+def test_the_default_mode_must_be_a_mode() -> None:
+    from bridge.settings import BridgeSettings, SettingsError, resolve_settings
+
+    assert BridgeSettings().default_mode == "delegated-runtime"
+    assert resolve_settings({}, {"LLMWIKI_AGENT_BRIDGE_DEFAULT_MODE": " Evidence-Only "}).default_mode == (
+        "evidence-only")
+    assert resolve_settings({}, {}, {"defaultOrchestrationMode": "hybrid"}).default_mode == "hybrid"
+    for wrong in ("", "fast"):
+        try:
+            BridgeSettings(default_mode=wrong)
+        except SettingsError as exc:
+            assert "defaultOrchestrationMode" in str(exc)
+        else:
+            raise AssertionError(f"{wrong!r} was accepted")
