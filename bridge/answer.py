@@ -241,15 +241,7 @@ class _BadCall(Exception):
 
 def _tool_diagnostic(source: SourceDescriptor, error: SourceCallError,
                      settings: BridgeSettings) -> Diagnostic:
-    observations: list[tuple[str, str]] = []
-    if error.http_status is not None:
-        observations.append(("httpStatus", str(error.http_status)))
-    if error.timeout:
-        observations.append(("timeout", "true"))
-    if error.invalid_json:
-        observations.append(("invalidJson", "true"))
-    if error.policy:
-        observations.append(("policy", "source-url"))
+    observations = artifact.failure_observations(error)
     observations += [("sourcePolicy", settings.source_policy),
                      ("timeoutMs", str(settings.request_timeout_ms)),
                      ("redaction", "urls, headers, bodies, queries")]

@@ -362,9 +362,8 @@ def step(step_id: str, label: str, status: str, **extra: Any) -> TraceStep:
                      timestamp=now_iso(), **extra)
 
 
-def source_diagnostic(source: SourceDescriptor, error: SourceCallError, phase: str, *,
-                      source_policy: str, timeout_ms: int) -> Diagnostic:
-    """A redacted per-source failure: facts about the failure, never URLs, bodies or the query."""
+def failure_observations(error: SourceCallError) -> list[tuple[str, str]]:
+    """The safe facts of a failed source call (status, timeout, bad JSON, JSON-RPC error, policy)."""
     observations: list[tuple[str, str]] = []
     if error.http_status is not None:
         observations.append(("httpStatus", str(error.http_status)))
@@ -376,6 +375,13 @@ def source_diagnostic(source: SourceDescriptor, error: SourceCallError, phase: s
         observations.append(("jsonRpcError", "true"))
     if error.policy:
         observations.append(("policy", "source-url"))
+    return observations
+
+
+def source_diagnostic(source: SourceDescriptor, error: SourceCallError, phase: str, *,
+                      source_policy: str, timeout_ms: int) -> Diagnostic:
+    """A redacted per-source failure: facts about the failure, never URLs, bodies or the query."""
+    observations = failure_observations(error)
     observations.append(("sourcePolicy", source_policy))
     if phase == "query":
         observations += [("sourceSelected", "true" if source.selected else "false"),
