@@ -20,7 +20,8 @@ from bridge.sources.client import client_for
 from bridge.sources.transport import SourceCallError, SourceTransport
 from serve.protocols.http import create_app as create_serve_app
 from serve.settings import ServeSettings
-from tests.support.bridge_sources import BridgeFactory, Client, source
+from tests.support.bridge_sources import BridgeFactory, Client, expected_citations, observations, source
+from tests.support.bridge_sources import expected_detail as shared_detail
 
 QUESTION = "How do we ship a hotfix release?"
 TITLE = "Sample Operations Wiki"
@@ -46,25 +47,8 @@ async def run(client: Client, sources: list[dict[str, Any]], **data: Any) -> dic
     return result
 
 
-def observations(diagnostic: dict[str, Any]) -> dict[str, str]:
-    return {o["name"]: o["value"] for o in diagnostic["observations"]}
-
-
 def expected_detail(pack: dict[str, Any], title: str = TITLE) -> str:
-    detail = f"Read {len(pack['evidence'])} citation(s) from {title}."
-    if pack["orientation"]:
-        detail += " Orientation: " + "; ".join(f"{o['path']} ({o['title']})"
-                                               for o in pack["orientation"][:3]) + "."
-    previews = [f"{e['path']} ({e['title']})" for e in pack["evidence"]]
-    if previews:
-        more = f"; +{len(previews) - 3} more" if len(previews) > 3 else ""
-        detail += " Evidence: " + "; ".join(previews[:3]) + more + "."
-    return detail if len(detail) <= 360 else detail[:357] + "..."
-
-
-def expected_citations(pack: dict[str, Any], source_id: str) -> list[tuple[str, str, str, list[str]]]:
-    return [(f"{source_id}:{e['page_id']}", e["title"], e["path"], e["source_refs"])
-            for e in pack["evidence"]]
+    return shared_detail(pack, title)
 
 
 def cited(result: dict[str, Any], source_id: str) -> list[tuple[str, str, str, list[str]]]:
