@@ -8,6 +8,7 @@ import stat as stat_mod
 import threading
 import time
 from pathlib import Path
+from time import time_ns  # wall clock for mtimes (tests replace the `time` module's clock)
 
 import structlog
 
@@ -17,6 +18,9 @@ from serve.folder import FileRecord, FolderMirror
 from serve.projection import Projection
 from serve.settings import DEFAULT_MAX_PAGE_BYTES
 from serve.source.tree import MARKER_DIRS, PAGE_SUFFIXES, is_tracked_file, is_walked_dir
+
+# Directory mtimes come from the kernel's coarse clock: allow for its granularity.
+DIR_MTIME_SLACK_NS = 50_000_000
 
 log = structlog.get_logger("llmwiki.serve.freshness")
 
@@ -137,6 +141,7 @@ class Freshness:
 
     def _rescan(self, force_project: bool = False) -> None:
         before = self._fingerprint()
+        started = time_ns()
         try:
             self.walks += 1
             self.mirror.full_scan()
@@ -144,7 +149,11 @@ class Freshness:
             self.current, self.error = None, exc
             return
         if self.watcher is not None:
-            self._watch_new_dirs()
+            # A directory only reports changes once watched: entries made in it while the walk
+            # ran, before its watch, would never be seen. Its mtime says whether that can be.
+            touched = self._modified_since(self._watch_new_dirs(), started - DIR_MTIME_SLACK_NS)
+            if touched:
+                self.mirror.rescan_dirs(touched)
         if force_project or self._fingerprint() != before or self.current is None:
             self._project()
 
@@ -205,6 +214,17 @@ class Freshness:
             self.watcher.close()
         self.watcher = None
         self.watches = {}
+
+    def _modified_since(self, rel_dirs: list[str], since_ns: int) -> list[str]:
+        touched = []
+        for rel in rel_dirs:
+            path = os.path.join(self.mirror.root_str, rel) if rel else self.mirror.root_str
+            try:
+                if os.stat(path).st_mtime_ns >= since_ns:
+                    touched.append(rel)
+            except OSError:
+                touched.append(rel)  # gone or changed: let the rescan find out
+        return touched
 
     def _watch_new_dirs(self) -> list[str]:
         """Add watches for walked dirs that have none yet; returns the new ones."""

@@ -993,3 +993,26 @@ def test_inotify_init_failure_falls_back_to_scan(sample_root: Path,
         assert title_of(fresh.snapshot(), "fallback") == "Fallback Page"
     finally:
         fresh.close()
+
+
+def test_a_page_made_between_the_walk_and_its_watch_is_seen(make_freshness: FreshnessFactory,
+                                                            sample_root: Path) -> None:
+    """The first scan walks, then watches what it walked: a file created in that gap sends no
+    event, so the scan must notice it some other way (here: its directory's mtime)."""
+    fresh = make_freshness(sample_root)
+    walk = fresh.mirror.full_scan
+    made: list[Path] = []
+
+    def walk_then_write() -> None:
+        walk()
+        if not made:  # only during the first scan
+            page = sample_root / "runbooks" / "late-page.md"
+            page.write_text("# Late Page\nWritten while the watches were being set up.\n",
+                            encoding="utf-8")
+            made.append(page)
+
+    fresh.mirror.full_scan = walk_then_write  # type: ignore[method-assign]
+    fresh.snapshot()
+    assert made
+    # It appeared during that request; the next one must see it.
+    assert "runbooks/late-page.md" in {p.path for p in fresh.snapshot().pages}
