@@ -218,13 +218,16 @@ class TermFinder:
 
 
 class _JoinedTerms:
-    """Terms as UTF-8 joined by newlines (bytes search is the fastest the runtime has)."""
+    """Strings as UTF-8 joined by newlines, each with an id (bytes search is the fastest the
+    runtime has); find() counts a word's occurrences per id. Rows can be appended."""
 
-    def __init__(self) -> None:
+    def __init__(self, terms: Sequence[str] = ()) -> None:
         self.text = b""
         self.starts = array("q")
         self.ids = array("i")
         self.size = 0
+        if terms:
+            self.extend(terms, range(len(terms)))
 
     def extend(self, terms: Sequence[str], ids: Iterable[int]) -> None:
         encoded = [term.encode("utf-8") for term in terms]
@@ -240,54 +243,32 @@ class _JoinedTerms:
     def find(self, word: str) -> dict[int, int]:
         found: dict[int, int] = {}
         key = word.encode("utf-8")
+        if not key or b"\n" in key:
+            return found
         text, starts, ids = self.text, self.starts, self.ids
         at = text.find(key)
         while at != -1:
             tid = ids[bisect_right(starts, at) - 1]
             found[tid] = found.get(tid, 0) + 1
-            at = text.find(key, at + len(key))  # a term may hold the word twice
+            at = text.find(key, at + len(key))  # a row may hold the word twice
         return found
 
-
-class _JoinedBytes:
-    """Byte strings joined by newlines, searchable at C speed; find() counts per row."""
-
-    def __init__(self, rows: Sequence[bytes]) -> None:
-        self.starts = array("q")
-        offset = 0
-        for row in rows:
-            self.starts.append(offset)
-            offset += len(row) + 1
-        self.text = b"\n".join(rows)
-
-    def find(self, key: bytes) -> dict[int, int]:
+    def search(self, word: str, rows: np.ndarray | None) -> dict[int, int]:
+        """find(), but counting only in `rows` (row positions, which are also the ids when the
+        rows were given at construction) when they are under an eighth of all."""
+        if rows is None or len(rows) >= self.size // 8:
+            return self.find(word)
         found: dict[int, int] = {}
+        key = word.encode("utf-8")
         if not key or b"\n" in key:
             return found
-        text, starts = self.text, self.starts
-        at = text.find(key)
-        while at != -1:
-            row = bisect_right(starts, at) - 1
-            found[row] = found.get(row, 0) + 1
-            at = text.find(key, at + len(key))
-        return found
-
-    def count_in(self, key: bytes, rows: Sequence[int]) -> dict[int, int]:
-        """find(), for the given rows only: cheaper when they are few."""
-        found: dict[int, int] = {}
-        text, starts, last = self.text, self.starts, len(self.starts) - 1
-        for row in rows:
+        text, starts, last = self.text, self.starts, self.size - 1
+        for row in rows.tolist():
             end = starts[row + 1] - 1 if row < last else len(text)
             times = text.count(key, starts[row], end)
             if times:
-                found[row] = times
+                found[self.ids[row]] = times
         return found
-
-    def search(self, key: bytes, rows: np.ndarray | None, total: int) -> dict[int, int]:
-        """Occurrences per row: scan everything, or only `rows` when they are under an eighth."""
-        if rows is not None and len(rows) < total // 8:
-            return self.count_in(key, rows.tolist()) if key and b"\n" not in key else {}
-        return self.find(key)
 
 
 class DocFields:
@@ -296,9 +277,9 @@ class DocFields:
 
     def __init__(self, pages: Sequence[Page | None]) -> None:
         self.size = len(pages)
-        self.titles = _JoinedBytes([p.title.casefold().encode("utf-8") if p else b"" for p in pages])
-        self.summaries = _JoinedBytes([p.summary.casefold().encode("utf-8") if p else b"" for p in pages])
-        self.paths = _JoinedBytes([p.path.casefold().encode("utf-8") if p else b"" for p in pages])
+        self.titles = _JoinedTerms([p.title.casefold() if p else "" for p in pages])
+        self.summaries = _JoinedTerms([p.summary.casefold() if p else "" for p in pages])
+        self.paths = _JoinedTerms([p.path.casefold() if p else "" for p in pages])
         self.role_mult = np.array([ROLE_MULTIPLIER.get(p.role, 1.0) if p else 0.0 for p in pages],
                                   dtype=np.float64)
 
@@ -564,7 +545,7 @@ class LexicalIndex:
         # occurrences inside the path are counted from the path itself: only for the pages
         # still in the running when there are few of them (one C-speed scan otherwise).
         paths = self.doc_fields().paths
-        for doc, times in paths.search(raw.encode("utf-8"), within, len(self.pages)).items():
+        for doc, times in paths.search(raw, within).items():
             counts[doc] += times
         return counts
 
@@ -578,10 +559,9 @@ class LexicalIndex:
         """For each of `docs`, the highest literal score it could have given its count bound:
         the title and summary bonuses are known exactly (searches of the joined fields)."""
         fields = self.doc_fields()
-        key = needle.encode("utf-8")
         bonus = np.zeros(len(self.pages), dtype=np.float64)
         for joined, weight in ((fields.titles, 1.5), (fields.summaries, 0.7)):
-            found = joined.search(key, docs, len(self.pages))
+            found = joined.search(needle, docs)
             if found:
                 bonus[np.fromiter(found, dtype=np.int64, count=len(found))] += weight
         upper: np.ndarray = ((1.0 + np.minimum(3.0, np.log1p(bounds[docs])) + bonus[docs])
