@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,12 @@ async def read_bundle(transport: SourceTransport, base_url: str, label: str) -> 
     candidates = [(name, url) for name, url in candidates if transport.policy.allows(url)]
     if not candidates:
         return BundleRead(attempted=False)
+    return await _first_answer(transport, candidates, label, has_bundle_metadata)
+
+
+async def _first_answer(transport: SourceTransport, candidates: list[tuple[str, str]], label: str,
+                        accept: Callable[[Any], bool]) -> BundleRead:
+    """GET each candidate in turn; the first JSON answer `accept` takes wins (as an object)."""
     last_error: SourceCallError | None = None
     for name, url in candidates:
         try:
@@ -49,8 +56,8 @@ async def read_bundle(transport: SourceTransport, base_url: str, label: str) -> 
         except SourceCallError as exc:
             last_error = exc
             continue
-        if has_bundle_metadata(payload):
-            return BundleRead(attempted=True, raw=payload, endpoint=name)
+        if accept(payload):
+            return BundleRead(attempted=True, raw=payload if isinstance(payload, dict) else {}, endpoint=name)
         last_error = SourceCallError(f"{label} {name} has no source bundle metadata")
     return BundleRead(attempted=True, error=last_error)
 
@@ -67,15 +74,7 @@ async def query(transport: SourceTransport, base_url: str, label: str,
 async def probe(transport: SourceTransport, base_url: str, label: str) -> BundleRead:
     """A live health probe is a bundle read: the first JSON 200 answer counts as reachable."""
     candidates = [(name, endpoint_url(base_url, path)) for name, path in BUNDLE_ENDPOINTS]
-    last_error: SourceCallError | None = None
-    for name, url in candidates:
-        try:
-            payload = await call_json(transport, "GET", url, f"{label} {name}")
-        except SourceCallError as exc:
-            last_error = exc
-            continue
-        return BundleRead(attempted=True, raw=payload if isinstance(payload, dict) else {}, endpoint=name)
-    return BundleRead(attempted=True, error=last_error)
+    return await _first_answer(transport, candidates, label, lambda _payload: True)
 
 
 _RELEVANCE_STOP = frozenset((
