@@ -105,16 +105,15 @@ async def serve(settings: BridgeSettings) -> None:
 
 async def registry_report(settings: BridgeSettings, command: str, probe: bool) -> dict[str, Any]:
     """The offline operator view of the settings file's registry (raw URLs and roots: local output)."""
-    import aiohttp
-
     from bridge.protocols.http import load_registry
     from bridge.service import BridgeService
     from bridge.settings_store import SettingsStore
+    from bridge.sources.transport import source_http_client
 
     store = SettingsStore(settings.config_path) if settings.config_path else None
     service = BridgeService(settings, load_registry(store), store)
-    async with aiohttp.ClientSession() as session:
-        service.session = session
+    async with source_http_client(lambda: service.source_policy) as client:
+        service.http = client
         view = await service.sources_view(probe, local=True)
     if command != "status":
         return view

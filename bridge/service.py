@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import structlog
 
 from bridge import artifact
@@ -59,6 +58,7 @@ from bridge.sources.a2a_source import (
     forwarded_retrieval,
 )
 from bridge.sources.client import SourceClient, client_for
+from bridge.sources.http_client import SourceHttpClient
 from bridge.sources.http_source import BundleRead
 from bridge.sources.mcp_source import BUNDLE_TOOL
 from bridge.sources.transport import SourceCallError, SourceTransport
@@ -114,7 +114,7 @@ class BridgeService:
         self.sources = list(sources or [])
         self.store = store
         self.settings_file_status = store.status if store else "disabled"
-        self.session: aiohttp.ClientSession | None = None
+        self.http: SourceHttpClient | None = None
 
     # ------------------------------------------------------------------ policies
 
@@ -127,9 +127,9 @@ class BridgeService:
         return CorsPolicy(self.settings.allowed_origins)
 
     def transport(self) -> SourceTransport:
-        if self.session is None:
-            raise RuntimeError("the bridge client session is not open")
-        return SourceTransport(self.session, self.source_policy, self.settings.timeout_seconds)
+        if self.http is None:
+            raise RuntimeError("the bridge's source client is not open")
+        return SourceTransport(self.http, self.source_policy, self.settings.timeout_seconds)
 
     # ------------------------------------------------------------------ views
 

@@ -9,7 +9,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import aiohttp
 import structlog
 from aiohttp import web
 from aiohttp.abc import AbstractResolver
@@ -21,7 +20,7 @@ from bridge.runtime import probe as probe_runtime
 from bridge.service import BridgeService
 from bridge.settings import BridgeSettings, check_bind_policy
 from bridge.settings_store import SettingsFileError, SettingsStore
-from bridge.sources.resolver import PolicyResolver
+from bridge.sources.transport import source_http_client
 from common.errors import CodedError, HttpError, json_response
 from common.logging import setup_request_context
 
@@ -202,18 +201,15 @@ def create_app(settings: BridgeSettings, sources: list[SourceDescriptor] | None 
     setup_request_context(app, "bridge")
     setup_bridge_pipeline(app)
     add_routes(app)
-    app.cleanup_ctx.append(_client_session)
+    app.cleanup_ctx.append(_source_client)
     return app
 
 
-async def _client_session(app: web.Application) -> AsyncIterator[None]:
-    """One shared outbound session for every source call; closed with the app."""
+async def _source_client(app: web.Application) -> AsyncIterator[None]:
+    """One shared outbound client for every source call; closed with the app."""
     service = app[SERVICE_KEY]
-    inner = app[RESOLVER_KEY] if RESOLVER_KEY in app else aiohttp.ThreadedResolver()
-    resolver = PolicyResolver(inner, lambda: service.source_policy)
-    connector = aiohttp.TCPConnector(limit=256, enable_cleanup_closed=True, resolver=resolver,
-                                     use_dns_cache=False)  # every connection is resolved and checked
-    async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
-        service.session = session
+    resolver = app.get(RESOLVER_KEY, None)
+    async with source_http_client(lambda: service.source_policy, resolver) as client:
+        service.http = client
         yield
-        service.session = None
+        service.http = None

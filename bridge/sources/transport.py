@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
+from aiohttp.abc import AbstractResolver
+from pydantic_core import from_json
 
 from bridge.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
-from bridge.sources.resolver import PolicyResolveError
+from bridge.sources.http_client import ConnectError, HttpClientError, ResponseTooLarge, SourceHttpClient
+from bridge.sources.resolver import PolicyResolver
 from common.errors import json_bytes
+from common.version import __version__
 
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # a source answer larger than this is a failure, not evidence
 
@@ -44,11 +49,19 @@ class SourceCallError(Exception):
 
 @dataclass(frozen=True)
 class SourceTransport:
-    """What every outbound source call shares: the session, the policy and the timeout."""
+    """What every outbound source call shares: the HTTP client, the policy and the timeout."""
 
-    session: aiohttp.ClientSession
+    http: SourceHttpClient
     policy: SourcePolicy
     timeout_seconds: float
+
+
+def source_http_client(policy: Callable[[], SourcePolicy],
+                       resolver: AbstractResolver | None = None) -> SourceHttpClient:
+    """The one client for source calls; every host name goes through the policy resolver, so the
+    addresses actually connected to are the ones checked."""
+    inner = resolver if resolver is not None else aiohttp.ThreadedResolver()
+    return SourceHttpClient(PolicyResolver(inner, policy), user_agent=f"llmwiki-agent-bridge/{__version__}")
 
 
 def endpoint_url(base: str, path: str) -> str:
@@ -69,24 +82,31 @@ async def call_json(transport: SourceTransport, method: str, url: str, label: st
         "Accept": "application/json", "Content-Type": "application/json"}
     try:
         async with asyncio.timeout(transport.timeout_seconds):
-            async with transport.session.request(
-                    method, url, data=data, allow_redirects=False, headers=headers) as response:
-                if not 200 <= response.status < 300:
-                    raise SourceCallError(f"{label} returned HTTP {response.status}",
-                                          http_status=response.status)
-                raw = await response.content.read(MAX_RESPONSE_BYTES + 1)
-                if len(raw) > MAX_RESPONSE_BYTES:
-                    raise SourceCallError(f"{label} returned too much data")
-                text = raw.decode("utf-8", errors="replace")
+            response = await transport.http.request(method, url, body=data, headers=headers,
+                                                    max_bytes=MAX_RESPONSE_BYTES)
     except TimeoutError:
         raise SourceCallError("Request timed out.", timeout=True) from None
-    except aiohttp.ClientConnectorError as exc:
-        if isinstance(exc.os_error, PolicyResolveError):
+    except ConnectError as exc:
+        if exc.policy:
             raise SourceCallError(POLICY_BLOCKED_MESSAGE, policy=True) from None
         raise SourceCallError(f"{label} could not be reached.") from None
-    except aiohttp.ClientError:
+    except ResponseTooLarge:
+        raise SourceCallError(f"{label} returned too much data") from None
+    except HttpClientError:
         raise SourceCallError(f"{label} could not be reached.") from None
+    if not 200 <= response.status < 300:
+        raise SourceCallError(f"{label} returned HTTP {response.status}", http_status=response.status)
+    return decode_json(response.body, label)
+
+
+def decode_json(raw: bytes, label: str) -> Any:
+    """pydantic-core's parser is about a third cheaper than `json`; what it refuses (invalid UTF-8,
+    lone surrogates) gets the standard library's more lenient reading before it counts as invalid."""
     try:
-        return json.loads(text)
+        return from_json(raw)
+    except ValueError:
+        pass
+    try:
+        return json.loads(raw.decode("utf-8", errors="replace"))
     except ValueError:
         raise SourceCallError(f"{label} returned invalid JSON", invalid_json=True) from None

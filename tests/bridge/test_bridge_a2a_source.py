@@ -17,7 +17,7 @@ from bridge.policy import SourcePolicy
 from bridge.registry import normalize_inline
 from bridge.sources.a2a_source import A2aSourceClient, agent_card_url, message_url
 from bridge.sources.client import client_for
-from bridge.sources.transport import SourceCallError, SourceTransport
+from bridge.sources.transport import SourceCallError, SourceTransport, source_http_client
 from serve.protocols.http import create_app as create_serve_app
 from serve.settings import ServeSettings
 from tests.support.bridge_sources import BridgeFactory, Client, expected_citations, observations, source
@@ -261,8 +261,9 @@ async def test_answer_without_context_artifact(bridge_client: BridgeFactory, aio
     assert result["citations"] == [] and result["diagnostics"] == []
     assert "from 2 Knowledge Source(s)" in result["answer"]
 
-    async with aiohttp.ClientSession() as session:
-        transport = SourceTransport(session, SourcePolicy(), 5.0)
+    policy = SourcePolicy()
+    async with source_http_client(lambda: policy) as http:
+        transport = SourceTransport(http, policy, 5.0)
         [descriptor] = normalize_inline([a2a_source("chatty-agent", chatty)])
         agent = client_for(transport, descriptor)
         assert isinstance(agent, A2aSourceClient)
@@ -394,8 +395,9 @@ async def test_blocked_message_url_error_text(aiohttp_server: Any) -> None:
         return web.json_response({"url": "http://10.0.0.9/send"})
 
     base = await fake_server(aiohttp_server, [web.get("/.well-known/agent-card.json", card)])
-    async with aiohttp.ClientSession() as session:
-        transport = SourceTransport(session, SourcePolicy("public-https"), 5.0)
+    policy = SourcePolicy("public-https")
+    async with source_http_client(lambda: policy) as http:
+        transport = SourceTransport(http, policy, 5.0)
         [descriptor] = normalize_inline([a2a_source("agent", base)])
         with pytest.raises(SourceCallError) as caught:
             await client_for(transport, descriptor).context({"query": QUESTION})

@@ -181,9 +181,8 @@ def test_search_results_merge_into_a_payload_whose_evidence_is_not_a_list() -> N
 async def test_request_bodies_go_out_as_compact_utf8_json(aiohttp_server: Any) -> None:
     """Bodies are pre-encoded (not aiohttp's `json=`): the same JSON value, UTF-8, typed as JSON; a
     GET carries no body and no content type."""
-    import aiohttp
 
-    from bridge.sources.transport import SourceTransport, call_json
+    from bridge.sources.transport import SourceTransport, call_json, source_http_client
 
     seen: list[tuple[str, str | None, bytes]] = []
 
@@ -198,8 +197,9 @@ async def test_request_bodies_go_out_as_compact_utf8_json(aiohttp_server: Any) -
     body = {"query": "릴리스 \"freeze\" \u2028", "limit": 4, "mode": "lexical", "fields": ["title"],
             "score": 1e-05}
     odd = {"query": "a\ud800b"}  # a lone surrogate cannot be UTF-8: ASCII escapes keep the value
-    async with aiohttp.ClientSession() as session:
-        transport = SourceTransport(session, SourcePolicy("private-http"), 5.0)
+    policy = SourcePolicy("private-http")
+    async with source_http_client(lambda: policy) as http:
+        transport = SourceTransport(http, policy, 5.0)
         assert await call_json(transport, "POST", url, "echo", body) == {"ok": True}
         assert await call_json(transport, "POST", url, "echo", odd) == {"ok": True}
         assert await call_json(transport, "GET", url, "echo") == {"ok": True}

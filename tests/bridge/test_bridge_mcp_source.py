@@ -17,7 +17,7 @@ from bridge.policy import SourcePolicy
 from bridge.registry import SourceDescriptor, normalize_inline
 from bridge.sources.client import HttpSourceClient, client_for
 from bridge.sources.mcp_source import McpSourceClient, mcp_url, tool_value
-from bridge.sources.transport import SourceTransport
+from bridge.sources.transport import SourceTransport, source_http_client
 from serve.protocols.http import create_app as create_serve_app
 from serve.settings import ServeSettings
 from tests.support.bridge_sources import BridgeFactory, Client, expected_citations, observations, source
@@ -204,8 +204,9 @@ async def test_retrieval_discovery_forces_the_bundle_and_forwards_fields(
 
 @pytest.fixture
 async def transport() -> AsyncIterator[SourceTransport]:
-    async with aiohttp.ClientSession() as session:
-        yield SourceTransport(session, SourcePolicy(), 10.0)
+    policy = SourcePolicy()
+    async with source_http_client(lambda: policy) as http:
+        yield SourceTransport(http, policy, 10.0)
 
 
 def descriptor(url: str, protocol: str = "mcp") -> SourceDescriptor:
