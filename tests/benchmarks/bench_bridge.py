@@ -2,8 +2,9 @@
 
     .venv/bin/python -m tests.benchmarks.bench_bridge [--iterations 200] [--json out.json]
 
-It runs the real bridge (`.venv/bin/llmwiki-agent-bridge serve --port 0`) on 127.0.0.1 and, in a
-second process, fake `llmwiki-http` Knowledge Sources: small aiohttp servers answering
+It runs the real bridge (`.venv/bin/llmwiki-agent-bridge serve --port 0`) on 127.0.0.1 and fake
+`llmwiki-http` Knowledge Sources, each in its own process as real sources would be (in one shared
+process, a source's call would wait for the others' HTTP handling): small aiohttp servers answering
 `GET /source-bundle`, `POST /query` and `POST /search` with serve's own JSON for
 fixtures/sample-wiki (produced once by `llmwiki-serve source-bundle/query/search`), each answer
 after a fixed delay. Every fake source records when each call reached its handler and when the
@@ -96,9 +97,10 @@ def clock() -> float:
 
 
 class FakeSources:
-    """The fake llmwiki-http sources of the worker process and what they observed."""
+    """The fake llmwiki-http sources of one worker process and what they observed."""
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: dict[str, Any], indices: Sequence[int]) -> None:
+        self.indices = list(indices)
         self.delays = [float(d) for d in spec["delays_s"]]
         self.bundles = [json.dumps(b).encode() for b in spec["bundles"]]
         self.query = json.dumps(spec["query"]).encode()
@@ -106,27 +108,20 @@ class FakeSources:
         self.default_search = next(iter(self.searches.values()), b'{"results": []}')
         self.records: list[tuple[int, str, float, float]] = []
         self.connections: set[tuple[int, Any]] = set()  # (source, the bridge's address)
-        self.in_flight = 0
-        self.peak_in_flight = 0
 
     async def _answer(self, index: int, endpoint: str, request: web.Request) -> web.Response:
         started = clock()
         self.connections.add((index, request.transport.get_extra_info("peername")
                               if request.transport is not None else None))
-        self.in_flight += 1
-        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-        try:
-            raw = await request.read()
-            if endpoint == "bundle":
-                body = self.bundles[index]
-            elif endpoint == "query":
-                body = self.query
-            else:
-                text = json.loads(raw).get("query") if raw else None
-                body = self.searches.get(text if isinstance(text, str) else "", self.default_search)
-            await asyncio.sleep(self.delays[index])
-        finally:
-            self.in_flight -= 1
+        raw = await request.read()
+        if endpoint == "bundle":
+            body = self.bundles[index]
+        elif endpoint == "query":
+            body = self.query
+        else:
+            text = json.loads(raw).get("query") if raw else None
+            body = self.searches.get(text if isinstance(text, str) else "", self.default_search)
+        await asyncio.sleep(self.delays[index])
         self.records.append((index, endpoint, started, clock()))
         return web.Response(body=body, content_type="application/json")
 
@@ -150,13 +145,11 @@ class FakeSources:
         """Read and reset the observations; on its own port, so no source sees these calls."""
 
         async def records(_request: web.Request) -> web.Response:
-            return web.json_response({"records": self.records, "peak_in_flight": self.peak_in_flight,
-                                      "connections": len(self.connections)})
+            return web.json_response({"records": self.records, "connections": len(self.connections)})
 
         async def reset(_request: web.Request) -> web.Response:
             self.records = []
             self.connections = set()
-            self.peak_in_flight = self.in_flight
             return web.json_response({"ok": True})
 
         app = web.Application()
@@ -173,18 +166,18 @@ async def _listen(app: web.Application, runners: list[web.AppRunner]) -> int:
     return int(next(a for a in runner.addresses if isinstance(a, tuple))[1])
 
 
-async def run_fake_sources(spec_path: str) -> None:
-    """Worker entry point: listen, print the ports as one JSON line, serve until SIGTERM or the
-    spec's time limit."""
+async def run_fake_sources(spec_path: str, indices: Sequence[int]) -> None:
+    """Worker entry point: listen for the sources `indices` of the spec, print their ports as one
+    JSON line, serve until SIGTERM or the spec's time limit."""
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
-    fakes = FakeSources(spec)
+    fakes = FakeSources(spec, indices)
     runners: list[web.AppRunner] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     try:
-        ports = [await _listen(fakes.source_app(i), runners) for i in range(len(fakes.delays))]
+        ports = [await _listen(fakes.source_app(i), runners) for i in fakes.indices]
         control = await _listen(fakes.control_app(), runners)
         sys.stdout.write(json.dumps({"ports": ports, "control": control}) + "\n")
         sys.stdout.flush()
@@ -210,6 +203,10 @@ class Child:
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> dict[str, Any]:
+        self.spawn()
+        return self.ready()
+
+    def spawn(self) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
             self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -217,7 +214,10 @@ class Child:
                                          start_new_session=True)
         finally:
             log.close()
-        assert self.proc.stdout is not None
+
+    def ready(self) -> dict[str, Any]:
+        """The child's first JSON line."""
+        assert self.proc is not None and self.proc.stdout is not None
         deadline = clock() + READY_TIMEOUT_S
         while True:
             if self.proc.poll() is not None:
@@ -330,28 +330,44 @@ class Client:
 
 
 class Control:
-    """The fake sources' observations, read over their control port."""
+    """The fake sources' observations, read over their workers' control ports."""
 
-    def __init__(self, port: int) -> None:
-        self.client = Client(port)
+    def __init__(self, ports: Sequence[int]) -> None:
+        self.clients = [Client(port) for port in ports]
 
     def reset(self) -> None:
-        status, _b, _s, _f = self.client.call("POST", "/reset", b"{}")
-        if status != 200:
-            raise RuntimeError(f"fake sources reset answered {status}")
+        for client in self.clients:
+            status, _b, _s, _f = client.call("POST", "/reset", b"{}")
+            if status != 200:
+                raise RuntimeError(f"fake sources reset answered {status}")
 
     def read(self) -> tuple[list[tuple[int, str, float, float]], int, int]:
         """Calls (source, endpoint, handler start, handler end), the peak of calls in flight and the
         number of connections the calls came on, since the last reset."""
-        status, data, _s, _f = self.client.call("GET", "/records")
-        if status != 200:
-            raise RuntimeError(f"fake sources records answered {status}")
-        body = json.loads(data)
-        records = [(int(r[0]), str(r[1]), float(r[2]), float(r[3])) for r in body["records"]]
-        return records, int(body["peak_in_flight"]), int(body["connections"])
+        records: list[tuple[int, str, float, float]] = []
+        connections = 0
+        for client in self.clients:
+            status, data, _s, _f = client.call("GET", "/records")
+            if status != 200:
+                raise RuntimeError(f"fake sources records answered {status}")
+            body = json.loads(data)
+            records += [(int(r[0]), str(r[1]), float(r[2]), float(r[3])) for r in body["records"]]
+            connections += int(body["connections"])
+        return records, peak_in_flight(records), connections
 
     def close(self) -> None:
-        self.client.close()
+        for client in self.clients:
+            client.close()
+
+
+def peak_in_flight(records: Sequence[tuple[int, str, float, float]]) -> int:
+    """Most calls inside a source handler at the same moment, over all sources."""
+    events = sorted([(r[2], 1) for r in records] + [(r[3], -1) for r in records])
+    active = peak = 0
+    for _moment, change in events:
+        active += change
+        peak = max(peak, active)
+    return peak
 
 
 def message_body(query: str, ports: Sequence[int]) -> bytes:
@@ -377,8 +393,9 @@ def check_answer(status: int, data: bytes, sources: int) -> None:
 class CpuMeter:
     """CPU of the bridge, of the fake sources, of this client and of everything else."""
 
-    def __init__(self, bridge_pid: int, sources_pid: int) -> None:
-        self.pids = (bridge_pid, sources_pid)
+    def __init__(self, bridge_pid: int, sources_pids: Sequence[int]) -> None:
+        self.bridge_pid = bridge_pid
+        self.sources_pids = list(sources_pids)
         self.start = self._sample()
 
     def _sample(self) -> tuple[float, float, float, float, float]:
@@ -388,7 +405,8 @@ class CpuMeter:
         idle = values[3] + (values[4] if len(values) > 4 else 0)
         me = resource.getrusage(resource.RUSAGE_SELF)
         return (sum(values) / tick, (sum(values) - idle) / tick, me.ru_utime + me.ru_stime,
-                cpu_seconds(self.pids[0]) or 0.0, cpu_seconds(self.pids[1]) or 0.0)
+                cpu_seconds(self.bridge_pid) or 0.0,
+                sum(cpu_seconds(pid) or 0.0 for pid in self.sources_pids))
 
     def read(self) -> dict[str, float]:
         end = self._sample()
@@ -528,7 +546,7 @@ def bare_client_floor(port: int, control: Control, query: str, count: int,
 
 
 def bench_overhead(args: argparse.Namespace, client: Client, control: Control, ports: Sequence[int],
-                   pids: tuple[int, int], deadline: float) -> dict[str, Any]:
+                   pids: tuple[int, list[int]], deadline: float) -> dict[str, Any]:
     body = message_body(args.query, ports)
     for _ in range(args.warmup):
         status, data, _s, _f = client.call("POST", "/message:send", body)
@@ -567,7 +585,7 @@ def bench_overhead(args: argparse.Namespace, client: Client, control: Control, p
 
 
 def bench_waves(args: argparse.Namespace, client: Client, control: Control, ports: Sequence[int],
-                pids: tuple[int, int], deadline: float) -> dict[str, Any]:
+                pids: tuple[int, list[int]], deadline: float) -> dict[str, Any]:
     body = message_body(args.query, ports)
     status, data, _s, _f = client.call("POST", "/message:send", body)  # opens every connection
     check_answer(status, data, len(ports))
@@ -585,7 +603,7 @@ def bench_waves(args: argparse.Namespace, client: Client, control: Control, port
         control.reset()
         status, data, started, finished = client.call("POST", "/message:send", body)
         check_answer(status, data, len(ports))
-        records, peak_in_flight, connections = control.read()
+        records, in_flight, connections = control.read()
         paths = source_paths(records, started, finished)
         busy = statistics.median(p.busy for p in paths.values())
         span = statistics.median(p.last - p.first for p in paths.values())
@@ -594,7 +612,7 @@ def bench_waves(args: argparse.Namespace, client: Client, control: Control, port
                      "expected_ms": expected_waves * busy * 1000,
                      "ratio": (finished - started) / (expected_waves * busy),
                      "span_ratio": (finished - started) / (expected_waves * span),
-                     "peak_in_flight": peak_in_flight, "peak_active_sources": peak_active(paths),
+                     "peak_in_flight": in_flight, "peak_active_sources": peak_active(paths),
                      "connections": connections,
                      "waves": start_waves(paths, busy / 2),
                      "calls_per_source": sorted({p.calls for p in paths.values()})})
@@ -812,8 +830,8 @@ def code_identity(code_dir: Path | None) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == [WORKER_FLAG] and len(argv) == 2:
-        asyncio.run(run_fake_sources(argv[1]))
+    if argv[:1] == [WORKER_FLAG] and len(argv) == 3:
+        asyncio.run(run_fake_sources(argv[1], [int(i) for i in argv[2].split(",")]))
         return 0
     parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.bench_bridge",
                                      description=__doc__.split("\n\n")[0])
@@ -883,7 +901,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "command": " ".join(["python -m tests.benchmarks.bench_bridge", *argv])}
     out = sys.stderr if args.json == "-" else sys.stdout
     work = Path(tempfile.mkdtemp(prefix="llmwiki-bench-bridge-"))
-    fakes: Child | None = None
+    fakes: list[Child] = []
     bridge: Child | None = None
     clients: list[Client | Control] = []
     try:
@@ -897,16 +915,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "max_seconds": args.max_seconds + 120}
         spec_path = work / "fake-sources.json"
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
-        fakes = Child("fake sources", [sys.executable, "-m", "tests.benchmarks.bench_bridge", WORKER_FLAG,
-                                       str(spec_path)], work / "fake-sources.log")
-        listening = fakes.start()
-        ports = [int(p) for p in listening["ports"]]
+        worker = [sys.executable, "-m", "tests.benchmarks.bench_bridge", WORKER_FLAG, str(spec_path)]
+        fakes = [Child(f"fake source {i}", [*worker, str(i)], work / "fake-sources.log")
+                 for i in range(len(spec["delays_s"]))]
+        for fake in fakes:  # they start together, then each is waited for
+            fake.spawn()
+        listening = [fake.ready() for fake in fakes]
+        ports = [int(p) for answer in listening for p in answer["ports"]]
         bridge = bridge_child(work, args.concurrency, args.code_dir)
         ready = bridge.start()
         port = int(str(ready["url"]).rsplit(":", 1)[1])
-        client, control = Client(port), Control(int(listening["control"]))
+        client, control = Client(port), Control([int(answer["control"]) for answer in listening])
         clients += [client, control]
-        pids = (bridge.pid, fakes.pid)
+        pids = (bridge.pid, [fake.pid for fake in fakes])
         deadline = clock() + args.max_seconds
 
         overhead = bench_overhead(args, client, control, ports[:SOURCES], pids, deadline)
@@ -932,7 +953,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.alarm(0)
         for open_client in clients:
             open_client.close()
-        for child in (bridge, fakes):
+        for child in (bridge, *fakes):
             if child is not None:
                 child.kill()
         shutil.rmtree(work, ignore_errors=True)
