@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -74,6 +75,12 @@ def orientation_order(pages: Iterable[Page]) -> list[Page]:
     return head + [p for p in ordered if id(p) not in chosen]
 
 
+# Derived snapshots remember this many steps back which pages each step replaced, so whatever
+# was synced to an ancestor (the search index) can catch up with just those pages.
+LINEAGE_DEPTH = 32
+_SERIALS = itertools.count(1)
+
+
 def _all_pages(page: Page) -> bool:
     return True
 
@@ -125,6 +132,21 @@ class Projection:
         for index, page in enumerate(self.pages):
             self._by_key.setdefault(page.path, index)
         self.position = {page.path: index for index, page in enumerate(self.pages)}
+        self.serial = next(_SERIALS)
+        # (serial of the parent snapshot, paths whose pages this step replaced), newest first.
+        self.lineage: tuple[tuple[int, frozenset[str]], ...] = ()
+
+    def changed_since(self, ancestor: Projection) -> set[str] | None:
+        """Paths whose pages may differ from `ancestor`'s, when this snapshot was derived from
+        it (same paths, in the same positions); None when it was not, or too long ago."""
+        if ancestor.serial == self.serial:
+            return set()
+        changed: set[str] = set()
+        for parent, paths in self.lineage:
+            changed |= paths
+            if parent == ancestor.serial:
+                return changed
+        return None
 
     def derive(self, replaced: Sequence[tuple[Page, Fragment]], signature: str,
                diagnostics: Sequence[Diagnostic]) -> Projection | None:
@@ -133,6 +155,8 @@ class Projection:
         identity, links, members, visibility or graph metadata changed)."""
         pages = list(self.pages)
         fragments = list(self.fragments)
+        approved = list(self.approved_pages)
+        approved_position = self.approved_position
         for page, fragment in replaced:
             index = self.position.get(page.path)
             if index is None:
@@ -147,22 +171,33 @@ class Projection:
             if fragment != fragments[index]:
                 return None
             pages[index], fragments[index] = page, fragment
+            if page.approved:
+                approved[approved_position[page.path]] = page
         nxt = object.__new__(Projection)
         nxt.__dict__.update(self.__dict__)
         for key in ("_ordered_all", "_ordered_approved", "_entry_all", "_entry_approved", "memo"):
             nxt.__dict__.pop(key, None)  # they hold page objects or what was made from them
         nxt.pages = tuple(pages)
         nxt.fragments = tuple(fragments)
+        nxt.serial = next(_SERIALS)
+        step = (self.serial, frozenset(page.path for page, _ in replaced))
+        nxt.lineage = (step, *self.lineage[: LINEAGE_DEPTH - 1])
         nxt.signature = signature
         nxt.diagnostics = tuple(diagnostics)
         nxt.bundle_id = bundle_id_of(nxt.source_id, signature)
-        nxt.approved_pages = tuple(p for p in nxt.pages if p.approved)
+        nxt.approved_pages = tuple(approved)  # the same pages are approved
         title, nxt.description = nxt._title_and_description()
         if title != self.title:
             return None  # the title names the source: identity changes, build anew
         # The graph (ids, labels, kinds, edges, visibility, page-node metadata) is unchanged
         # by construction, so the built graph, its views and its counts carry over.
         return nxt
+
+    @cached_property
+    def approved_position(self) -> dict[str, int]:
+        """Page path -> its position in approved_pages (shared by derived snapshots, which
+        keep every page's path, position and approval)."""
+        return {page.path: index for index, page in enumerate(self.approved_pages)}
 
     def _title_and_description(self) -> tuple[str, str]:
         """From the first index page, else the first overview page, else the folder name."""

@@ -284,8 +284,14 @@ class KnowledgeSource:
         """A searcher over the current snapshot, with the index brought up to it."""
         projection = self.snapshot()
         with self._index_lock:
-            if self._indexed is not projection:
-                self.index.sync(projection.pages)
+            indexed = self._indexed
+            if indexed is not projection:
+                changed = projection.changed_since(indexed) if indexed is not None else None
+                if changed is None:
+                    self.index.sync(projection.pages)
+                else:  # an edit of a few pages: only they are looked at
+                    pages, position = projection.pages, projection.position
+                    self.index.update([pages[position[path]] for path in sorted(changed)])
                 self._indexed = projection
         return Searcher(projection, self.index, self._index_lock)
 
@@ -294,6 +300,7 @@ class KnowledgeSource:
         try:
             projection = self.searcher().projection
             len(projection.incoming)  # the link index behind context-pack graphs
+            len(projection.approved_position)  # what the first edit's snapshot needs
             len(projection.owners(False))
             len(projection.facts)
             release_free_memory()

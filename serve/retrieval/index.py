@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import islice
 
 import numpy as np
 
@@ -200,7 +201,8 @@ class TermFinder:
             self.__init__()  # type: ignore[misc]  # a rebuilt index has a new vocabulary
             self.vocab = vocab
         if self.plain.size < len(vocab):
-            new = list(vocab)[self.plain.size:]
+            # The newest terms, from the end of the (insertion-ordered) vocabulary.
+            new = list(islice(reversed(vocab), len(vocab) - self.plain.size))[::-1]
             self.plain.extend(new, range(self.plain.size, len(vocab)))
             odd = [(t.casefold(), vocab[t]) for t in new if not t.isascii() and t.casefold() != t]
             self.folded.extend([t for t, _ in odd], [tid for _, tid in odd])
@@ -222,7 +224,7 @@ class _JoinedTerms:
     runtime has); find() counts a word's occurrences per id. Rows can be appended."""
 
     def __init__(self, terms: Sequence[str] = ()) -> None:
-        self.text = b""
+        self.text = bytearray()  # grown in place: appending a few rows copies nothing
         self.starts = array("q")
         self.ids = array("i")
         self.size = 0
@@ -237,7 +239,9 @@ class _JoinedTerms:
             offset += len(term) + 1
         self.ids.extend(ids)
         if encoded:
-            self.text = b"\n".join([self.text, *encoded]) if self.size else b"\n".join(encoded)
+            if self.size:
+                self.text += b"\n"
+            self.text += b"\n".join(encoded)
         self.size += len(encoded)
 
     def find(self, word: str) -> dict[int, int]:
@@ -273,15 +277,28 @@ class _JoinedTerms:
 
 class DocFields:
     """Per document id: case-folded title, summary and path (UTF-8, joined), and the role
-    multiplier; a dead document has empty fields and multiplier 0."""
+    multiplier. Documents are appended as the index adds them; one that died since keeps
+    its fields (callers only look at live documents) but gets multiplier 0."""
 
-    def __init__(self, pages: Sequence[Page | None]) -> None:
-        self.size = len(pages)
-        self.titles = _JoinedTerms([p.title.casefold() if p else "" for p in pages])
-        self.summaries = _JoinedTerms([p.summary.casefold() if p else "" for p in pages])
-        self.paths = _JoinedTerms([p.path.casefold() if p else "" for p in pages])
-        self.role_mult = np.array([ROLE_MULTIPLIER.get(p.role, 1.0) if p else 0.0 for p in pages],
-                                  dtype=np.float64)
+    def __init__(self) -> None:
+        self.size = 0
+        self.titles = _JoinedTerms()
+        self.summaries = _JoinedTerms()
+        self.paths = _JoinedTerms()
+        self.role_mult = np.zeros(0, dtype=np.float64)
+
+    def extend(self, pages: Sequence[Page | None]) -> None:
+        ids = range(self.size, self.size + len(pages))
+        self.titles.extend([p.title.casefold() if p else "" for p in pages], ids)
+        self.summaries.extend([p.summary.casefold() if p else "" for p in pages], ids)
+        self.paths.extend([p.path.casefold() if p else "" for p in pages], ids)
+        self.role_mult = np.concatenate([self.role_mult, np.array(
+            [ROLE_MULTIPLIER.get(p.role, 1.0) if p else 0.0 for p in pages], dtype=np.float64)])
+        self.size += len(pages)
+
+    def kill(self, doc: int) -> None:
+        if doc < self.size:
+            self.role_mult[doc] = 0.0
 
 
 class LexicalIndex:
@@ -313,7 +330,7 @@ class LexicalIndex:
         self.dead = 0
         self.term_finder = TermFinder()
         self.pair_signatures = PairSignatures()  # one row per document id
-        self._fields = DocFields(())
+        self._fields = DocFields()
 
     # -- maintenance ----------------------------------------------------------------
 
@@ -322,25 +339,36 @@ class LexicalIndex:
         if not self.by_path and len(pages) > BULK_MIN:
             self._bulk(pages)
             return len(pages)
-        changed = 0
-        seen: set[str] = set()
-        for page in pages:
-            seen.add(page.path)
-            doc = self.by_path.get(page.path)
-            if doc is not None and self.pages[doc] is page:
-                continue
-            if doc is not None:
-                self._remove(doc)
-            self._add(page)
-            changed += 1
+        changed = sum(self._put(page) for page in pages)
+        seen = {page.path for page in pages}
         for path in [p for p in self.by_path if p not in seen]:
             self._remove(self.by_path.pop(path))
             changed += 1
+        self._compact_if_needed()
+        return changed
+
+    def update(self, pages: Iterable[Page]) -> int:
+        """Index `pages` in place of the documents at their paths (or as new ones), leaving
+        every other document as it is: an edit costs the work of its own pages, not a walk
+        over all of them. Returns how many documents changed."""
+        changed = sum(self._put(page) for page in pages)
+        self._compact_if_needed()
+        return changed
+
+    def _put(self, page: Page) -> bool:
+        doc = self.by_path.get(page.path)
+        if doc is not None and self.pages[doc] is page:
+            return False
+        if doc is not None:
+            self._remove(doc)
+        self._add(page)
+        return True
+
+    def _compact_if_needed(self) -> None:
         if self.dead > COMPACT_DEAD_SHARE * max(1, len(self.pages)) and self.dead > 64:
             live = [p for p in self.pages if p is not None]
             self.__init__()  # type: ignore[misc]
             self._bulk(live)
-        return changed
 
     def _term_id(self, term: str) -> int:
         tid = self.vocab.get(term)
@@ -439,6 +467,7 @@ class LexicalIndex:
             self.len_approved -= length
         self.pages[doc] = None
         self.alive[doc] = 0
+        self._fields.kill(doc)
         self.dead += 1
 
     def _weighted_counts(self, repeats: dict[int, int]) -> np.ndarray:
@@ -550,10 +579,12 @@ class LexicalIndex:
         return counts
 
     def doc_fields(self) -> DocFields:
-        """Per-document fields for literal search, rebuilt lazily after documents were added."""
-        if self._fields.size != len(self.pages):
-            self._fields = DocFields(self.pages)
-        return self._fields
+        """Per-document fields for literal search, made on first use and extended with the
+        documents added since."""
+        fields = self._fields
+        if fields.size < len(self.pages):
+            fields.extend(self.pages[fields.size:])
+        return fields
 
     def literal_upper_scores(self, needle: str, bounds: np.ndarray, docs: np.ndarray) -> np.ndarray:
         """For each of `docs`, the highest literal score it could have given its count bound:

@@ -127,7 +127,8 @@ def needle_bits(needle: str) -> list[int]:
 
 
 class PairSignatures:
-    """One filter row per document id, grown geometrically as documents are added."""
+    """One filter row per document id, grown geometrically as documents are added (by an
+    eighth: an edit adds one row, and doubling 10 MB of rows for it would waste as much)."""
 
     def __init__(self) -> None:
         self.rows = np.zeros((0, SIGNATURE_BYTES), dtype=np.uint8)
@@ -137,7 +138,8 @@ class PairSignatures:
         block = np.asarray(rows, dtype=np.uint8).reshape(-1, SIGNATURE_BYTES)
         needed = self.count + len(block)
         if needed > len(self.rows):
-            grown = np.zeros((max(needed, 2 * len(self.rows), 64), SIGNATURE_BYTES), dtype=np.uint8)
+            grown = np.zeros((max(needed, len(self.rows) + len(self.rows) // 8, 64), SIGNATURE_BYTES),
+                             dtype=np.uint8)
             grown[: self.count] = self.rows[: self.count]
             self.rows = grown
         self.rows[self.count: needed] = block

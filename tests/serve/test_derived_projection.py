@@ -63,3 +63,30 @@ def test_snapshot_after_an_edit_equals_a_fresh_build(tmp_path: Path, edit: Any, 
         assert "rollback drills" not in before.find_page("runbooks/rollback").text  # type: ignore[union-attr]
     finally:
         freshness.close()
+
+
+def test_a_derived_snapshot_names_the_pages_replaced_since_an_ancestor(tmp_path: Path) -> None:
+    root = copy_fixture("sample-wiki", tmp_path)
+    freshness = Freshness(root.resolve(), use_inotify=True)
+    try:
+        first = freshness.snapshot()
+        edits = ["runbooks/rollback.md", "runbooks/incident-comms.md"]
+        snapshots = [first]
+        for rel in edits:
+            target = root / rel
+            target.write_text(target.read_text(encoding="utf-8") + "\nOne more sentence.\n",
+                              encoding="utf-8")
+            snapshots.append(freshness.snapshot())
+        second, third = snapshots[1], snapshots[2]
+        assert third.changed_since(third) == set()
+        assert third.changed_since(second) == {"runbooks/incident-comms.md"}
+        assert third.changed_since(first) == set(edits)
+        for snapshot in snapshots:  # the approved pages are the very page objects, in order
+            assert [id(p) for p in snapshot.approved_pages] == [
+                id(p) for p in snapshot.pages if p.approved]
+        assert first.changed_since(third) is None  # not derived from it
+        (root / "runbooks" / "new-page.md").write_text("# New Page\nText.\n", encoding="utf-8")
+        rebuilt = freshness.snapshot()
+        assert rebuilt.changed_since(third) is None  # a new page: built anew
+    finally:
+        freshness.close()

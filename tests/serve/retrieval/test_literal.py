@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from serve.folder import FolderMirror
 from serve.projection import Projection
 from serve.retrieval.index import ROLE_MULTIPLIER, LexicalIndex
 from serve.retrieval.search import Searcher, SearchRequest
+from serve.service import KnowledgeSource
+from serve.settings import ServeSettings
 from serve.source.page import ROLE_RANK, Page
 from tests.benchmarks.generate import generate
 from tests.support.folders import copy_fixture
@@ -110,3 +113,45 @@ def test_identifier_needles_are_bounded_by_their_whole_term(corpus: tuple[Projec
     assert (whole <= words_only).all()
     assert int((whole > 0).sum()) < int((words_only > 0).sum())
     assert re.fullmatch(r"[0-9.]+", "0.4.1") and index.literal_bounds("v0.4.1") is not None
+
+
+def test_literal_and_lexical_search_after_edits_equal_a_fresh_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Edits reach the index page by page (update, not a walk over all pages) and the literal
+    fields are extended, not rebuilt: results must still equal a full scan and a new index."""
+    root = tmp_path / "generated"
+    generate(root, 300, seed=3)
+    source = KnowledgeSource(ServeSettings(root=root, page_cache=False))
+    try:
+        source.warm()
+        full_syncs: list[int] = []
+        sync = LexicalIndex.sync
+
+        def counted(index: LexicalIndex, pages: Sequence[Page]) -> int:
+            if index is source.index:
+                full_syncs.append(len(pages))
+            return sync(index, pages)
+
+        monkeypatch.setattr(LexicalIndex, "sync", counted)
+        rng = random.Random(9)
+        targets = rng.sample([p for p in source.snapshot().pages if p.role == "topic"], 6)
+        for step, page in enumerate(targets):
+            path = root / page.path
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write(f"\nThe release marker{step} is not in this draft. But this one is.\n")
+            searcher = source.searcher()
+            projection = searcher.projection
+            fresh = LexicalIndex()
+            fresh.sync(projection.pages)
+            for query in (f"marker{step}", "release checklist", "rollback token"):
+                req = SearchRequest(query=query, limit=10)
+                assert searcher.search(req) == Searcher(projection, fresh).search(req), query
+            for needle in (f"marker{step}", "but this", "is not in", "release", "rollback"):
+                req = SearchRequest(query=needle, mode="literal", limit=8)
+                got = [(r["path"], r["score"]) for r in searcher.search(req)]
+                assert got == _brute_force(projection, needle, 8, False), needle
+            assert (page.path, ) == tuple(
+                r["path"] for r in searcher.search(SearchRequest(query=f"marker{step}", mode="literal")))
+        assert full_syncs == []  # every edit reached the index as its own pages
+    finally:
+        source.close()
