@@ -188,12 +188,11 @@ async def test_closed_idle_connection_is_replaced(raw_server: Any, client: Sourc
 async def test_connection_dying_on_reuse_is_retried_once(raw_server: Any, client: SourceHttpClient) -> None:
     """The race a kept-alive connection has: the server drops it just as the next request goes
     out. Nothing of an answer arrived, so the request is sent again on a new connection."""
-    served: dict[int, int] = {}
+    served: dict[asyncio.StreamWriter, int] = {}  # holds the writers, so no two share an id
 
     async def script(request: bytes, writer: asyncio.StreamWriter) -> bool:
-        key = id(writer)
-        served[key] = served.get(key, 0) + 1
-        if served[key] > 1:
+        served[writer] = served.get(writer, 0) + 1
+        if served[writer] > 1:
             return False  # drop it unanswered
         writer.write(reply(b"{}", "Content-Length: 2"))
         return True
