@@ -273,7 +273,7 @@ async def runtime_answer(settings: BridgeSettings, transport: SourceTransport | 
     # Tool rounds stop once one request timeout has been spent, so a hybrid run costs at most about
     # two timeouts (tool rounds, then the answer) however slowly the runtime and sources answer.
     tools_until = time.monotonic() + settings.timeout_seconds
-    async with ChatRuntime(settings) as runtime:
+    async with ChatRuntime(settings, io=transport.io if transport is not None else None) as runtime:
         for round_number in range(MAX_TOOL_ROUNDS + 1):
             in_budget = (round_number < MAX_TOOL_ROUNDS and time.monotonic() < tools_until
                          and runner is not None and runner.count < MAX_TOOL_CALLS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit
 import openai
 
 from bridge.artifact import safe_id, safe_trace_text
+from bridge.iolog import IoLog, error_summary, target
 from bridge.registry import now_iso
 from bridge.settings import BridgeSettings
 from common.bridge_schemas import Diagnostic, Observation
@@ -100,8 +102,10 @@ class ChatRuntime:
     """One OpenAI-compatible endpoint for the length of one run, configured from the live settings.
     `max_retries=0` keeps every call inside the timeout; env proxies and redirects are not followed."""
 
-    def __init__(self, settings: BridgeSettings, timeout_seconds: float | None = None) -> None:
+    def __init__(self, settings: BridgeSettings, timeout_seconds: float | None = None, *,
+                 io: IoLog | None = None) -> None:
         self.settings = settings
+        self.io = io
         self.timeout_seconds = timeout_seconds or settings.timeout_seconds
         base_url = runtime_base(settings.base_url)  # first: it may raise before anything is opened
         http_client = openai.DefaultAsyncHttpxClient(trust_env=False, follow_redirects=False)
@@ -124,6 +128,26 @@ class ChatRuntime:
                        tools: Sequence[dict[str, Any]] | None = None) -> ChatReply:
         """One non-streaming chat completion, bounded by the timeout as a whole."""
         extra: dict[str, Any] = {"tools": list(tools)} if tools else {}
+        if self.io is None:
+            return await self._complete(messages, extra)
+        url = self.settings.base_url.rstrip("/") + "/chat/completions"
+        where = target("runtime", "chat.completions", url)
+        self.io.emit("runtime.request", "outbound", operation="chat.completions", target=where,
+                     request={"model": self.settings.model, "messages": list(messages), **extra})
+        started = time.perf_counter()
+        try:
+            reply = await self._complete(messages, extra)
+        except RuntimeFailure as exc:
+            self.io.emit("runtime.error", "outbound", operation="chat.completions", target=where,
+                         error=error_summary(exc, timeout=exc.timeout),
+                         duration_ms=(time.perf_counter() - started) * 1000)
+            raise
+        self.io.emit("runtime.response", "outbound", operation="chat.completions", target=where,
+                     response=reply.as_message(),
+                     duration_ms=(time.perf_counter() - started) * 1000)
+        return reply
+
+    async def _complete(self, messages: Sequence[dict[str, Any]], extra: dict[str, Any]) -> ChatReply:
         try:
             async with asyncio.timeout(self.timeout_seconds):
                 completion = await self.client.chat.completions.create(
@@ -135,7 +159,7 @@ class ChatRuntime:
             mentions_tools = any(word in f"{exc.message} {exc.body}".lower() for word in ("tool", "function"))
             raise RuntimeFailure(f"Chat completions endpoint returned HTTP {exc.status_code}.",
                                  http_status=exc.status_code,
-                                 tools_rejected=bool(tools) and mentions_tools
+                                 tools_rejected="tools" in extra and mentions_tools
                                  and exc.status_code in (400, 404, 422)) from None
         except openai.APIConnectionError:
             raise RuntimeFailure("Chat completions endpoint could not be reached.") from None

@@ -7,15 +7,17 @@ import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import structlog
 
-from bridge import artifact
+from bridge import artifact, audit
 from bridge.answer import RUNTIME_STEP_ID, RUNTIME_STEP_LABEL, RuntimeAnswer, runtime_answer
 from bridge.artifact import EvidenceGraph, SourceEvidence, safe_id, safe_trace_text, step
 from bridge.fanout import fan_out
 from bridge.guidance import guidance_diagnostic
+from bridge.iolog import IoLog, current_scope, io_scope
 from bridge.policy import CorsPolicy, SourcePolicy
 from bridge.prompt import AnsweredSource
 from bridge.registry import (
@@ -44,6 +46,7 @@ from bridge.settings import (
     SettingsError,
     check_bind_policy,
     parse_env_bool,
+    parse_io_log_mode,
     parse_origins,
     parse_policy,
     parse_profile,
@@ -115,6 +118,7 @@ class BridgeService:
         self.store = store
         self.settings_file_status = store.status if store else "disabled"
         self.http: SourceHttpClient | None = None
+        self._io = IoLog()
 
     # ------------------------------------------------------------------ policies
 
@@ -126,10 +130,20 @@ class BridgeService:
     def cors_policy(self) -> CorsPolicy:
         return CorsPolicy(self.settings.allowed_origins)
 
+    @property
+    def io(self) -> IoLog:
+        """The I/O log as the live settings say (rebuilt when a settings change moves it)."""
+        s = self.settings
+        if self._io.mode != s.io_log_mode or self._io.path != s.io_log_file:
+            self._io = IoLog(s.io_log_mode, s.io_log_file)
+        return self._io
+
     def transport(self) -> SourceTransport:
         if self.http is None:
             raise RuntimeError("the bridge's source client is not open")
-        return SourceTransport(self.http, self.source_policy, self.settings.timeout_seconds)
+        io = self.io
+        return SourceTransport(self.http, self.source_policy, self.settings.timeout_seconds,
+                               io if io.enabled else None)
 
     # ------------------------------------------------------------------ views
 
@@ -181,6 +195,7 @@ class BridgeService:
                              "configuredAllowedSourceOrigins": len(s.allowed_source_origins),
                              "allowedSourceOrigins": [redact_url(o) for o in s.allowed_source_origins],
                              "fanoutConcurrency": s.fanout_concurrency},
+            "observability": s.observability(),
             "persistence": self.persistence(),
         }
 
@@ -350,6 +365,23 @@ class BridgeService:
             changes["source_policy"] = parse_policy(text(raw["sourcePolicy"], "sourcePolicy"))
             persisted["sourcePolicy"] = changes["source_policy"]
             applied.append("sourcePolicy")
+        if "auditLog" in raw or "auditLogEnabled" in raw:
+            key = "auditLog" if "auditLog" in raw else "auditLogEnabled"
+            changes["audit_log"] = boolean(raw[key], "auditLog")
+            persisted["auditLog"] = changes["audit_log"]
+            applied.append("auditLog")
+        if found := first("ioLogMode", "ioLog", "ioLogEnabled"):
+            value = found[1]
+            if not isinstance(value, (bool, str)):
+                raise ValueError("ioLogMode must be off, file or logger.")
+            changes["io_log_mode"] = parse_io_log_mode(value)
+            persisted.update(ioLog=changes["io_log_mode"] != "off", ioLogMode=changes["io_log_mode"])
+            applied += ["ioLog", "ioLogMode"]
+        if "ioLogPath" in raw:
+            path = text(raw["ioLogPath"], "ioLogPath", allow_empty=True)
+            changes["io_log_path"] = Path(path).expanduser() if path else None
+            persisted["ioLogPath"] = path
+            applied.append("ioLogPath")
         if found := first("bridgeBearerToken", "bearerToken"):
             token = text(found[1], "bridgeBearerToken", allow_empty=True)
             changes["bearer_token"] = token or None
@@ -378,7 +410,25 @@ class BridgeService:
 
     async def run(self, envelope: Any, request_id: str, trace_id: str) -> dict[str, Any]:
         """`/message:send`: validate, select, fan out, and build the task with the artifact."""
+        audit.note(traceId=trace_id)
+        io = self.io
+        if not io.enabled:
+            return await self._run(envelope, request_id, trace_id, None)
+        with io_scope(trace_id=trace_id):
+            logged = current_scope().route == "/message:send"
+            try:
+                task = await self._run(envelope, request_id, trace_id, io if logged else None)
+            except RunError as exc:
+                if logged:
+                    io.emit("bridge.error", "inbound", route="/message:send",
+                            response={"status": exc.status, "body": exc.body()})
+                raise
+            if logged:
+                io.emit("bridge.response", "inbound", route="/message:send",
+                        response={"status": 200, "body": task})
+            return task
 
+    async def _run(self, envelope: Any, request_id: str, trace_id: str, io: IoLog | None) -> dict[str, Any]:
         def fail(status: int, code: str, message: str) -> RunError:
             return RunError(status, code, message, request_id, trace_id)
 
@@ -390,6 +440,16 @@ class BridgeService:
         candidates = (list(request.inline_sources) if request.inline_sources is not None
                       else list(self.sources))
         selected = [s for s in candidates if readiness(s).ready]
+        policy = self.source_policy
+        audit.note(orchestrationMode=mode, selectedSourceCount=sum(1 for s in candidates if s.selected),
+                   selectedReadySourceCount=sum(1 for s in selected if readiness(s, policy).ready),
+                   conversationMessageCount=request.context.message_count,
+                   conversationHistoryLength=request.context.history_length,
+                   conversationContextProvided=request.context.provided)
+        if io is not None:  # after validation: a refused request is a bridge.error only
+            io.emit("bridge.request", "inbound", route="/message:send",
+                    request={"method": "POST", "route": "/message:send",
+                             "headers": dict(current_scope().headers or {}), "body": envelope})
 
         transport = self.transport()
         steps = [step("bridge-plan", "Plan source calls", "done",
@@ -409,8 +469,11 @@ class BridgeService:
                                unsupported_message(intent, mode_unsupported, guided_unsupported))
 
         async def gather(index: int) -> SourceOutcome:
-            return await self._gather(transport, selected[index], query, pre_bundles.get(index),
-                                      plans.get(index))
+            source = selected[index]
+            if transport.io is None:
+                return await self._gather(transport, source, query, pre_bundles.get(index), plans.get(index))
+            with io_scope(source={"id": source.id, "name": source.name, "protocol": source.protocol}):
+                return await self._gather(transport, source, query, pre_bundles.get(index), plans.get(index))
 
         outcomes = await fan_out(range(len(selected)), gather, self.settings.fanout_concurrency)
         return await self._result(outcomes, request, steps, request_id, trace_id, transport)
@@ -603,6 +666,9 @@ class BridgeService:
             answer, citations, graph = runtime.answer, runtime.citations, runtime.graph
         steps.append(step("bridge-final-answer", "Return A2A artifact", "done",
                           detail="Returned a structured llmwiki_agent_result artifact."))
+        audit.note(runtimeCalled=any(s.id == RUNTIME_STEP_ID for s in steps), citationCount=len(citations),
+                   sourceBundleCount=len(bundles), graphNodeCount=len(graph.nodes), artifactCount=1,
+                   diagnosticCount=len(diagnostics))
         result = {"requestId": request_id, "traceId": trace_id, "answer": answer,
                   "orchestrationMode": mode, "citations": [c.wire() for c in citations],
                   "graph": graph.wire(), "steps": [s.wire() for s in steps],
@@ -637,6 +703,7 @@ class BridgeService:
             runtime_step.status, runtime_step.error = "error", CHAT_FAILED_MESSAGE
             runtime_step.detail, runtime_step.diagnostic = safe_trace_text(exc.message), diagnostic
             runtime_step.latency_ms = round((time.perf_counter() - started) * 1000)
+            audit.note(runtimeCalled=True, citationCount=len(citations), diagnosticCount=len(diagnostics))
             raise RunError(502, "chat_completions_failed", CHAT_FAILED_MESSAGE, request_id, trace_id,
                            steps, diagnostics) from None
         runtime_step.status = "done"

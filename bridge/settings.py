@@ -19,6 +19,9 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8642/v1"
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_BODY_BYTES = 2 * 1024 * 1024
 SOURCE_POLICIES = ("private-http", "allowlist", "public-https")
+IO_LOG_MODES = ("off", "file", "logger")
+# Relative to the working directory (contract 1.2); used only when the I/O log is on.
+DEFAULT_IO_LOG_PATH = Path(".runtime-logs") / "llmwiki-agent-bridge-io.jsonl"
 ORCHESTRATION_MODES = ("evidence-only", "delegated-runtime", "hybrid")
 _POLICY_ALIASES = {"private-http": "private-http", "default": "private-http", "open": "private-http",
                    "allowlist": "allowlist", "public-https": "public-https"}
@@ -64,6 +67,10 @@ class BridgeSettings:
     config_path: Path | None = None
     log_level: str = "info"
     log_format: str = "auto"
+    audit_log: bool = False
+    # Off by default, unlike the reference: the I/O log holds prompts, evidence and answers.
+    io_log_mode: str = "off"
+    io_log_path: Path | None = None
     # Where base_url and model came from (option, env, settings or default): reported, not set.
     base_url_source: str = "default"
     model_source: str = "default"
@@ -87,6 +94,8 @@ class BridgeSettings:
             raise SettingsError("max_body_bytes must be at least 1024.")
         if self.log_format not in ("auto", "json", "console"):
             raise SettingsError("log_format must be auto, json or console.")
+        if self.io_log_mode not in IO_LOG_MODES:
+            raise SettingsError(f"Unsupported LLMWiki Agent Bridge I/O log mode: {self.io_log_mode}.")
 
     @property
     def timeout_seconds(self) -> float:
@@ -95,6 +104,17 @@ class BridgeSettings:
     @property
     def public_bind(self) -> bool:
         return not is_loopback_host(self.host)
+
+    @property
+    def io_log_file(self) -> Path | None:
+        """Where the I/O log is appended in `file` mode (relative paths from the working directory)."""
+        if self.io_log_mode != "file":
+            return None
+        return Path.cwd() / (self.io_log_path or DEFAULT_IO_LOG_PATH)
+
+    def observability(self) -> dict[str, Any]:
+        return {"auditLog": self.audit_log, "ioLog": self.io_log_mode != "off", "ioLogMode": self.io_log_mode,
+                "ioLogPathConfigured": self.io_log_path is not None}
 
     def identity(self) -> dict[str, str]:
         preset = PROFILES[self.runtime_profile]
@@ -132,6 +152,19 @@ def parse_mode(value: str) -> str:
     if mode not in ORCHESTRATION_MODES:
         raise ValueError(f"defaultOrchestrationMode must be one of: {', '.join(ORCHESTRATION_MODES)}.")
     return mode
+
+
+def parse_io_log_mode(value: str | bool) -> str:
+    """Contract 1.3: off/file/logger and their aliases; JSON true is `file`, false is `off`."""
+    if isinstance(value, bool):
+        return "file" if value else "off"
+    key = value.strip().lower().replace(" ", "").replace("_", "").replace("-", "")
+    for mode, aliases in (("off", ("0", "false", "no", "off", "disable", "disabled", "none")),
+                          ("file", ("1", "true", "yes", "on", "file", "jsonl")),
+                          ("logger", ("logger", "log", "stdout"))):
+        if key in aliases:
+            return mode
+    raise ValueError(f"Unsupported LLMWiki Agent Bridge I/O log mode: {value.strip()}.")
 
 
 def parse_profile(value: str) -> str:
@@ -251,6 +284,16 @@ OPTIONS: tuple[Option, ...] = (
            "debug, info, warning or error (default info)."),
     _option("log_format", "--log-format", "LLMWIKI_AGENT_BRIDGE_LOG_FORMAT", _text,
            "auto (JSON unless stderr is a terminal), json or console."),
+    _option("audit_log", "--audit-log", "LLMWIKI_AGENT_BRIDGE_AUDIT_LOG", parse_env_bool,
+           "Write the safe request audit log: one JSON line per request to stdout, counts and flags "
+           "only (off by default).", (), ("auditLog", "auditLogEnabled"), is_flag=True),
+    _option("io_log_mode", "--io-log", "LLMWIKI_AGENT_BRIDGE_IO_LOG", parse_io_log_mode,
+           "I/O debug log of requests, source and runtime calls, redacted: off (default), file or "
+           "logger (stdout). It holds prompts, evidence and answers.", (),
+           ("ioLogMode", "ioLog", "ioLogEnabled")),
+    _option("io_log_path", "--io-log-path", "LLMWIKI_AGENT_BRIDGE_IO_LOG_PATH", lambda v: Path(v.strip()),
+           "File of the I/O log in file mode (default .runtime-logs/llmwiki-agent-bridge-io.jsonl in "
+           "the working directory); setting it alone turns the file log on.", (), ("ioLogPath",)),
 )
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 REPORTED_FIELDS = frozenset({"base_url_source", "model_source", "max_body_bytes"})
@@ -281,7 +324,9 @@ def config_path_from(cli: Mapping[str, Any], env: Mapping[str, str]) -> Path:
 
 def _from_file(option: Option, raw: Any) -> Any:
     """A settings-file value: JSON types are taken as they are; strings go through the parser."""
-    if option.name in ("allow_public_bind", "allow_insecure_public_bind"):
+    if option.name == "io_log_mode" and isinstance(raw, bool):
+        return parse_io_log_mode(raw)
+    if option.name in ("allow_public_bind", "allow_insecure_public_bind", "audit_log"):
         if not isinstance(raw, bool):
             raise ValueError("must be a JSON boolean")
         return raw
@@ -334,6 +379,9 @@ def resolve_settings(cli: Mapping[str, Any] | None = None, env: Mapping[str, str
                 break
     if "config_path" in values:
         values["config_path"] = Path(values["config_path"]).expanduser()
+    if "io_log_path" in values:
+        values["io_log_path"] = Path(values["io_log_path"]).expanduser()
+        values.setdefault("io_log_mode", "file")  # a path alone turns the file log on (contract 1.3)
     values["base_url_source"] = origin.get("base_url", "default")
     values["model_source"] = origin.get("model", "default")
     known = {f.name for f in fields(BridgeSettings)}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import re
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -13,6 +15,8 @@ import structlog
 from aiohttp import web
 from aiohttp.abc import AbstractResolver
 
+from bridge import audit
+from bridge.iolog import header_summary, io_scope
 from bridge.protocols import a2a, mcp
 from bridge.protocols.settings_page import settings_html
 from bridge.registry import SourceDescriptor, normalize_registered
@@ -22,7 +26,7 @@ from bridge.settings import BridgeSettings, check_bind_policy
 from bridge.settings_store import SettingsFileError, SettingsStore
 from bridge.sources.transport import source_http_client
 from common.errors import CodedError, HttpError, json_response
-from common.logging import setup_request_context
+from common.logging import REQUEST_ID, setup_request_context
 
 SERVICE_KEY = web.AppKey("bridge_service", BridgeService)
 RESOLVER_KEY = web.AppKey("bridge_resolver", AbstractResolver)
@@ -55,30 +59,69 @@ def setup_bridge_pipeline(app: web.Application) -> None:
     @web.middleware
     async def pipeline(request: web.Request, handler: Handler) -> web.StreamResponse:
         service = _service(request)
-        origin = request.headers.get("Origin")
-        allowed_origin = origin is not None and service.cors_policy.allows(origin, request.host)
-        if origin is not None and not allowed_origin:
-            response: web.StreamResponse = CodedError(
-                403, "origin_not_allowed", "Request origin is not allowed by the bridge.").response()
-        elif request.method == "OPTIONS":
-            response = web.Response(status=204)
-        else:
-            response = await _guarded(request, handler, service)
-        if not response.prepared:
-            response.headers["Access-Control-Allow-Headers"] = ALLOW_HEADERS
-            response.headers["Access-Control-Allow-Methods"] = ALLOW_METHODS
-            response.headers["Vary"] = "Origin"
-            if allowed_origin and origin is not None:
-                response.headers["Access-Control-Allow-Origin"] = origin
+        started = time.perf_counter()
+        facts, token = audit.begin()
+        scope = (io_scope(request_id=request[REQUEST_ID], headers=header_summary(request.headers),
+                          route=request.path)
+                 if service.io.enabled else contextlib.nullcontext())
+        try:
+            with scope:
+                response = await _checked(request, handler, service)
+        finally:
+            audit.end(token)
+        if service.settings.audit_log and request.path in audit.AUDITED_ROUTES:
+            _audit(request, response, service, facts, (time.perf_counter() - started) * 1000)
         return response
 
     app.middlewares.append(pipeline)
 
 
+async def _checked(request: web.Request, handler: Handler, service: BridgeService) -> web.StreamResponse:
+    """Origin, preflight, then the guarded handler; the CORS headers on whatever comes back."""
+    origin = request.headers.get("Origin")
+    allowed_origin = origin is not None and service.cors_policy.allows(origin, request.host)
+    if origin is not None:
+        audit.note(originAllowed=allowed_origin)
+    if origin is not None and not allowed_origin:
+        response: web.StreamResponse = CodedError(
+            403, "origin_not_allowed", "Request origin is not allowed by the bridge.").response()
+    elif request.method == "OPTIONS":
+        response = web.Response(status=204)
+    else:
+        response = await _guarded(request, handler, service)
+    if not response.prepared:
+        response.headers["Access-Control-Allow-Headers"] = ALLOW_HEADERS
+        response.headers["Access-Control-Allow-Methods"] = ALLOW_METHODS
+        response.headers["Vary"] = "Origin"
+        if allowed_origin and origin is not None:
+            response.headers["Access-Control-Allow-Origin"] = origin
+    return response
+
+
+def _audit(request: web.Request, response: web.StreamResponse, service: BridgeService,
+           facts: dict[str, Any], duration_ms: float) -> None:
+    """The audit line of one request: the route's pattern, never its query string or body."""
+    error_code = None
+    if response.status >= 400 and isinstance(response, web.Response) and isinstance(response.body, bytes):
+        try:
+            error = json.loads(response.body).get("error")
+            error_code = error.get("code") if isinstance(error.get("code"), str) else None
+        except (ValueError, AttributeError):
+            error_code = None
+    token = service.settings.bearer_token
+    authorized = False if response.status == 401 else (True if token and "authorized" in facts else None)
+    audit.write(audit.audit_line(
+        request_id=request[REQUEST_ID], method=request.method, route=request.path, status=response.status,
+        duration_ms=duration_ms, source_policy=service.settings.source_policy, facts=facts,
+        error_code=error_code, authorized=authorized, origin_allowed=facts.get("originAllowed")))
+
+
 async def _guarded(request: web.Request, handler: Handler, service: BridgeService) -> web.StreamResponse:
     token = service.settings.bearer_token
-    if token and not _open_route(request) and not bearer_matches(request.headers.get("Authorization"), token):
-        return CodedError(401, "bridge_unauthorized", "Bridge bearer token is required.").response()
+    if token and not _open_route(request):
+        if not bearer_matches(request.headers.get("Authorization"), token):
+            return CodedError(401, "bridge_unauthorized", "Bridge bearer token is required.").response()
+        audit.note(authorized=True)
     length = request.content_length
     if length is not None and length > service.settings.max_body_bytes:
         return _too_large().response()

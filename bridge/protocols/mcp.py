@@ -10,6 +10,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from bridge import audit
 from bridge.service import BridgeService
 from bridge.source_tools import TOOL_NAMES, SourceTools, ToolArgumentError, tool_descriptors
 from common.errors import CodedError, json_response
@@ -122,20 +123,23 @@ class BridgeMcp:
                      trace_id: str) -> web.Response:
         """One validated message: 202 for notifications, else the JSON-RPC reply. A runtime failure
         of `llmwiki_agent_run` escapes as its CodedError (the HTTP error body, contract 6.3)."""
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        audit.note(traceId=trace_id, **audit.mcp_names(message.get("method"), params.get("name"), TOOL_NAMES))
         if is_notification(message):
             return web.Response(status=202)
         rid = echo_id(message)
-        params = message.get("params")
-        params = params if isinstance(params, dict) else {}
         method = str(message.get("method"))
         try:
             result, cacheable = await self.result(method, params, era, request_id, trace_id)
         except McpError as exc:
+            audit.note(mcpError=True, mcpErrorCode=exc.code)
             return json_response(response(rid, error=exc), status=error_status(exc.code, era))
         except CodedError:
             raise
         except Exception:  # a bridge bug still answers JSON-RPC, never a bare 5xx
             log.exception("mcp_method_failed", method=method)
+            audit.note(mcpError=True, mcpErrorCode=INTERNAL_ERROR)
             return json_response(response(rid, error=McpError(INTERNAL_ERROR, "Internal error.")))
         if era == "modern":
             result = complete_result(result, cacheable, server_info())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver
 from pydantic_core import from_json
 
+from bridge.iolog import IoLog, error_summary, header_summary, operation_label, target
 from bridge.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
 from bridge.sources.http_client import ConnectError, HttpClientError, ResponseTooLarge, SourceHttpClient
 from bridge.sources.resolver import PolicyResolver
@@ -54,6 +56,7 @@ class SourceTransport:
     http: SourceHttpClient
     policy: SourcePolicy
     timeout_seconds: float
+    io: IoLog | None = None  # the I/O debug log, when the operator turned it on
 
 
 def source_http_client(policy: Callable[[], SourcePolicy],
@@ -80,23 +83,68 @@ async def call_json(transport: SourceTransport, method: str, url: str, label: st
     data = None if body is None else json_bytes(body)
     headers = {"Accept": "application/json"} if data is None else {
         "Accept": "application/json", "Content-Type": "application/json"}
+    io = transport.io
+    if io is not None:
+        return await _logged_call(transport, io, method, url, label, body, data, headers)
     try:
         async with asyncio.timeout(transport.timeout_seconds):
             response = await transport.http.request(method, url, body=data, headers=headers,
                                                     max_bytes=MAX_RESPONSE_BYTES)
-    except TimeoutError:
-        raise SourceCallError("Request timed out.", timeout=True) from None
-    except ConnectError as exc:
-        if exc.policy:
-            raise SourceCallError(POLICY_BLOCKED_MESSAGE, policy=True) from None
-        raise SourceCallError(f"{label} could not be reached.") from None
-    except ResponseTooLarge:
-        raise SourceCallError(f"{label} returned too much data") from None
-    except HttpClientError:
-        raise SourceCallError(f"{label} could not be reached.") from None
+    except (TimeoutError, HttpClientError) as exc:
+        raise _call_error(exc, label) from None
     if not 200 <= response.status < 300:
         raise SourceCallError(f"{label} returned HTTP {response.status}", http_status=response.status)
     return decode_json(response.body, label)
+
+
+def _call_error(exc: TimeoutError | HttpClientError, label: str) -> SourceCallError:
+    if isinstance(exc, TimeoutError):
+        return SourceCallError("Request timed out.", timeout=True)
+    if isinstance(exc, ConnectError) and exc.policy:
+        return SourceCallError(POLICY_BLOCKED_MESSAGE, policy=True)
+    if isinstance(exc, ResponseTooLarge):
+        return SourceCallError(f"{label} returned too much data")
+    return SourceCallError(f"{label} could not be reached.")
+
+
+def _operation(url: str, body: dict[str, Any] | None) -> str:
+    """`query`, `search`, `source-bundle`, `message:send`, ...; `tools/call:<tool>` for MCP."""
+    if body is not None and "jsonrpc" in body:
+        params = body.get("params")
+        tool = params.get("name") if isinstance(params, dict) else None
+        return f"{body.get('method')}:{tool}" if isinstance(tool, str) else str(body.get("method"))
+    return urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1] or "/"
+
+
+async def _logged_call(transport: SourceTransport, io: IoLog, method: str, url: str, label: str,
+                       body: dict[str, Any] | None, data: bytes | None, headers: dict[str, str]) -> Any:
+    """`call_json` with `source.request`, `source.response` or `source.error` events around it."""
+    operation = operation_label(_operation(url, body))
+    where = target("source", operation, url)
+    io.emit("source.request", "outbound", operation=operation, target=where,
+            request={"method": method, "headers": header_summary(headers), "body": body})
+    started = time.perf_counter()
+
+    def elapsed() -> float:
+        return (time.perf_counter() - started) * 1000
+
+    try:
+        try:
+            async with asyncio.timeout(transport.timeout_seconds):
+                response = await transport.http.request(method, url, body=data, headers=headers,
+                                                        max_bytes=MAX_RESPONSE_BYTES)
+        except (TimeoutError, HttpClientError) as exc:
+            raise _call_error(exc, label) from None
+        if not 200 <= response.status < 300:
+            raise SourceCallError(f"{label} returned HTTP {response.status}", http_status=response.status)
+        payload = decode_json(response.body, label)
+    except SourceCallError as exc:
+        io.emit("source.error", "outbound", operation=operation, target=where,
+                error=error_summary(exc, timeout=exc.timeout), duration_ms=elapsed())
+        raise
+    io.emit("source.response", "outbound", operation=operation, target=where,
+            response={"status": response.status, "body": payload}, duration_ms=elapsed())
+    return payload
 
 
 def decode_json(raw: bytes, label: str) -> Any:
