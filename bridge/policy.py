@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -42,6 +43,9 @@ class SourcePolicy:
     allowed_origins: tuple[str, ...] = ()
 
     def allows(self, url: str) -> bool:
+        return _allows(self, url)
+
+    def _check(self, url: str) -> bool:
         try:
             parts = urlsplit(url)
             parts.port  # noqa: B018 - raises on a bad port
@@ -61,11 +65,16 @@ class SourcePolicy:
             return True
         return scheme == "https" and is_public_host(parts.hostname)
 
-
     def allows_host(self, host: str) -> bool:
         """Whether `host` is the host of an allowlisted source origin."""
         name = host.strip().strip("[]").rstrip(".").lower()
         return any((urlsplit(o).hostname or "") == name for o in self.allowed_origins)
+
+
+@functools.lru_cache(maxsize=4096)
+def _allows(policy: SourcePolicy, url: str) -> bool:
+    """A run checks each source URL before each of its calls; the answer only depends on these two."""
+    return policy._check(url)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ about a millisecond. Source calls need little of it: no cookies, redirects, prox
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import socket
 import ssl
@@ -298,6 +299,30 @@ def _decoded(body: bytes, coding: str, limit: int) -> bytes:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(url: str) -> tuple[str, str, int, str, str]:
+    """Scheme, ASCII host, port, request target and Host header of a source URL (a run calls the
+    same few URLs again and again)."""
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        host = parts.hostname or ""
+        port = parts.port or DEFAULT_PORTS.get(scheme, 0)
+        ascii_host = host if host.isascii() else host.encode("idna").decode("ascii")
+    except (ValueError, UnicodeError):
+        raise HttpClientError("The source URL is not valid.") from None
+    if scheme not in DEFAULT_PORTS or not ascii_host or parts.username is not None or any(
+            ch in ascii_host for ch in " \r\n\t/\\@"):
+        raise HttpClientError("The source URL is not valid.")
+    target = quote(parts.path or "/", safe=_PATH_SAFE)
+    if parts.query:
+        target += "?" + quote(parts.query, safe=_QUERY_SAFE)
+    authority = f"[{ascii_host}]" if ":" in ascii_host else ascii_host
+    if port != DEFAULT_PORTS[scheme]:
+        authority += f":{port}"
+    return scheme, ascii_host, port, target, authority
+
+
 def _is_ip(host: str) -> bool:
     try:
         ipaddress.ip_address(host)
@@ -363,23 +388,7 @@ class SourceHttpClient:
 
     def _request_bytes(self, method: str, url: str, body: bytes | None,
                        headers: Mapping[str, str]) -> tuple[str, str, int, bytes]:
-        try:
-            parts = urlsplit(url)
-            scheme = parts.scheme.lower()
-            host = parts.hostname or ""
-            port = parts.port or DEFAULT_PORTS.get(scheme, 0)
-            ascii_host = host if host.isascii() else host.encode("idna").decode("ascii")
-        except (ValueError, UnicodeError):
-            raise HttpClientError("The source URL is not valid.") from None
-        if scheme not in DEFAULT_PORTS or not ascii_host or parts.username is not None or any(
-                ch in ascii_host for ch in " \r\n\t/\\@"):
-            raise HttpClientError("The source URL is not valid.")
-        target = quote(parts.path or "/", safe=_PATH_SAFE)
-        if parts.query:
-            target += "?" + quote(parts.query, safe=_QUERY_SAFE)
-        authority = f"[{ascii_host}]" if ":" in ascii_host else ascii_host
-        if port != DEFAULT_PORTS[scheme]:
-            authority += f":{port}"
+        scheme, host, port, target, authority = _parsed(url)
         lines = [f"{method} {target} HTTP/1.1", f"Host: {authority}", f"User-Agent: {self.user_agent}",
                  "Accept-Encoding: gzip, deflate"]
         lines += [f"{name}: {value}" for name, value in headers.items()
@@ -387,7 +396,7 @@ class SourceHttpClient:
         if body is not None:
             lines.append(f"Content-Length: {len(body)}")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", errors="replace")
-        return scheme, ascii_host, port, head + body if body is not None else head
+        return scheme, host, port, head + body if body is not None else head
 
     def _idle_connection(self, key: tuple[str, str, int]) -> _Connection | None:
         idle = self._idle.get(key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import unicodedata
 from collections.abc import Callable
@@ -102,13 +103,21 @@ def _search_text(text: str) -> str:
 def augmentation_queries(query: str) -> list[str]:
     """Up to two compact keyword variants of the question for `/search` (contract 3.9): one with
     decision words last ("subject first"), one in the original order; none if nothing is left."""
+    # Every HTTP source of a run asks for the same question's variants; long texts are not kept.
+    return list(_cached_variants(query) if len(query) <= 2048 else _variants(query))
+
+
+def _variants(query: str) -> tuple[str, ...]:
     tokens = [t for t in _search_text(query).split() if t not in _RELEVANCE_STOP and t not in _AUGMENT_STOP]
     tokens = list(dict.fromkeys(tokens))
     if not tokens:
-        return []
+        return ()
     subject_first = [t for t in tokens if t not in _DECISION] + [t for t in tokens if t in _DECISION]
     variants = [" ".join(subject_first[:6]), " ".join(tokens[:6])]
-    return list(dict.fromkeys(v for v in variants if v))[:2]
+    return tuple(dict.fromkeys(v for v in variants if v))[:2]
+
+
+_cached_variants = functools.lru_cache(maxsize=256)(_variants)
 
 
 def _evidence_keys(item: dict[str, Any]) -> set[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -67,6 +68,7 @@ def source_http_client(policy: Callable[[], SourcePolicy],
     return SourceHttpClient(PolicyResolver(inner, policy), user_agent=f"llmwiki-agent-bridge/{__version__}")
 
 
+@functools.lru_cache(maxsize=4096)
 def endpoint_url(base: str, path: str) -> str:
     """`<base>/<path>` with the base's trailing slashes trimmed; a stored query string is kept."""
     parts = urlsplit(base)
