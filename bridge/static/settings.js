@@ -308,7 +308,16 @@
     $('advanced-fanout').value = String(policy.fanoutConcurrency || '');
     $('advanced-source-policy').value = policy.policy || 'private-http';
     $('advanced-source-origins').value = originLines(policy.allowedSourceOrigins);
+    const logs = settings.observability || {};
+    $('advanced-audit-log').checked = Boolean(logs.auditLog);
+    $('advanced-io-log').value = logs.ioLogMode || 'off';
+    $('advanced-io-log-path').value = '';
+    $('advanced-io-log-path-help').textContent = logs.ioLogPathConfigured
+      ? 'A file is set (not shown); type a path to replace it.'
+      : 'Default: .runtime-logs/llmwiki-agent-bridge-io.jsonl in the bridge\'s working directory.';
     Object.assign(advanced, {
+      auditLog: $('advanced-audit-log').checked,
+      ioLogMode: $('advanced-io-log').value,
       allowPublicBind: $('advanced-allow-public-bind').checked,
       allowInsecurePublicBind: $('advanced-allow-insecure-public-bind').checked,
       allowedOrigins: $('advanced-allowed-origins').value,
@@ -402,6 +411,8 @@
       fanoutConcurrency: $('advanced-fanout').value.trim(),
       sourcePolicy: $('advanced-source-policy').value,
       allowedSourceOrigins: $('advanced-source-origins').value,
+      auditLog: $('advanced-audit-log').checked,
+      ioLogMode: $('advanced-io-log').value,
     };
     for (const [name, value] of Object.entries(current)) {
       if (value === loaded[name] || (typeof value === 'string' && value === String(loaded[name]).trim())) {
@@ -414,6 +425,10 @@
       } else {
         patch[name] = value;
       }
+    }
+    const logPath = $('advanced-io-log-path').value.trim();
+    if (logPath !== '') {
+      patch.ioLogPath = logPath;
     }
     const token = $('advanced-bearer-token').value;
     if ($('advanced-bearer-token-clear').checked) {

@@ -238,6 +238,27 @@ async def test_advanced_settings_show_restart_notice(page: Any, start_bridge: Br
     await expect(page.get_by_role("alert").first).to_be_visible()
 
 
+async def test_logs_are_turned_on_from_the_page(page: Any, start_bridge: BridgeStarter,
+                                                config_path: Path, tmp_path: Path) -> None:
+    expect = _expect()
+    bridge = await start_bridge()
+    await _open(page, bridge)
+    await expect(page.get_by_label("I/O debug log")).to_have_value("off")
+    await expect(page.locator("#advanced-io-log-path-help")).to_contain_text("Default: .runtime-logs")
+    log_file = tmp_path / "page-io.jsonl"
+    await page.get_by_label("Write the request audit log").check()
+    await page.get_by_label("I/O debug log").select_option("file")
+    await page.get_by_label("I/O log file").fill(str(log_file))
+    await page.get_by_role("button", name="Save advanced settings").click()
+    await expect(page.locator("#advanced-io-log-path-help")).to_have_text(
+        "A file is set (not shown); type a path to replace it.")
+    await expect(page.get_by_label("I/O log file")).to_have_value("")
+    stored = json.loads(config_path.read_text(encoding="utf-8"))["config"]
+    assert (stored["auditLog"], stored["ioLog"], stored["ioLogMode"], stored["ioLogPath"]) == (
+        True, True, "file", str(log_file))
+    assert "host" not in stored and "sourcePolicy" not in stored  # only what changed was sent
+
+
 async def test_bearer_token_is_asked_for_and_kept_in_memory(page: Any, start_bridge: BridgeStarter) -> None:
     expect = _expect()
     bridge = await start_bridge(bearer_token=TOKEN)
