@@ -5,8 +5,11 @@ A literal needle that occurs in a page brings its word boundaries with it: every
 the needle is a whole word of the page, the first one ends a page word and the last one
 starts one. So each adjacent pair of needle words (a, b) is a pair of adjacent page words
 whose endings and beginnings agree: the last three bytes of `a` (when the needle has all of
-`a`'s end) and the first three of `b`. Those keys go into a per-page Bloom filter; a page
-whose filter lacks one of a needle's keys cannot contain the needle. Words are runs of
+`a`'s end) and the first three of `b`. Each pair also gives a short key of two bytes a side,
+which needles whose edge words have only two bytes can use ("no payout", "is on"), and which
+tells apart most pages that share a long key's filter bits by chance. Both keys go into a
+per-page Bloom filter; a page whose filter lacks one of a needle's keys cannot contain the
+needle. Words are runs of
 "word bytes" of the case-folded UTF-8 text (ASCII letters and digits, and every non-ASCII
 byte); any tokenisation works as long as pages and needles use the same one.
 """
@@ -19,11 +22,13 @@ import numpy as np
 
 from serve.source.page import Page
 
-SIGNATURE_BITS = 4096  # 512 bytes a page: ~10 MB for 20,000 pages, ~5-10 % false positives a key
+SIGNATURE_BITS = 8192  # 1 KB a page: ~20 MB for 20,000 pages, ~4 % false positives a key
 SIGNATURE_BYTES = SIGNATURE_BITS // 8
-AFFIX = 3  # bytes of each word's edge in a key: longer keys tell more pairs apart
-_SHIFT = np.uint64(64 - 12)  # 2**12 == SIGNATURE_BITS
+AFFIX = 3  # bytes of each word's edge in a long key: longer keys tell more pairs apart
+SHORT_AFFIX = 2
+_SHIFT = np.uint64(64 - 13)  # 2**13 == SIGNATURE_BITS
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+_SHORT_TAG = np.uint64(1 << 62)  # short keys use 32 bits: the tag keeps them apart from long ones
 _WORD_BYTE = np.zeros(256, dtype=bool)
 for _c in b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789":
     _WORD_BYTE[_c] = True
@@ -52,17 +57,26 @@ def _byte(data: np.ndarray, index: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return np.where(valid, data[np.clip(index, 0, len(data) - 1)], 0).astype(np.uint64)
 
 
-def _pair_keys(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """One key per adjacent pair of runs: the last AFFIX bytes of the first and the first AFFIX
-    of the second, fewer for shorter runs (word bytes are never 0, so padding cannot collide)."""
+def _pair_keys(data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+               affix: int = AFFIX) -> np.ndarray:
+    """One key per adjacent pair of runs: the last `affix` bytes of the first and the first
+    `affix` of the second, fewer for shorter runs (word bytes are never 0, so padding cannot
+    collide); short keys (affix 2) carry a tag bit that no long key has."""
     suffix = np.zeros(len(starts), dtype=np.uint64)
     prefix = np.zeros(len(starts), dtype=np.uint64)
-    for i in range(AFFIX):
+    for i in range(affix):
         shift = np.uint64(8 * i)
         suffix |= _byte(data, ends - 1 - i, ends - 1 - i >= starts) << shift
         prefix |= _byte(data, starts + i, starts + i < ends) << shift
-    keys: np.ndarray = (suffix[:-1] << np.uint64(8 * AFFIX)) | prefix[1:]
+    keys: np.ndarray = (suffix[:-1] << np.uint64(8 * affix)) | prefix[1:]
+    if affix != AFFIX:
+        keys |= _SHORT_TAG
     return keys
+
+
+def _all_keys(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Long and short keys of every adjacent pair (the long ones first, then the short)."""
+    return np.concatenate((_pair_keys(data, starts, ends), _pair_keys(data, starts, ends, SHORT_AFFIX)))
 
 
 def _bits(keys: np.ndarray) -> np.ndarray:
@@ -79,7 +93,7 @@ def signature(haystack: str) -> np.ndarray:
     if len(data):
         starts, ends = _runs(data)
         if len(starts) > 1:
-            row[_bits(_pair_keys(data, starts, ends))] = True
+            row[_bits(_all_keys(data, starts, ends))] = True
     packed: np.ndarray = np.packbits(row, bitorder="little")
     return packed
 
@@ -98,9 +112,9 @@ def signatures(haystacks: Sequence[str]) -> np.ndarray:
             text_starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
             owner = np.searchsorted(text_starts, starts, side="right") - 1
             same = owner[:-1] == owner[1:]
-            keys = _pair_keys(data, starts, ends)[same]
+            keys = _all_keys(data, starts, ends)[np.concatenate((same, same))]
             owners = owner[:-1][same]
-            rows[np.concatenate((owners, owners)), _bits(keys)] = True
+            rows[np.concatenate((owners, owners, owners, owners)), _bits(keys)] = True
     packed: np.ndarray = np.packbits(rows, axis=1, bitorder="little")
     return packed
 
@@ -114,41 +128,73 @@ def needle_bits(needle: str) -> list[int]:
     starts, ends = _runs(data)
     if len(starts) < 2:
         return []
-    keys = _pair_keys(data, starts, ends)
     lengths = ends - starts
-    keep = np.ones(len(keys), dtype=bool)
-    # The needle may begin inside a page word and end inside one: their keys are only whole
-    # when the needle holds at least three bytes of that side.
-    if lengths[0] < AFFIX:
-        keep[0] = False
-    if lengths[-1] < AFFIX:
-        keep[-1] = False
-    return sorted(set(_bits(keys[keep]).tolist()))
+    wanted = []
+    for affix in (AFFIX, SHORT_AFFIX):
+        keys = _pair_keys(data, starts, ends, affix)
+        keep = np.ones(len(keys), dtype=bool)
+        # The needle may begin inside a page word and end inside one: their keys are only
+        # whole when the needle holds at least `affix` bytes of that side.
+        if lengths[0] < affix:
+            keep[0] = False
+        if lengths[-1] < affix:
+            keep[-1] = False
+        wanted.append(keys[keep])
+    return sorted(set(_bits(np.concatenate(wanted)).tolist()))
 
 
 class PairSignatures:
-    """One filter row per document id, grown geometrically as documents are added (by an
-    eighth: an edit adds one row, and doubling 10 MB of rows for it would waste as much)."""
+    """The filters of every document id, stored bit by bit: row b holds bit b of each
+    document's filter, packed 8 documents a byte. A needle's test then reads a few rows of
+    n/8 bytes instead of one byte in every document's filter. Rows are widened by an eighth
+    or more when full, with room to spare (an edit adds one document)."""
 
     def __init__(self) -> None:
-        self.rows = np.zeros((0, SIGNATURE_BYTES), dtype=np.uint8)
+        self.columns = np.zeros((SIGNATURE_BITS, 0), dtype=np.uint8)
         self.count = 0
 
     def extend(self, rows: Sequence[np.ndarray] | np.ndarray) -> None:
+        """Append documents' filters (SIGNATURE_BYTES bytes each, as signature() makes them)."""
         block = np.asarray(rows, dtype=np.uint8).reshape(-1, SIGNATURE_BYTES)
-        needed = self.count + len(block)
-        if needed > len(self.rows):
-            grown = np.zeros((max(needed, len(self.rows) + len(self.rows) // 8, 64), SIGNATURE_BYTES),
+        needed = -(-(self.count + len(block)) // 8)
+        width = self.columns.shape[1]
+        if needed > width:
+            # Room for more documents either way: the first edits after a build copy nothing.
+            grown = np.zeros((SIGNATURE_BITS, max(needed + needed // 16, width + width // 8) + 8),
                              dtype=np.uint8)
-            grown[: self.count] = self.rows[: self.count]
-            self.rows = grown
-        self.rows[self.count: needed] = block
-        self.count = needed
+            grown[:, :width] = self.columns
+            self.columns = grown
+        done = 0
+        while done < len(block) and (self.count % 8 or len(block) - done < 8):
+            self._set_one(block[done])  # up to the next byte boundary, or a few documents
+            done += 1
+        while done < len(block):
+            # Whole bytes of documents at once: transpose a chunk's bits.
+            chunk = block[done: done + 1024]
+            chunk = chunk[: len(chunk) - len(chunk) % 8]
+            bits = np.unpackbits(chunk, axis=1, bitorder="little")  # documents x bits
+            packed = np.packbits(bits.T, axis=1, bitorder="little")  # bits x document bytes
+            first = self.count // 8
+            self.columns[:, first: first + packed.shape[1]] = packed
+            self.count += len(chunk)
+            done += len(chunk)
+            while done < len(block) and len(block) - done < 8:
+                self._set_one(block[done])
+                done += 1
+
+    def _set_one(self, row: np.ndarray) -> None:
+        doc = self.count
+        on = np.flatnonzero(np.unpackbits(row, bitorder="little"))
+        self.columns[on, doc >> 3] |= np.uint8(1 << (doc & 7))
+        self.count += 1
 
     def matching(self, bits: Sequence[int]) -> np.ndarray:
         """Per document id, whether every one of `bits` is set in its filter."""
-        found = np.ones(self.count, dtype=bool)
-        rows = self.rows[: self.count]
-        for bit in bits:
-            found &= (rows[:, bit >> 3] & (1 << (bit & 7))) != 0
-        return found
+        if not bits:
+            return np.ones(self.count, dtype=bool)
+        used = -(-self.count // 8)
+        found = self.columns[bits[0], :used].copy()
+        for bit in bits[1:]:
+            found &= self.columns[bit, :used]
+        matched: np.ndarray = np.unpackbits(found, bitorder="little", count=self.count).astype(bool)
+        return matched

@@ -34,7 +34,8 @@ def test_every_needle_cut_from_a_text_is_covered_by_its_signature() -> None:
 
 def test_needles_without_a_certain_pair_need_nothing() -> None:
     assert needle_bits("release") == []  # one word: no pair
-    assert needle_bits("on fr") == []  # both edge words shorter than three bytes
+    assert needle_bits("a b") == []  # both edge words shorter than two bytes
+    assert needle_bits("on fr")  # short keys: two bytes a side are enough
     assert needle_bits("") == []
     assert needle_bits("cut on fridays")  # "on" is whole inside the needle
 
@@ -49,3 +50,24 @@ def test_a_page_without_the_pair_is_ruled_out() -> None:
     # Growing keeps earlier rows.
     signatures.extend([signature("release train")])
     assert signatures.matching(needle_bits("release train")).tolist() == [True, False, False, False, True]
+
+
+def test_filters_added_in_blocks_of_any_size_test_as_added_one_by_one() -> None:
+    rng = random.Random(8)
+    words = ["release", "train", "is", "cut", "on", "fridays", "run", "publish", "yml", "after",
+             "refund", "window", "days"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(2, 12))) for _ in range(2600)]
+    rows = [signature(text) for text in texts]
+    one_by_one, in_blocks = PairSignatures(), PairSignatures()
+    for row in rows:
+        one_by_one.extend([row])
+    done = 0
+    for size in (3, 1030, 5, 1, 17, 1200, 8, 336):  # unaligned starts, chunks and tails
+        in_blocks.extend(np.array(rows[done:done + size]))
+        done += size
+    assert done == len(rows) == in_blocks.count == one_by_one.count
+    for needle in ("release train", "cut on", "on fridays", "publish yml after", "days run"):
+        bits = needle_bits(needle)
+        expected = [set(np.flatnonzero(np.unpackbits(row, bitorder="little")).tolist()) >= set(bits)
+                    for row in rows]
+        assert in_blocks.matching(bits).tolist() == expected == one_by_one.matching(bits).tolist()
