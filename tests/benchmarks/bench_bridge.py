@@ -109,18 +109,19 @@ class FakeSources:
         self.records: list[tuple[int, str, float, float]] = []
         self.connections: set[tuple[int, Any]] = set()  # (source, the bridge's address)
 
+    def body_for(self, index: int, endpoint: str, raw: bytes) -> bytes:
+        if endpoint == "bundle":
+            return self.bundles[index]
+        if endpoint == "query":
+            return self.query
+        text = json.loads(raw).get("query") if raw else None
+        return self.searches.get(text if isinstance(text, str) else "", self.default_search)
+
     async def _answer(self, index: int, endpoint: str, request: web.Request) -> web.Response:
         started = clock()
         self.connections.add((index, request.transport.get_extra_info("peername")
                               if request.transport is not None else None))
-        raw = await request.read()
-        if endpoint == "bundle":
-            body = self.bundles[index]
-        elif endpoint == "query":
-            body = self.query
-        else:
-            text = json.loads(raw).get("query") if raw else None
-            body = self.searches.get(text if isinstance(text, str) else "", self.default_search)
+        body = self.body_for(index, endpoint, await request.read())
         await asyncio.sleep(self.delays[index])
         self.records.append((index, endpoint, started, clock()))
         return web.Response(body=body, content_type="application/json")
@@ -158,6 +159,63 @@ class FakeSources:
         return app
 
 
+class LeanSource(asyncio.Protocol):
+    """One connection to a fake source served without a web framework: it reads a request, answers
+    it after the source's delay, and records the same two moments as the aiohttp handler. On a
+    2-core machine the fake sources' own HTTP work competes with the bridge for the CPUs; this
+    keeps it small (a real deployment's sources run elsewhere)."""
+
+    ROUTES = {(b"GET", b"/source-bundle"): "bundle", (b"POST", b"/query"): "query",
+              (b"POST", b"/search"): "search"}
+
+    def __init__(self, fakes: FakeSources, index: int) -> None:
+        self.fakes = fakes
+        self.index = index
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.fakes.connections.add((self.index, transport.get_extra_info("peername")))
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        end = self.buffer.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        head = self.buffer[:end].split(b"\r\n")
+        length = next((int(line.split(b":", 1)[1]) for line in head[1:]
+                       if line.lower().startswith(b"content-length:")), 0)
+        if len(self.buffer) < end + 4 + length:
+            return
+        raw, self.buffer = self.buffer[end + 4:end + 4 + length], self.buffer[end + 4 + length:]
+        method, path = head[0].split(b" ")[:2]
+        endpoint = self.ROUTES.get((method, path))
+        started = clock()
+        if endpoint is None:
+            self._send(b"404 Not Found", b"{}")
+            return
+        body = self.fakes.body_for(self.index, endpoint, raw)
+
+        def answer() -> None:
+            self.fakes.records.append((self.index, endpoint, started, clock()))
+            self._send(b"200 OK", body)
+
+        asyncio.get_running_loop().call_later(self.fakes.delays[self.index], answer)
+
+    def _send(self, status: bytes, body: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
+                                 b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+async def _listen_lean(fakes: FakeSources, index: int, servers: list[asyncio.Server]) -> int:
+    server = await asyncio.get_running_loop().create_server(lambda: LeanSource(fakes, index), HOST, 0)
+    servers.append(server)
+    return int(server.sockets[0].getsockname()[1])
+
+
 async def _listen(app: web.Application, runners: list[web.AppRunner]) -> int:
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
@@ -172,18 +230,24 @@ async def run_fake_sources(spec_path: str, indices: Sequence[int]) -> None:
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     fakes = FakeSources(spec, indices)
     runners: list[web.AppRunner] = []
+    servers: list[asyncio.Server] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     try:
-        ports = [await _listen(fakes.source_app(i), runners) for i in fakes.indices]
+        if spec.get("server") == "lean":
+            ports = [await _listen_lean(fakes, i, servers) for i in fakes.indices]
+        else:
+            ports = [await _listen(fakes.source_app(i), runners) for i in fakes.indices]
         control = await _listen(fakes.control_app(), runners)
         sys.stdout.write(json.dumps({"ports": ports, "control": control}) + "\n")
         sys.stdout.flush()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), float(spec["max_seconds"]))
     finally:
+        for server in servers:
+            server.close()
         for runner in runners:
             await runner.cleanup()
 
@@ -551,7 +615,8 @@ def bench_overhead(args: argparse.Namespace, client: Client, control: Control, p
     for _ in range(args.warmup):
         status, data, _s, _f = client.call("POST", "/message:send", body)
         check_answer(status, data, len(ports))
-    out: dict[str, Any] = {"sources": len(ports), "delays_ms": [d * 1000 for d in args.delays_s[:len(ports)]],
+    out: dict[str, Any] = {"sources": len(ports), "fake_server": args.fake_server,
+                           "delays_ms": [d * 1000 for d in args.delays_s[:len(ports)]],
                            "cpu_busy_before": wait_for_quiet(args.wait_quiet),
                            "loadavg_before": os.getloadavg()}
     control.reset()
@@ -751,7 +816,7 @@ def overhead_table(r: dict[str, Any]) -> str:
     ]
     lines = [f"### Overhead over the slowest of {r['sources']} sources ({r['latency']['count']} sequential "
              f"requests; source delays {delays} ms per call; calls per source: "
-             f"{', '.join(map(str, r['calls_per_source']))})", "",
+             f"{', '.join(map(str, r['calls_per_source']))}; fake sources: {r['fake_server']})", "",
              "| figure | median / p95 / p99 | target | |", "| --- | --- | --- | --- |"]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
     lines += ["", _load_line(r)]
@@ -851,6 +916,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="delay of each source in the waves run, per call (default 20)")
     parser.add_argument("--wave-iterations", type=int, default=10,
                         help="requests in the waves run (default 10, at most 200)")
+    parser.add_argument("--fake-server", choices=("lean", "aiohttp"), default="lean",
+                        help="how the fake sources serve HTTP: lean (default; a small asyncio protocol, so "
+                             "their CPU competes little with the bridge's) or aiohttp (web handlers)")
     parser.add_argument("--query", default=DEFAULT_QUERY,
                         help="the question (default: one that makes the bridge send two searches)")
     parser.add_argument("--code-dir", type=Path, default=None,
@@ -910,8 +978,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    "query": len(json.dumps(payloads["query"])),
                                    "search": [len(json.dumps(s)) for s in payloads["searches"].values()]}
         # The last source, with the slowest delay, is for the bare-client floor.
-        spec = {**payloads, "delays_s": args.delays_s + [args.wave_delay_s] * args.wave_sources
-                + [args.delays_s[-1]],
+        spec = {**payloads, "server": args.fake_server,
+                "delays_s": args.delays_s + [args.wave_delay_s] * args.wave_sources + [args.delays_s[-1]],
                 "max_seconds": args.max_seconds + 120}
         spec_path = work / "fake-sources.json"
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
