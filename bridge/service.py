@@ -53,17 +53,9 @@ from bridge.settings import (
     parse_source_origins,
 )
 from bridge.settings_store import SettingsFileError, SettingsStore
-from bridge.sources import http_source
-from bridge.sources.a2a_source import (
-    CARD_ENDPOINT,
-    A2aSourceClient,
-    card_capabilities,
-    forwarded_retrieval,
-)
-from bridge.sources.client import SourceClient, client_for
+from bridge.sources.client import client_for
 from bridge.sources.http_client import SourceHttpClient
 from bridge.sources.http_source import BundleRead
-from bridge.sources.mcp_source import BUNDLE_TOOL
 from bridge.sources.transport import SourceCallError, SourceTransport
 from common.bridge_schemas import Citation, Diagnostic, Graph, RetrievalIntent, SourceBundle, TraceStep
 from common.errors import CodedError
@@ -483,20 +475,10 @@ class BridgeService:
                         ) -> tuple[dict[int, BundleRead], dict[int, SourceRetrievalPlan]]:
         """With a retrieval intent, read every bundle first: fresh capabilities decide what is sent."""
 
+        clients = [client_for(transport, source) for source in selected]
+
         async def discover(index: int) -> BundleRead | None:
-            source = selected[index]
-            client = client_for(transport, source)
-            if isinstance(client, A2aSourceClient):
-                try:
-                    card = await client.fetch_card()
-                except SourceCallError as exc:  # the gather fetches it again and reports it
-                    log.warning("agent_card_failed", source=safe_id(source.id), error=exc.message)
-                    return None
-                # Not a bundle (no step, no sourceBundle): the card, handed on to the gather.
-                return BundleRead(attempted=False, raw=card, endpoint=CARD_ENDPOINT)
-            if source.protocol in ("llmwiki-http", "mcp"):  # MCP reads it even if not advertised
-                return await client.bundle()
-            return None
+            return await clients[index].discover()
 
         reads = await fan_out(range(len(selected)), discover, self.settings.fanout_concurrency)
         bundles: dict[int, BundleRead] = {}
@@ -505,10 +487,8 @@ class BridgeService:
         for index, (source, read) in enumerate(zip(selected, reads, strict=True)):
             if read is not None:
                 bundles[index] = read
-            if read is not None and read.raw is not None and read.endpoint == CARD_ENDPOINT:
-                caps, basis = card_capabilities(read.raw), "fresh"
-            elif read is not None and read.raw is not None:
-                caps, basis = artifact.bundle_capabilities(read.raw), "fresh"
+            if read is not None and read.raw is not None:
+                caps, basis = clients[index].discovered_capabilities(read), "fresh"
             else:
                 caps, basis = source.capabilities, "descriptor" if source.capabilities else "none"
             plans[index] = plan_for(intent, caps, basis, source.id, ids, source.protocol)
@@ -529,19 +509,16 @@ class BridgeService:
             outcome.diagnostics.append(plan.diagnostic)
         bundle_diagnostic: Diagnostic | None = None
         client = client_for(transport, source)
-        over_mcp = " MCP" if source.protocol == "mcp" else ""
-        read = pre_bundle
+        read = client.adopt(pre_bundle)
         bundle_task: asyncio.Task[BundleRead] | None = None
-        if isinstance(client, A2aSourceClient):  # no bundle step; a card from discovery is reused
-            client.card = read.raw if read is not None else None
-            read = None
-        elif read is None and _reads_bundle(source):
+        if read is None and client.reads_bundle():
             # The query does not need the bundle: both go out at once.
             bundle_task = asyncio.create_task(client.bundle())
         failure: SourceCallError | None = None
         payload: dict[str, Any] = {}
         try:
-            payload = await self._context(transport, client, source, query, plan, label)
+            payload = await client.run_context(query, plan.fields if plan is not None else {},
+                                               plan.fallback if plan is not None else None)
         except SourceCallError as exc:
             failure = exc
         except BaseException:  # cancelled (or a bug): the bundle read goes too
@@ -551,7 +528,7 @@ class BridgeService:
         if bundle_task is not None:
             read = await bundle_task  # bounded by the timeout; never raises for a source
         if read is not None and read.attempted:
-            bundle_diagnostic = self._bundle_step(outcome, read, source, tool, label, over_mcp)
+            bundle_diagnostic = self._bundle_step(outcome, read, source, tool, label, client.bundle_kind)
         if failure is not None:
             log.warning("source_failed", source=sid, error=failure.message)
             if bundle_diagnostic is not None:
@@ -572,8 +549,7 @@ class BridgeService:
         caps = set(source.capabilities) | set(artifact.bundle_capabilities(payload))
         if outcome.bundle is not None:
             caps |= set(outcome.bundle.capabilities or ())
-        if isinstance(client, A2aSourceClient):
-            caps |= set(client.capabilities())
+        caps |= set(client.run_capabilities())
         guidance_note = guidance_diagnostic(payload, GUIDED_LEXICAL in caps, sid, source.protocol)
         if guidance_note is not None:
             outcome.diagnostics.append(guidance_note)
@@ -585,32 +561,8 @@ class BridgeService:
         tool.latency_ms = round((time.perf_counter() - started) * 1000)
         return outcome
 
-    async def _context(self, transport: SourceTransport, client: SourceClient, source: SourceDescriptor,
-                       query: str, plan: SourceRetrievalPlan | None, label: str) -> dict[str, Any]:
-        """The source's context for the question; for HTTP sources the augmentation searches go
-        out with the query and their new results are merged after it, in search order."""
-        extra = plan.fields if plan is not None else {}
-        body: dict[str, Any] = {"query": query}
-        if isinstance(client, A2aSourceClient):  # A2A forwards the camelCase intent itself
-            retrieval = forwarded_retrieval(extra, plan.fallback) if plan is not None else None
-            if retrieval is not None:
-                body["retrieval"] = retrieval
-            return await client.context(body)
-        body.update({"limit": http_source.DEFAULT_QUERY_LIMIT, **extra})
-        if source.protocol != "llmwiki-http":  # only HTTP sources get search augmentation
-            return await client.context(body)
-        searches = [query] if "query_variants" in extra else http_source.augmentation_queries(query)
-        found = asyncio.create_task(http_source.search_results(transport, source.url, label, searches, extra))
-        try:
-            payload = await client.context(body)
-        except BaseException:
-            found.cancel()
-            raise
-        http_source.merge_search_results(payload, await found)
-        return payload
-
     def _bundle_step(self, outcome: SourceOutcome, read: BundleRead, source: SourceDescriptor,
-                     tool: TraceStep, label: str, over_mcp: str) -> Diagnostic | None:
+                     tool: TraceStep, label: str, kind: str) -> Diagnostic | None:
         """The `source-manifest-*` step for a bundle read; its diagnostic when the read failed."""
         sid = safe_id(source.id)
         manifest_step = step(f"source-manifest-{sid}", f"Read {label} source bundle", "done",
@@ -619,14 +571,14 @@ class BridgeService:
         if read.raw is not None:
             outcome.bundle = artifact.source_bundle(read.raw, source)
             manifest_step.detail = ("Read safe manifest metadata." if read.endpoint == "manifest"
-                                    else f"Read safe{over_mcp} source bundle metadata.")
+                                    else f"Read safe{kind} source bundle metadata.")
             return None
         diagnostic = artifact.source_diagnostic(
             source, read.error or SourceCallError("Source bundle unavailable."), "source-bundle",
             source_policy=self.settings.source_policy, timeout_ms=self.settings.request_timeout_ms)
         manifest_step.status = "error"
         manifest_step.error = "Source bundle unavailable."
-        manifest_step.detail = (f"{label}{over_mcp} source bundle metadata could not be read; "
+        manifest_step.detail = (f"{label}{kind} source bundle metadata could not be read; "
                                 "continuing without it.")
         manifest_step.diagnostic = diagnostic
         outcome.diagnostics.append(diagnostic)
@@ -720,13 +672,6 @@ class BridgeService:
 
 def _host_key(host: str) -> str:
     return host.strip().strip("[]").rstrip(".").lower()
-
-
-def _reads_bundle(source: SourceDescriptor) -> bool:
-    """HTTP sources always try; MCP sources skip it when their capabilities say there is no tool."""
-    if source.protocol == "llmwiki-http":
-        return True
-    return source.protocol == "mcp" and (not source.capabilities or BUNDLE_TOOL in source.capabilities)
 
 
 def _keep_redacted_roots(sources: list[SourceDescriptor], saved: list[SourceDescriptor]

@@ -8,10 +8,15 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import structlog
+
+from bridge.artifact import safe_id
 from bridge.registry import SourceDescriptor
 from bridge.sources.client import SourceClient, register_client
 from bridge.sources.http_source import BundleRead
 from bridge.sources.transport import SourceCallError, SourceTransport, call_json, endpoint_url
+
+log = structlog.get_logger("llmwiki.bridge.sources")
 
 CARD_SUFFIX = "/.well-known/agent-card.json"
 CARD_ENDPOINT = "agent-card"  # the probe endpoint name, and the mark of a card read
@@ -177,6 +182,34 @@ class A2aSourceClient(SourceClient):
 
     def capabilities(self) -> tuple[str, ...]:
         return card_capabilities(self.card) if self.card is not None else ()
+
+    def run_capabilities(self) -> tuple[str, ...]:
+        return self.capabilities()
+
+    async def discover(self) -> BundleRead | None:
+        """The card, not a bundle (no step, no sourceBundle); `adopt` hands it to the run."""
+        try:
+            card = await self.fetch_card()
+        except SourceCallError as exc:  # the run fetches it again and reports it
+            log.warning("agent_card_failed", source=safe_id(self.source.id), error=exc.message)
+            return None
+        return BundleRead(attempted=False, raw=card, endpoint=CARD_ENDPOINT)
+
+    def discovered_capabilities(self, read: BundleRead) -> tuple[str, ...]:
+        return card_capabilities(read.raw) if read.raw is not None else ()
+
+    def adopt(self, discovered: BundleRead | None) -> BundleRead | None:
+        self.card = discovered.raw if discovered is not None else None
+        return None
+
+    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None
+                          ) -> dict[str, Any]:
+        """A2A forwards the intent itself, in camelCase, and takes no `limit`."""
+        body: dict[str, Any] = {"query": query}
+        retrieval = forwarded_retrieval(fields, fallback) if fallback is not None else None
+        if retrieval is not None:
+            body["retrieval"] = retrieval
+        return await self.context(body)
 
     async def probe(self) -> BundleRead:
         try:

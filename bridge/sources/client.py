@@ -3,11 +3,12 @@ tools ask of a Knowledge Source."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from bridge.artifact import safe_trace_text
+from bridge.artifact import bundle_capabilities, safe_trace_text
 from bridge.registry import SourceDescriptor
 from bridge.sources import http_source
 from bridge.sources.http_source import BundleRead
@@ -20,6 +21,7 @@ class SourceClient:
     source's own JSON (serve's snake_case shapes); normalisation happens in `artifact`."""
 
     protocol = ""
+    bundle_kind = ""  # in bundle step details: "Read safe<kind> source bundle metadata."
 
     def __init__(self, transport: SourceTransport, source: SourceDescriptor) -> None:
         self.transport = transport
@@ -28,6 +30,33 @@ class SourceClient:
     @property
     def label(self) -> str:
         return safe_trace_text(self.source.label) or "Knowledge Source"
+
+    # -- what a run asks; each protocol decides how
+
+    def reads_bundle(self) -> bool:
+        """Whether a run reads (and reports) this source's bundle alongside its context."""
+        return False
+
+    async def discover(self) -> BundleRead | None:
+        """Retrieval discovery, before the run: what tells the source's fresh capabilities."""
+        return None
+
+    def discovered_capabilities(self, read: BundleRead) -> tuple[str, ...]:
+        return bundle_capabilities(read.raw)
+
+    def adopt(self, discovered: BundleRead | None) -> BundleRead | None:
+        """Take what discovery read; returns the bundle read the run reports (not read again)."""
+        return discovered
+
+    def run_capabilities(self) -> tuple[str, ...]:
+        """Capabilities the client learnt on the way (beyond the descriptor, bundle and payload)."""
+        return ()
+
+    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None
+                          ) -> dict[str, Any]:
+        """The run's context for the question with the retrieval plan's fields (`fallback` is the
+        intent's fallback when there is an intent)."""
+        return await self.context({"query": query, "limit": http_source.DEFAULT_QUERY_LIMIT, **fields})
 
     async def bundle(self) -> BundleRead:
         """Source-bundle discovery; never raises for an unreachable source (the read says why)."""
@@ -82,6 +111,28 @@ class HttpSourceClient(SourceClient):
         payload = await call_json(self.transport, method, url, f"{self.protocol} {what}", body)
         if not isinstance(payload, dict):
             raise SourceCallError(f"{self.protocol} {what} returned invalid JSON", invalid_json=True)
+        return payload
+
+    def reads_bundle(self) -> bool:
+        return True
+
+    async def discover(self) -> BundleRead | None:
+        return await self.bundle()
+
+    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None
+                          ) -> dict[str, Any]:
+        """The query, with the augmentation searches sent at the same time (contract 3.8-3.9);
+        their new results are merged after the query's, in search order."""
+        extra = dict(fields)
+        searches = [query] if "query_variants" in extra else http_source.augmentation_queries(query)
+        found = asyncio.create_task(http_source.search_results(
+            self.transport, self.source.url, self.label, searches, extra))
+        try:
+            payload = await super().run_context(query, extra, fallback)
+        except BaseException:
+            found.cancel()
+            raise
+        http_source.merge_search_results(payload, await found)
         return payload
 
     async def bundle(self) -> BundleRead:

@@ -83,10 +83,18 @@ class McpSourceClient(SourceClient):
     """`mcp`: a Knowledge Source reached through its MCP tools."""
 
     protocol = "mcp"
+    bundle_kind = " MCP"
 
     @property
     def url(self) -> str:
         return mcp_url(self.source.url)
+
+    def reads_bundle(self) -> bool:
+        """Skipped when the descriptor lists capabilities without the bundle tool (contract 3.8)."""
+        return not self.source.capabilities or BUNDLE_TOOL in self.source.capabilities
+
+    async def discover(self) -> BundleRead | None:
+        return await self.bundle()  # read even when not advertised: discovery needs fresh facts
 
     async def _object(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         value = await call_tool(self.transport, self.url, tool, arguments)
