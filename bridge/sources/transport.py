@@ -88,6 +88,12 @@ async def call_json(transport: SourceTransport, method: str, url: str, label: st
     io = transport.io
     if io is not None:
         return await _logged_call(transport, io, method, url, label, body, data, headers)
+    return (await _exchange(transport, method, url, label, data, headers))[1]
+
+
+async def _exchange(transport: SourceTransport, method: str, url: str, label: str, data: bytes | None,
+                    headers: dict[str, str]) -> tuple[int, Any]:
+    """The call itself: status and decoded JSON of a 2xx answer, else a `SourceCallError`."""
     try:
         async with asyncio.timeout(transport.timeout_seconds):
             response = await transport.http.request(method, url, body=data, headers=headers,
@@ -96,7 +102,7 @@ async def call_json(transport: SourceTransport, method: str, url: str, label: st
         raise _call_error(exc, label) from None
     if not 200 <= response.status < 300:
         raise SourceCallError(f"{label} returned HTTP {response.status}", http_status=response.status)
-    return decode_json(response.body, label)
+    return response.status, decode_json(response.body, label)
 
 
 def _call_error(exc: TimeoutError | HttpClientError, label: str) -> SourceCallError:
@@ -131,21 +137,13 @@ async def _logged_call(transport: SourceTransport, io: IoLog, method: str, url: 
         return (time.perf_counter() - started) * 1000
 
     try:
-        try:
-            async with asyncio.timeout(transport.timeout_seconds):
-                response = await transport.http.request(method, url, body=data, headers=headers,
-                                                        max_bytes=MAX_RESPONSE_BYTES)
-        except (TimeoutError, HttpClientError) as exc:
-            raise _call_error(exc, label) from None
-        if not 200 <= response.status < 300:
-            raise SourceCallError(f"{label} returned HTTP {response.status}", http_status=response.status)
-        payload = decode_json(response.body, label)
+        status, payload = await _exchange(transport, method, url, label, data, headers)
     except SourceCallError as exc:
         io.emit("source.error", "outbound", operation=operation, target=where,
                 error=error_summary(exc, timeout=exc.timeout), duration_ms=elapsed())
         raise
     io.emit("source.response", "outbound", operation=operation, target=where,
-            response={"status": response.status, "body": payload}, duration_ms=elapsed())
+            response={"status": status, "body": payload}, duration_ms=elapsed())
     return payload
 
 

@@ -6,7 +6,7 @@ import asyncio
 import ipaddress
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from bridge.settings import BridgeSettings  # noqa: E402
 from serve.protocols.http import create_app as create_serve_app  # noqa: E402
 from serve.settings import ServeSettings  # noqa: E402
 from tests.support.bridge_sources import Client  # noqa: E402
+from tests.support.fake_openai import FakeOpenAI, running_fake_openai  # noqa: E402
 from tests.support.folders import copy_fixture  # noqa: E402
 
 
@@ -69,6 +70,13 @@ def network_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[NetworkGuard]:
     monkeypatch.setattr(selector_class, "sock_connect", sock_connect)
     yield guard
     assert guard.violations == [], f"non-loopback network access attempted: {guard.violations}"
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    """Our small OpenAI-compatible server on a loopback port (answers scripted per test)."""
+    async with running_fake_openai() as server:
+        yield server
 
 
 @pytest.fixture

@@ -5,13 +5,11 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.abc import AbstractResolver, ResolveResult
 
 from bridge.policy import SourcePolicy
 from bridge.sources.http_client import (
@@ -22,6 +20,7 @@ from bridge.sources.http_client import (
 )
 from bridge.sources.resolver import PolicyResolver
 from bridge.sources.transport import source_http_client
+from tests.support.bridge_sources import FakeDns
 
 Script = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]  # -> keep the connection open
 
@@ -296,32 +295,13 @@ async def test_a_cancelled_call_drops_its_connection(raw_server: Any, client: So
     assert response.body == b"{}" and server.connections == 2
 
 
-class MapResolver(AbstractResolver):
-    """Names resolve to fixed addresses; nothing is looked up."""
-
-    def __init__(self, table: dict[str, str]) -> None:
-        self.table = table
-        self.asked: list[str] = []
-
-    async def resolve(self, host: str, port: int = 0,
-                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
-        self.asked.append(host)
-        if host not in self.table:
-            raise OSError("no such name")
-        return [ResolveResult(hostname=host, host=self.table[host], port=port, family=socket.AF_INET,
-                              proto=0, flags=0)]
-
-    async def close(self) -> None:
-        return None
-
-
 async def test_names_resolve_through_the_policy(raw_server: Any) -> None:
     async def script(request: bytes, writer: asyncio.StreamWriter) -> bool:
         writer.write(reply(b"{}", "Content-Length: 2"))
         return True
 
     server = await raw_server(script)
-    inner = MapResolver({"wiki.test": "127.0.0.1", "rebound.example": "10.1.2.3"})
+    inner = FakeDns({"wiki.test": "127.0.0.1", "rebound.example": "10.1.2.3"})
     policy = SourcePolicy("public-https", ("http://wiki.test",))
     async with SourceHttpClient(PolicyResolver(inner, lambda: policy)) as http:
         response = await http.request("GET", f"http://wiki.test:{server.port}/x", max_bytes=10)

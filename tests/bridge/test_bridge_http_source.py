@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import socket
 from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.test_utils import TestClient, TestServer
 
 from bridge.policy import SourcePolicy
@@ -16,7 +14,7 @@ from bridge.protocols.http import create_app
 from bridge.settings import BridgeSettings
 from bridge.sources.http_source import augmentation_queries
 from bridge.sources.resolver import PolicyResolveError, PolicyResolver
-from tests.support.bridge_sources import BridgeFactory, source
+from tests.support.bridge_sources import BridgeFactory, FakeDns, source
 
 
 def test_augmentation_queries_follow_the_contract_example() -> None:
@@ -108,21 +106,6 @@ async def test_failed_search_and_bundle_do_not_fail_the_source(bridge_client: Br
     assert diagnostic["phase"] == "source-bundle" and diagnostic["severity"] == "warning"
 
 
-class FakeDns(AbstractResolver):
-    """Answers from a table, like a DNS server an attacker controls would."""
-
-    def __init__(self, table: dict[str, str]) -> None:
-        self.table = table
-        self.asked: list[str] = []
-
-    async def resolve(self, host: str, port: int = 0,
-                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
-        self.asked.append(host)
-        return [{"hostname": host, "host": self.table[host], "port": port, "family": socket.AF_INET,
-                 "proto": 0, "flags": socket.AI_NUMERICHOST}]
-
-    async def close(self) -> None:
-        return None
 
 
 async def test_dns_rebinding_is_refused_under_public_https(aiohttp_server: Any, config_path: Any,

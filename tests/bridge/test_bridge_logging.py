@@ -4,7 +4,6 @@ their settings, and the redaction they go through."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -13,17 +12,11 @@ import pytest
 from bridge.redaction import MAX_ITEMS, MAX_STRING, redact, redact_text
 from bridge.settings import BridgeSettings, SettingsError, parse_io_log_mode, resolve_settings
 from tests.support.bridge_sources import BridgeFactory, Client, source
-from tests.support.fake_openai import FakeOpenAI, running_fake_openai
+from tests.support.fake_openai import FakeOpenAI
 
 QUESTION = "Which canary-question-7731 decision froze the release?"
 TOKEN = "bridge-token-canary-5511"
 API_KEY = "sk-canary-runtime-key-9902"
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    async with running_fake_openai() as server:
-        yield server
 
 
 def stdout_lines(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ server, the runtime probe on `/health`, and the prompt builder."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,16 +20,10 @@ from bridge.prompt import (
 from bridge.runtime import CHAT_FAILED_MESSAGE
 from common.bridge_schemas import Citation, Graph
 from tests.support.bridge_sources import BridgeFactory, Client, source
-from tests.support.fake_openai import FakeOpenAI, RecordedRequest, running_fake_openai
+from tests.support.fake_openai import FakeOpenAI, RecordedRequest
 
 QUESTION = "How do we ship a hotfix release?"
 ANSWER = "Branch from the last release tag, fix, verify and release [1](#citation-1)."
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    async with running_fake_openai() as server:
-        yield server
 
 
 async def start(bridge_client: BridgeFactory, fake: FakeOpenAI, **overrides: Any) -> Client:

@@ -1,11 +1,14 @@
-"""Helpers shared by the bridge tests: source descriptors and the bridge client factory type."""
+"""Helpers shared by the bridge tests: source descriptors, the bridge client factory type and a
+resolver that answers from a table."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.test_utils import TestClient
 
 Client = TestClient[web.Request, web.Application]
@@ -40,3 +43,22 @@ def expected_citations(pack: dict[str, Any], source_id: str) -> list[tuple[str, 
     """(id, title, path, source refs) of the citations a serve context pack should become."""
     return [(f"{source_id}:{e['page_id']}", e["title"], e["path"], e["source_refs"])
             for e in pack["evidence"]]
+
+
+class FakeDns(AbstractResolver):
+    """Answers from a table, like a DNS server an attacker controls would."""
+
+    def __init__(self, table: dict[str, str]) -> None:
+        self.table = table
+        self.asked: list[str] = []
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        self.asked.append(host)
+        if host not in self.table:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [{"hostname": host, "host": self.table[host], "port": port, "family": socket.AF_INET,
+                 "proto": 0, "flags": socket.AI_NUMERICHOST}]
+
+    async def close(self) -> None:
+        return None
