@@ -178,6 +178,23 @@ async def test_io_log_failures_and_logger_mode(
     assert error["phase"] == "bridge.error" and error["response"]["status"] == 400
 
 
+async def test_runtime_timeout_is_a_runtime_error_event(
+        bridge_client: BridgeFactory, serve_url: str, fake: FakeOpenAI, tmp_path: Path) -> None:
+    path = tmp_path / "io.jsonl"
+    client: Client = await bridge_client(io_log_mode="file", io_log_path=path, base_url=fake.url,
+                                         model="m", request_timeout_ms=1500)
+    assert (await client.post("/message:send", json=run(serve_url))).status == 200  # index built
+    fake.hang()
+    response = await client.post("/message:send", json=run(serve_url, "delegated-runtime"),
+                                 headers={"X-Request-Id": "req-timeout", "X-Trace-Id": "trace-timeout"})
+    assert response.status == 502
+    events = [e for e in io_events(path) if e.get("requestId") == "req-timeout"]
+    [failed] = [e for e in events if e["phase"] == "runtime.error"]
+    assert failed["traceId"] == "trace-timeout" and failed["error"]["timeout"] is True
+    assert failed["target"]["kind"] == "runtime" and failed["target"]["route"] == "/v1/chat/completions"
+    assert events[-1]["phase"] == "bridge.error" and events[-1]["response"]["status"] == 502
+
+
 async def test_an_unwritable_io_log_never_fails_a_request(
         bridge_client: BridgeFactory, serve_url: str, tmp_path: Path) -> None:
     blocker = tmp_path / "file-not-dir"
