@@ -173,11 +173,12 @@ class LeanSource(asyncio.Protocol):
         self.index = index
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
+        self.peer: Any = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        self.fakes.connections.add((self.index, transport.get_extra_info("peername")))
+        self.peer = transport.get_extra_info("peername")
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
@@ -193,6 +194,7 @@ class LeanSource(asyncio.Protocol):
         method, path = head[0].split(b" ")[:2]
         endpoint = self.ROUTES.get((method, path))
         started = clock()
+        self.fakes.connections.add((self.index, self.peer))  # per call, as the aiohttp handler does
         if endpoint is None:
             self._send(b"404 Not Found", b"{}")
             return
