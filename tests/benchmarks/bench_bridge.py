@@ -806,7 +806,7 @@ def overhead_table(r: dict[str, Any]) -> str:
         ("spread of the sources' first calls", _lat(r["first_call_spread"]), "", ""),
         ("bridge CPU per request", f"{r['bridge_cpu_per_request_ms']:.2f} ms", "", ""),
         ("connections the sources saw during the timed requests", str(r["connections"]),
-         f"{r['sources']} (kept alive)", ""),
+         f"{r['sources'] * max(r['calls_per_source'])} (one per concurrent call, kept alive)", ""),
         ("`GET /health` on the bridge (one client exchange, the floor)", _lat(r["health_floor"]), "", ""),
         ("floor: a bare aiohttp client making one source's calls together: overhead",
          _lat(r["bare_client"]["overhead"]), "", ""),
@@ -830,6 +830,7 @@ def waves_table(r: dict[str, Any]) -> str:
         return "### Waves: no run (deadline)"
     c, waves = r["concurrency"], r["expected_waves"]
     seen = sorted({tuple(x["waves"]) for x in r["runs"]})
+    calls = max((n for x in r['runs'] for n in x['calls_per_source']), default=1)
     rows = [
         ("wall time (median)", f"{r['wall_ms']:.1f} ms", "", ""),
         (f"{waves} × one source's own time (median {r['source_busy_ms']:.1f} ms)",
@@ -837,12 +838,13 @@ def waves_table(r: dict[str, Any]) -> str:
         (f"{waves} × one source's path, first call to last answer (median {r['source_span_ms']:.1f} ms)",
          f"{waves * r['source_span_ms']:.1f} ms; wall / this = {r['span_ratio']:.3f}", "≈ 1", ""),
         ("peak requests in flight at the sources (min..max over runs)",
-         f"{r['peak_in_flight'][0]}..{r['peak_in_flight'][1]}", f"= {c}",
+         f"{r['peak_in_flight'][0]}..{r['peak_in_flight'][1]}", f"≤ {c} × {calls} (calls per source)",
          "met" if r["bounded"] else "**MISSED**"),
         ("peak sources active at once", f"{r['peak_active_sources'][0]}..{r['peak_active_sources'][1]}",
          f"= {c}", "met" if r["bounded"] else "**MISSED**"),
         ("connections the sources saw per request (min..max)",
-         f"{r['connections'][0]}..{r['connections'][1]}", f"{r['sources']} (kept alive)", ""),
+         f"{r['connections'][0]}..{r['connections'][1]}",
+         f"{r['sources'] * calls} (one per concurrent call, kept alive)", ""),
         ("sources per start wave", "; ".join(" ".join(map(str, w)) for w in seen),
          " ".join([str(c)] * waves), "met" if r["in_waves"] else "**MISSED**"),
     ]
