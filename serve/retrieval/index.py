@@ -314,8 +314,8 @@ class LexicalIndex:
     def __init__(self) -> None:
         self.vocab: dict[str, int] = {}
         self.indptr = np.zeros(1, dtype=np.int64)
-        self.main_docs = np.zeros(0, dtype=np.int32)
-        self.main_tfs = np.zeros(0, dtype=np.uint16)
+        self.main_docs: np.ndarray = np.zeros(0, dtype=np.int32)  # uint16 when ids fit
+        self.main_tfs: np.ndarray = np.zeros(0, dtype=np.uint16)  # uint8 when they fit
         self.delta: dict[int, Postings] = {}
         self.df_all = np.zeros(0, dtype=np.int32)
         self.df_approved = np.zeros(0, dtype=np.int32)
@@ -400,13 +400,16 @@ class LexicalIndex:
     def _bulk(self, pages: Sequence[Page]) -> None:
         """Index many pages at once into the main segment. Analysis runs in forked worker
         processes when there are many pages: it is CPU-bound, and the temporary objects
-        it creates then never swell this process's heap."""
+        it creates then never swell this process's heap. Each temporary array here is
+        dropped as soon as it is used: the build's peak memory is mostly these arrays."""
         vocab = self.vocab
         slices = analyse_slices(pages)
         term_parts: list[np.ndarray] = []
         tf_parts: list[np.ndarray] = []
         lengths: list[np.ndarray] = []
-        for local_vocab, term_ids, tfs, doc_terms, doc_lengths, signatures in slices:
+        slices.reverse()
+        while slices:
+            local_vocab, term_ids, tfs, doc_terms, doc_lengths, signatures = slices.pop()
             self.pair_signatures.extend(signatures)
             mapping = np.array([vocab.setdefault(t, len(vocab)) for t in local_vocab], dtype=np.int32)
             term_parts.append(mapping[term_ids] if len(term_ids) else term_ids)
@@ -414,23 +417,36 @@ class LexicalIndex:
             lengths.append(doc_terms)
             for page, length in zip(pages[len(self.pages):], doc_lengths.tolist(), strict=False):
                 self._document(page, float(length))
+            del local_vocab, term_ids, tfs, signatures, mapping
         all_terms = np.concatenate(term_parts) if term_parts else np.zeros(0, np.int32)
-        all_tfs = np.concatenate(tf_parts) if tf_parts else np.zeros(0, np.uint16)
+        del term_parts
         per_doc = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
-        all_docs = np.repeat(np.arange(len(pages), dtype=np.int32), per_doc)
-        order = np.argsort(all_terms, kind="stable")  # by term; documents stay in order
         size = len(vocab)
         counts_per_term = np.bincount(all_terms, minlength=size)
+        approved = np.repeat(np.frombuffer(self.approved, dtype=np.uint8)[: len(pages)], per_doc)
+        approved_per_term = np.bincount(all_terms, weights=approved, minlength=size)
+        del approved
         self.indptr = np.zeros(size + 1, dtype=np.int64)
         np.cumsum(counts_per_term, out=self.indptr[1:])
-        self.main_docs = all_docs[order]
+        order = np.argsort(all_terms, kind="stable")  # by term; documents stay in order
+        del all_terms
+        all_tfs = np.concatenate(tf_parts) if tf_parts else np.zeros(0, np.uint16)
+        del tf_parts
+        # Term frequencies as one byte when they fit (they almost always do): exact either way.
+        if not len(all_tfs) or int(all_tfs.max()) <= 255:
+            all_tfs = all_tfs.astype(np.uint8)
         self.main_tfs = all_tfs[order]
-        approved = np.frombuffer(self.approved, dtype=np.uint8)[all_docs].astype(bool)
+        del all_tfs
+        # Half the size of int32 ids while every main-segment document id fits in 16 bits.
+        doc_type = np.uint16 if len(pages) <= 1 << 16 else np.int32
+        all_docs = np.repeat(np.arange(len(pages), dtype=doc_type), per_doc)
+        self.main_docs = all_docs[order]
+        del all_docs, order
         capacity = max(1024, size)
         self.df_all = np.zeros(capacity, np.int32)
         self.df_approved = np.zeros(capacity, np.int32)
         self.df_all[:size] = counts_per_term
-        self.df_approved[:size] = np.bincount(all_terms[approved], minlength=size)
+        self.df_approved[:size] = approved_per_term
 
     def _add(self, page: Page) -> None:
         text = page.text

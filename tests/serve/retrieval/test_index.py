@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from serve.folder import FolderMirror
 from serve.projection import Projection
+from serve.retrieval import index as index_module
 from serve.retrieval.analyzer import query_terms
 from serve.retrieval.index import LexicalIndex
+from serve.retrieval.pairs import needle_bits
+from tests.benchmarks.generate import generate
 from tests.support.folders import copy_fixture
 
 
@@ -117,3 +123,32 @@ def test_literal_candidates_never_miss_a_page_that_contains_the_phrase(tmp_path:
         assert candidates is None or expected <= candidates, needle
     narrowed = index.literal_candidates("snake_case_name")
     assert narrowed == {"a.md"}
+
+
+def test_a_bulk_build_in_worker_slices_equals_adding_page_by_page(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "generated"
+    generate(root, 420, seed=5)
+    pages = _projection(root).pages
+    monkeypatch.setattr(index_module, "PARALLEL_BULK_MIN", 300)  # two or more worker slices
+    bulk = LexicalIndex()
+    bulk.sync(pages)
+    assert bulk.main_docs.dtype == np.uint16 and len(bulk.main_docs) > 0
+    assert bulk.main_tfs.dtype == np.uint8
+    one_by_one = LexicalIndex()
+    one_by_one.update(pages)  # the delta segment only
+    assert len(one_by_one.main_docs) == 0
+    size = len(bulk.vocab)
+    assert sorted(bulk.vocab) == sorted(one_by_one.vocab)
+    for term, tid in bulk.vocab.items():
+        other = one_by_one.vocab[term]
+        assert (bulk.df_all[tid], bulk.df_approved[tid]) == (
+            one_by_one.df_all[other], one_by_one.df_approved[other]), term
+    assert size == len(one_by_one.vocab)
+    for query in [*QUERIES, "release train", "token", "refund window days"]:
+        for approved_only in (True, False):
+            assert _ranked(bulk, query, approved_only=approved_only) == _ranked(
+                one_by_one, query, approved_only=approved_only), query
+    for needle in ("release train", "but this", "publish.yml", "no payout"):
+        assert np.array_equal(bulk.pair_signatures.matching(needle_bits(needle)),
+                              one_by_one.pair_signatures.matching(needle_bits(needle)))
