@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import shutil
+import ssl
+import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -327,3 +331,42 @@ async def test_dead_port_is_a_connect_error(client: SourceHttpClient, dead_url: 
     with pytest.raises(ConnectError) as caught:
         await client.request("GET", dead_url, max_bytes=10)
     assert caught.value.policy is False
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for `wiki.test` and 127.0.0.1, made with the openssl CLI."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=wiki.test", "-addext", "subjectAltName=DNS:wiki.test,IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+async def test_https_verifies_the_certificate_and_the_name(aiohttp_server: Any, tls_files: tuple[Path, Path]
+                                                           ) -> None:
+    cert, key = tls_files
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response({"scheme": request.scheme, "host": request.host})
+
+    app = web.Application()
+    app.router.add_get("/q", handler)
+    server = await aiohttp_server(app, host="127.0.0.1", ssl=server_context)
+    port = server.port
+    trusting = ssl.create_default_context(cafile=str(cert))
+    policy = SourcePolicy()
+    dns = FakeDns({"wiki.test": "127.0.0.1", "other.test": "127.0.0.1"})
+    async with SourceHttpClient(PolicyResolver(dns, lambda: policy), ssl_context=trusting) as http:
+        for url in (f"https://wiki.test:{port}/q", f"https://127.0.0.1:{port}/q"):
+            response = await http.request("GET", url, max_bytes=1000)
+            assert json.loads(response.body)["scheme"] == "https"
+        with pytest.raises(ConnectError):  # the certificate does not name other.test
+            await http.request("GET", f"https://other.test:{port}/q", max_bytes=1000)
+    async with SourceHttpClient(PolicyResolver(dns, lambda: policy)) as default_trust:
+        with pytest.raises(ConnectError):  # self-signed: not trusted by the system store
+            await default_trust.request("GET", f"https://wiki.test:{port}/q", max_bytes=1000)
