@@ -71,6 +71,8 @@ class BridgeSettings:
     # Off by default, unlike the reference: the I/O log holds prompts, evidence and answers.
     io_log_mode: str = "off"
     io_log_path: Path | None = None
+    # The bridge's address as its clients see it (behind a TLS proxy), for the agent card's URLs.
+    public_url: str | None = None
     # Where base_url and model came from (option, env, settings or default): reported, not set.
     base_url_source: str = "default"
     model_source: str = "default"
@@ -165,6 +167,20 @@ def parse_io_log_mode(value: str | bool) -> str:
         if key in aliases:
             return mode
     raise ValueError(f"Unsupported LLMWiki Agent Bridge I/O log mode: {value.strip()}.")
+
+
+def parse_public_url(value: str) -> str:
+    """An absolute http(s) URL without credentials, query or fragment; no trailing slash."""
+    text = value.strip()
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        raise ValueError(f"public URL is not a valid URL: {text}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc \
+            or parts.query or parts.fragment:
+        raise ValueError("public URL must be an http(s) URL without credentials, query or fragment.")
+    return text.rstrip("/")
 
 
 def parse_profile(value: str) -> str:
@@ -284,6 +300,9 @@ OPTIONS: tuple[Option, ...] = (
            "debug, info, warning or error (default info)."),
     _option("log_format", "--log-format", "LLMWIKI_AGENT_BRIDGE_LOG_FORMAT", _text,
            "auto (JSON unless stderr is a terminal), json or console."),
+    _option("public_url", "--public-url", "LLMWIKI_AGENT_BRIDGE_PUBLIC_URL", parse_public_url,
+           "The bridge's URL as clients reach it (e.g. https://bridge.example.org behind a TLS proxy); "
+           "the agent card's absolute URLs start with it instead of the request's scheme and Host."),
     _option("audit_log", "--audit-log", "LLMWIKI_AGENT_BRIDGE_AUDIT_LOG", parse_env_bool,
            "Write the safe request audit log: one JSON line per request to stdout, counts and flags "
            "only (off by default).", (), ("auditLog", "auditLogEnabled"), is_flag=True),

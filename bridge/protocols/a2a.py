@@ -192,8 +192,9 @@ async def dispatch(service: BridgeService, payload: object, request_id: str, tra
 
 # -- routes -------------------------------------------------------------------------------
 
-def _base_url(request: web.Request) -> str:
-    return f"{request.scheme}://{request.host}"
+def _base_url(request: web.Request, public_url: str | None) -> str:
+    """Where clients reach the bridge: the configured public URL, else this request's scheme and Host."""
+    return public_url or f"{request.scheme}://{request.host}"
 
 
 def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf) -> list[web.RouteDef]:
@@ -201,7 +202,8 @@ def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf) -> li
     origin, the bearer token and the body size."""
 
     async def card(request: web.Request) -> web.Response:
-        return json_response(agent_card(service_of(request), _base_url(request)))
+        service = service_of(request)
+        return json_response(agent_card(service, _base_url(request, service.settings.public_url)))
 
     async def send(request: web.Request) -> web.Response:
         request_id, trace_id = request[REQUEST_ID], trace_id_of(request)

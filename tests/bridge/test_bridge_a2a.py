@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from a2a.client.card_resolver import parse_agent_card
 
+from bridge.settings import SettingsError, parse_public_url, resolve_settings
 from tests.support.bridge_sources import BridgeFactory, Client, source
 
 QUESTION = "How do we ship a hotfix release?"
@@ -31,8 +32,8 @@ async def post(client: Client, path: str, body: Any, status: int = 200, **header
     return payload
 
 
-async def started(bridge_client: BridgeFactory, serve_url: str | None = None) -> Client:
-    client = await bridge_client(bearer_token=TOKEN)
+async def started(bridge_client: BridgeFactory, serve_url: str | None = None, **settings: Any) -> Client:
+    client = await bridge_client(bearer_token=TOKEN, **settings)
     if serve_url is not None:
         response = await client.put("/settings/sources.json", json=[source("sample-wiki", serve_url)],
                                     headers=AUTH)
@@ -99,6 +100,22 @@ async def test_card_urls_follow_the_host_header(bridge_client: BridgeFactory) ->
     assert [i["url"] for i in card["supportedInterfaces"]] == ["http://localhost:9999",
                                                                "http://localhost:9999/a2a/jsonrpc"]
     assert card["metadata"]["sourceRegistry"]["registeredSourceCount"] == 0
+
+
+async def test_card_urls_use_the_public_url_behind_a_proxy(bridge_client: BridgeFactory) -> None:
+    client = await started(bridge_client, public_url=parse_public_url("https://bridge.example.org/llm/"))
+    card = await (await client.get("/.well-known/agent-card.json",
+                                   headers={**AUTH, "Host": "127.0.0.1:8788"})).json()
+    assert card["url"] == "https://bridge.example.org/llm/message:send"
+    assert [i["url"] for i in card["supportedInterfaces"]] == [
+        "https://bridge.example.org/llm", "https://bridge.example.org/llm/a2a/jsonrpc"]
+
+
+@pytest.mark.parametrize("bad", ["ftp://x.example", "https://u:p@x.example", "https://x.example/?q=1",
+                                 "/relative", "https://x.example:99999"])
+def test_public_url_must_be_a_plain_http_url(bad: str) -> None:
+    with pytest.raises(SettingsError):
+        resolve_settings({}, {"LLMWIKI_AGENT_BRIDGE_PUBLIC_URL": bad})
 
 
 # ----------------------------------------------------------------------------- POST /message:send
