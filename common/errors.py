@@ -31,6 +31,16 @@ def json_bytes(payload: Any) -> bytes:
     return body
 
 
+def json_body(payload: Any) -> bytes:
+    """Compact UTF-8 JSON for an HTTP answer: `json_bytes` without its check for tiny floats, which
+    costs a pass over the output (~0.1 ms for a 120 KB answer). A float under 1e-4 may then be
+    written as pydantic-core writes it (`0.00001`, `1.5e-7`): the same number to every JSON reader."""
+    try:
+        return pydantic_core.to_json(payload, inf_nan_mode="constants")
+    except PydanticSerializationError:  # a lone surrogate (or a type neither writer knows)
+        return _stdlib_json(payload)
+
+
 def _may_hold_small_float(body: bytes) -> bool:
     """Whether compact JSON output may hold a number under 1e-4: one that starts `0.0000` or `-0.0000`,
     or has a negative exponent (`<digit>e-<digit>`), at the start of the output or after `:`, `,` or
@@ -67,7 +77,7 @@ def _stdlib_json(payload: Any) -> bytes:
 
 def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     """JSON with non-ASCII kept (UTF-8), as both services answer."""
-    return web.Response(body=json_bytes(payload), status=status, content_type="application/json",
+    return web.Response(body=json_body(payload), status=status, content_type="application/json",
                         charset="utf-8", headers=headers)
 
 
