@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -20,12 +21,15 @@ from serve.protocols.openapi import docs_page, openapi_document
 from serve.protocols.params import QueryParams, json_body, model_from_body
 from serve.protocols.security import OriginPolicy, setup_security
 from serve.read_focus import ReadOptions
-from serve.retrieval.search import SearchRequest
+from serve.retrieval.search import SearchRequest, SlowSearch
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
 
 SOURCE_KEY = web.AppKey("knowledge_source", KnowledgeSource)
 POLICY_KEY = web.AppKey("origin_policy", OriginPolicy)
+# Page texts a literal search may read on the event loop (about 30 us each, so ~15 ms at
+# most) before it is run again in a worker thread; nearly all read far fewer.
+LITERAL_INLINE_READS = 512
 
 log = structlog.get_logger("llmwiki.serve.http")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -142,11 +146,19 @@ def _search_request(source: KnowledgeSource, body: QueryRequest) -> SearchReques
 
 async def _off_loop_if_slow(source: KnowledgeSource, req: SearchRequest,
                             work: Callable[[SearchRequest], Any]) -> Any:
-    """Literal search checks many pages' text, and the first search may wait for the
-    index being built: run those in a worker thread so the event loop keeps answering
-    other requests meanwhile."""
-    if req.mode == "literal" or not source.index_ready:
-        return await asyncio.get_running_loop().run_in_executor(None, work, req)
+    """The first search may wait for the index being built, and a literal search may have
+    to check many pages' text: those run in a worker thread so the event loop keeps
+    answering other requests meanwhile. Most literal searches read a few dozen pages, and
+    a thread hand-off costs more CPU than that under load (GIL contention), so they are
+    tried here first with a read budget, and only the ones that exceed it move."""
+    loop = asyncio.get_running_loop()
+    if not source.index_ready:
+        return await loop.run_in_executor(None, work, req)
+    if req.mode == "literal":
+        try:
+            return work(dataclasses.replace(req, read_budget=LITERAL_INLINE_READS))
+        except SlowSearch:
+            return await loop.run_in_executor(None, work, req)
     return work(req)
 
 

@@ -34,6 +34,10 @@ VECTOR_DISABLED = (
 )
 
 
+class SlowSearch(Exception):
+    """A literal search needed more page texts than its request's read_budget."""
+
+
 @dataclass(frozen=True)
 class SearchRequest:
     """A validated search or context request (protocol-independent)."""
@@ -47,6 +51,9 @@ class SearchRequest:
     min_score: float | None = None
     exclude_page_ids: tuple[str, ...] = ()
     query_variants: tuple[str, ...] = field(default_factory=tuple)
+    # Page texts a literal search may read before giving up with SlowSearch (None: no limit),
+    # so a caller can try it where it must not take long and run it elsewhere when it would.
+    read_budget: int | None = None
 
     def check(self) -> None:
         """Service-level rules (HTTP 400 / JSON-RPC invalid params)."""
@@ -256,9 +263,12 @@ class Searcher:
             pages = index.pages
         hits: list[Hit] = []
         floor = -math.inf  # the weakest score in a full top, rounded as results are
-        for position in order.tolist():
+        budget = math.inf if req.read_budget is None else req.read_budget
+        for read, position in enumerate(order.tolist()):
             if len(hits) >= req.limit and upper[position] < floor - 1e-4:
                 break  # every page left scores below the top's weakest: none can enter
+            if read >= budget:
+                raise SlowSearch(f"literal search needs more than {budget} page texts")
             page = pages[int(docs[position])]
             if page is None:
                 continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,9 @@ from common.schemas import (
     SearchResponse,
     SearchResult,
 )
+from serve.protocols import http
 from serve.retrieval.guidance import validate_guidance
+from serve.retrieval.search import SearchRequest
 from tests.support.folders import copy_fixture
 
 Client = TestClient[web.Request, web.Application]
@@ -1229,3 +1232,27 @@ async def test_lone_surrogate_query_is_not_a_server_error(client: Client, path: 
         assert "hot" in ids(payload["evidence"])
     elif response.status == 200:
         assert "hot" in ids(payload["results"])
+
+
+@pytest.mark.parametrize("inline_reads", [0, 512])
+async def test_a_literal_search_over_its_inline_read_budget_moves_to_a_worker_thread(
+        client: Client, monkeypatch: pytest.MonkeyPatch, inline_reads: int) -> None:
+    source = client.app[http.SOURCE_KEY]
+    await search(client, {"query": "warm"})  # the index exists: lexical requests stay inline
+    calls: list[tuple[bool, int | None]] = []
+    context_json = source.context_json
+
+    def recorded(req: SearchRequest) -> str:
+        calls.append((threading.current_thread() is threading.main_thread(), req.read_budget))
+        return context_json(req)
+
+    monkeypatch.setattr(source, "context_json", recorded)
+    monkeypatch.setattr(http, "LITERAL_INLINE_READS", inline_reads)
+    body = {"query": "release", "mode": "literal", "limit": 5}
+    pack = await context(client, body)
+    unbounded = source.search(source.request(query="release", mode="literal", limit=5))["results"]
+    assert pack["evidence"] == unbounded and unbounded
+    if inline_reads:  # a few pages to read: answered on the event loop
+        assert calls == [(True, inline_reads)]
+    else:  # over budget: tried on the loop, then run again, unbounded, in a worker thread
+        assert calls == [(True, 0), (False, None)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import re
@@ -14,7 +15,7 @@ from serve.folder import FolderMirror
 from serve.projection import Projection
 from serve.retrieval.analyzer import STOPWORDS
 from serve.retrieval.index import ROLE_MULTIPLIER, LexicalIndex
-from serve.retrieval.search import Searcher, SearchRequest
+from serve.retrieval.search import Searcher, SearchRequest, SlowSearch
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
 from serve.source.page import ROLE_RANK, Page
@@ -179,3 +180,14 @@ def test_literal_and_lexical_search_after_edits_equal_a_fresh_index(
         assert full_syncs == []  # every edit reached the index as its own pages
     finally:
         source.close()
+
+
+def test_a_literal_search_over_its_read_budget_stops(corpus: tuple[Projection, Searcher]) -> None:
+    projection, searcher = corpus
+    req = SearchRequest(query="the", mode="literal", limit=8)
+    expected = [(r["path"], r["score"]) for r in searcher.search(req)]
+    assert expected == _brute_force(projection, "the", 8, False)
+    with pytest.raises(SlowSearch):
+        searcher.search(dataclasses.replace(req, read_budget=10))  # "the" is in nearly every page
+    enough = dataclasses.replace(req, read_budget=len(projection.pages))
+    assert [(r["path"], r["score"]) for r in searcher.search(enough)] == expected
