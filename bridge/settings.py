@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from common.options import Option
+from common.options import Option, parse_public_url
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8788
@@ -167,20 +167,6 @@ def parse_io_log_mode(value: str | bool) -> str:
         if key in aliases:
             return mode
     raise ValueError(f"Unsupported LLMWiki Agent Bridge I/O log mode: {value.strip()}.")
-
-
-def parse_public_url(value: str) -> str:
-    """An absolute http(s) URL without credentials, query or fragment; no trailing slash."""
-    text = value.strip()
-    try:
-        parts = urlsplit(text)
-        parts.port  # noqa: B018 - raises on a bad port
-    except ValueError:
-        raise ValueError(f"public URL is not a valid URL: {text}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc \
-            or parts.query or parts.fragment:
-        raise ValueError("public URL must be an http(s) URL without credentials, query or fragment.")
-    return text.rstrip("/")
 
 
 def parse_profile(value: str) -> str:

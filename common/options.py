@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 
 @dataclass(frozen=True)
@@ -22,3 +23,17 @@ class Option:
     legacy_env: tuple[str, ...] = ()  # older environment variable names still honoured
     file_keys: tuple[str, ...] = ()  # keys in a settings file (the bridge has one)
     secret: bool = False  # never echoed back (tokens, API keys)
+
+
+def parse_public_url(value: str) -> str:
+    """An absolute http(s) URL without credentials, query or fragment; no trailing slash."""
+    text = value.strip()
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        raise ValueError(f"public URL is not a valid URL: {text}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc \
+            or parts.query or parts.fragment:
+        raise ValueError("public URL must be an http(s) URL without credentials, query or fragment.")
+    return text.rstrip("/")

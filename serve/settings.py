@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from common.options import Option
+from common.options import Option, parse_public_url
 
 DEFAULT_MAX_PAGE_BYTES = 8 * 1024 * 1024
 
@@ -60,6 +60,8 @@ class ServeSettings:
     mcp_exclude_tools: tuple[str, ...] = ()
     enable_a2a: bool = False
     source_profile: str = "auto"
+    # serve's address as clients reach it (behind a TLS proxy), for the A2A card's absolute URLs.
+    public_url: str | None = None
 
     def __post_init__(self) -> None:
         parse_source_profile(self.source_profile)
@@ -198,6 +200,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("enable_a2a", "--enable-a2a", "LLMWIKI_SERVE_ENABLE_A2A", parse_bool,
            "Serve the A2A agent card and POST /message:send (off by default).", is_flag=True,
            aliases=("--enable-a2a-compat",)),
+    Option("public_url", "--public-url", "LLMWIKI_SERVE_PUBLIC_URL", parse_public_url,
+           "serve's URL as clients reach it (e.g. https://wiki.example.org behind a TLS proxy); the "
+           "A2A card's absolute URLs start with it instead of the request's scheme and Host."),
 )
 OPTION_NAMES = frozenset(o.name for o in OPTIONS)
 _INVERTED_FLAGS = frozenset({"page_cache", "inotify"})  # their flag turns the setting off

@@ -139,9 +139,10 @@ def agent_card(manifest: dict[str, Any], base_url: str) -> dict[str, Any]:
 
 # -- handlers ---------------------------------------------------------------------------
 
-def _base_url(request: web.Request) -> str:
-    # The Host header has already passed the security middleware's allowlist.
-    return f"{request.scheme}://{request.host}"
+def _base_url(request: web.Request, public_url: str | None) -> str:
+    """The configured public URL, else this request's scheme and Host (which has already passed
+    the security middleware's allowlist)."""
+    return public_url or f"{request.scheme}://{request.host}"
 
 
 def _pack(source: KnowledgeSource, query: str) -> dict[str, Any]:
@@ -153,7 +154,8 @@ def routes(source_of: SourceOf) -> list[web.RouteDef]:
     """The A2A routes; registered only when A2A is enabled."""
 
     async def card(request: web.Request) -> web.Response:
-        return json_response(agent_card(source_of(request).manifest(), _base_url(request)))
+        source = source_of(request)
+        return json_response(agent_card(source.manifest(), _base_url(request, source.settings.public_url)))
 
     async def send(request: web.Request) -> web.Response:
         body = await json_body(request)

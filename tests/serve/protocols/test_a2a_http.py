@@ -73,6 +73,19 @@ async def test_health_and_capabilities_follow_the_switch(serve_client: ClientFac
     assert (await (await on.get("/source-bundle")).json())["capabilities"][-1] == "a2a-message"
 
 
+async def test_card_urls_use_the_public_url_behind_a_proxy(serve_client: ClientFactory,
+                                                          sample_root: Path) -> None:
+    settings = resolve_settings(sample_root, {"enable_a2a": True},
+                                {"LLMWIKI_SERVE_PUBLIC_URL": "https://wiki.example.org/kb/"})
+    client = await serve_client(sample_root, enable_a2a=True, public_url=settings.public_url)
+    card = await (await client.get("/.well-known/agent-card.json")).json()
+    assert [i["url"] for i in card["supportedInterfaces"]] == [
+        "https://wiki.example.org/kb", "https://wiki.example.org/kb/a2a/jsonrpc"]
+    assert card["url"] == "https://wiki.example.org/kb/a2a/jsonrpc"
+    with pytest.raises(ValueError):
+        resolve_settings(sample_root, {}, {"LLMWIKI_SERVE_PUBLIC_URL": "https://u:p@wiki.example.org"})
+
+
 @pytest.mark.parametrize("flag", ["--enable-a2a", "--enable-a2a-compat"])
 def test_flag_and_its_alias_enable_a2a(tmp_path: Path, flag: str) -> None:
     args = build_parser().parse_args(["serve", str(tmp_path), flag])
