@@ -151,6 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         parser.error(str(exc))
     early = None
+    if args.command in ("serve", "mcp"):  # long-running: build temporaries must not stay resident
+        from serve.memory import keep_large_blocks_out_of_the_heap
+
+        keep_large_blocks_out_of_the_heap()
     if args.command == "serve":
         # Before the service's own imports (aiohttp takes a tenth of a second); see EarlyRead.
         pause_gc_for_start_up()
