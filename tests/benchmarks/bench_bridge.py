@@ -57,9 +57,17 @@ import aiohttp
 from aiohttp import web
 
 from bridge.sources.http_source import augmentation_queries
-from tests.benchmarks.bench_serve import (
+from tests.benchmarks.harness import (
     HOST,
+    Deadline,
+    add_run_options,
+    check_code_dir,
+    code_identity,
+    code_lines,
     cpu_seconds,
+    install_deadline,
+    kill_group,
+    log_tail,
     machine,
     percentile,
     wait_for_quiet,
@@ -81,10 +89,6 @@ OVERHEAD_TARGET_MS = 5.0
 DEFAULT_QUERY = "Which decision did the team record about the release freeze?"
 QUERY_LIMIT = 8  # what the bridge asks for (bridge.sources.http_source.DEFAULT_QUERY_LIMIT)
 SEARCH_LIMIT = 4  # and per augmentation search (AUGMENT_LIMIT)
-
-
-class Deadline(Exception):
-    """The run's overall time limit (--max-seconds) was reached."""
 
 
 def clock() -> float:
@@ -308,20 +312,11 @@ class Child:
         return self.proc.pid
 
     def kill(self) -> None:
-        if self.proc is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=10)
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
+        kill_group(self.proc)
         self.proc = None
 
     def log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log_path, lines)
 
 
 def bridge_command() -> list[str]:
@@ -880,23 +875,6 @@ def _load_line(r: dict[str, Any]) -> str:
             f"client {cpu['client_cpu_s']:.2f} s")
 
 
-def code_identity(code_dir: Path | None) -> dict[str, Any]:
-    """Which bridge code ran: the working tree's commit and whether bridge/ or common/ differ from
-    it, or the --code-dir given."""
-    if code_dir is not None:
-        return {"code_dir": str(code_dir), "commit": None, "dirty": None}
-
-    def git(*cmd: str) -> str:
-        try:
-            return subprocess.run(["git", *cmd], cwd=REPO, capture_output=True, text=True, timeout=30,
-                                  check=True).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    return {"code_dir": str(REPO), "commit": git("rev-parse", "--short", "HEAD") or None,
-            "dirty": bool(git("status", "--porcelain", "--", "bridge", "common"))}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == [WORKER_FLAG] and len(argv) == 3:
@@ -925,20 +903,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "their CPU competes little with the bridge's) or aiohttp (web handlers)")
     parser.add_argument("--query", default=DEFAULT_QUERY,
                         help="the question (default: one that makes the bridge send two searches)")
-    parser.add_argument("--code-dir", type=Path, default=None,
-                        help="run the bridge (and serve's CLI for the payloads) from this directory, "
-                             "e.g. a `git archive` of one commit, instead of the working tree")
     parser.add_argument("--py-spy", type=Path, default=None, metavar="PATH",
                         help="afterwards, profile the bridge with py-spy (raw collapsed stacks to PATH) "
                              "over --iterations more overhead requests, and print the top functions")
-    parser.add_argument("--wait-quiet", type=float, nargs="?", const=60.0, default=0.0,
-                        metavar="SECONDS", help="before each part, wait up to SECONDS (default 60) "
-                        "for other processes to leave the CPUs idle")
-    parser.add_argument("--max-seconds", type=float, default=600.0,
-                        help="time limit for the measurements (default 600); loops stop early, and "
-                             "the run is aborted 60 s after it")
-    parser.add_argument("--json", metavar="PATH", nargs="?", const="-",
-                        help="dump raw figures as JSON to PATH ('-' or no value: stdout)")
+    add_run_options(parser, code_help="run the bridge (and serve's CLI for the payloads) from this "
+                    "directory, e.g. a `git archive` of one commit, instead of the working tree",
+                    max_seconds=600.0, max_seconds_help="time limit for the measurements (default "
+                    "600); loops stop early, and the run is aborted 60 s after it")
     args = parser.parse_args(argv)
     args.iterations = max(1, min(5000, args.iterations))
     args.warmup = max(1, min(1000, args.warmup))
@@ -954,22 +925,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     step = (args.slowest_delay_ms - args.delay_ms) / max(1, SOURCES - 1)
     args.delays_s = [(args.delay_ms + i * step) / 1000 for i in range(SOURCES)]
     args.wave_delay_s = args.wave_delay_ms / 1000
-    if args.code_dir is not None:
-        args.code_dir = args.code_dir.resolve()
-        if not (args.code_dir / "bridge" / "cli.py").is_file():
-            parser.error(f"--code-dir has no bridge/cli.py: {args.code_dir}")
+    check_code_dir(parser, args, "bridge/cli.py")
     if args.py_spy is not None:
         args.py_spy = args.py_spy.resolve()
 
-    def on_alarm(_sig: int, _frame: object) -> None:
-        raise Deadline(f"run exceeded --max-seconds {args.max_seconds:g} by 60 s")
+    install_deadline(args.max_seconds + 60, f"run exceeded --max-seconds {args.max_seconds:g} by 60 s")
 
-    # SIGTERM and the alarm unwind like Ctrl-C: `finally` kills both children.
-    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(int(args.max_seconds) + 60)
-
-    report: dict[str, Any] = {"machine": machine(), "code": code_identity(args.code_dir),
+    report: dict[str, Any] = {"machine": machine(),
+                              "code": code_identity(args.code_dir, ("bridge", "common")),
                               "command": " ".join(["python -m tests.benchmarks.bench_bridge", *argv])}
     out = sys.stderr if args.json == "-" else sys.stdout
     work = Path(tempfile.mkdtemp(prefix="llmwiki-bench-bridge-"))
@@ -1016,10 +979,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             report["profile"] = profile = profile_bridge(args, client, ports[:SOURCES], bridge.pid, work,
                                                          deadline)
             out.write(profile_text(profile) + "\n\n")
-        m, c = report["machine"], report["code"]
-        out.write(f"code: {c['code_dir']}" + (f" at {c['commit']}" if c["commit"] else "")
-                  + (" (bridge/ or common/ modified)" if c["dirty"] else "") + "\n")
-        out.write(f"machine: {m['cpus']} x {m['cpu_model']}, {m['mem_gib']} GiB, Python {m['python']}\n")
+        out.write(code_lines(report))
         out.flush()
     finally:
         signal.alarm(0)

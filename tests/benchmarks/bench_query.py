@@ -58,19 +58,25 @@ from typing import Any
 import aiohttp
 
 from tests.benchmarks.bench_serve import (
-    HOST,
     Server,
     approved_page_ids,
-    code_identity,
-    cpu_seconds,
     ensure_folder,
+    running,
+    wait_for_cache,
+    wait_until_files_settled,
+)
+from tests.benchmarks.harness import (
+    HOST,
+    add_run_options,
+    check_code_dir,
+    code_identity,
+    code_lines,
+    cpu_seconds,
+    install_deadline,
     machine,
     percentile,
     proc_status,
-    running,
-    wait_for_cache,
     wait_for_quiet,
-    wait_until_files_settled,
     write_json_report,
 )
 
@@ -98,10 +104,6 @@ FIELD_OPTIONS: tuple[dict[str, Any], ...] = (
     {"fields": ["title", "source_refs"], "snippet_chars": 40},
     {"fields": ["page_id", "snippet"], "snippet_chars": 2000},
 )
-
-
-class Deadline(Exception):
-    """The run's overall time limit (--max-seconds) was reached."""
 
 
 # -- the query set --------------------------------------------------------------------------
@@ -819,15 +821,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7, help="generator and query-set seed (default 7)")
     parser.add_argument("--serve-arg", action="append", default=[],
                         help="extra argument for `llmwiki-serve serve` (repeatable)")
-    parser.add_argument("--code-dir", type=Path, default=None,
-                        help="run serve's code from this directory (e.g. a `git archive` of a commit)")
-    parser.add_argument("--wait-quiet", type=float, nargs="?", const=60.0, default=0.0,
-                        metavar="SECONDS", help="before each phase, wait up to SECONDS (default "
-                        "60) for other processes to leave the CPUs idle")
-    parser.add_argument("--max-seconds", type=float, default=1800.0,
-                        help="hard limit for the whole run (default 1800)")
-    parser.add_argument("--json", metavar="PATH", nargs="?", const="-",
-                        help="dump raw figures as JSON to PATH ('-' or no value: stdout)")
+    add_run_options(parser, code_help="run serve's code from this directory (e.g. a `git archive` "
+                    "of a commit)", max_seconds=1800.0,
+                    max_seconds_help="hard limit for the whole run (default 1800)")
     args = parser.parse_args(argv)
     args.requests = max(1, min(20000, args.requests))
     args.queries = max(200, min(5000, args.queries))
@@ -835,19 +831,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.load_requests = max(1, min(100000, args.load_requests))
     args.load_seconds = max(1.0, min(300.0, args.load_seconds))
     args.edits = max(1, min(200, args.edits))
-    if args.code_dir is not None:
-        args.code_dir = args.code_dir.resolve()
-        if not (args.code_dir / "serve" / "cli.py").is_file():
-            parser.error(f"--code-dir has no serve/cli.py: {args.code_dir}")
-
-    def on_alarm(_sig: int, _frame: object) -> None:
-        raise Deadline(f"run exceeded --max-seconds {args.max_seconds:g}")
-
-    # SIGTERM and the alarm unwind like Ctrl-C: `finally` blocks kill the server, restore
-    # edited files and remove the temp dir.
-    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(max(1, int(args.max_seconds)))
+    check_code_dir(parser, args, "serve/cli.py")
+    # `finally` blocks kill the server, restore edited files and remove the temp dir.
+    install_deadline(args.max_seconds, f"run exceeded --max-seconds {args.max_seconds:g}")
 
     report: dict[str, Any] = {"machine": machine(), "code": code_identity(args.code_dir),
                               "command": " ".join(["python -m tests.benchmarks.bench_query",
@@ -861,11 +847,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             report["sizes"].append(result)
             out.write(markdown_table(result) + "\n\n")
             out.flush()
-        m, c = report["machine"], report["code"]
-        out.write(f"code: {c['code_dir']}" + (f" at {c['commit']}" if c["commit"] else "")
-                  + (" (serve/ or common/ modified)" if c["dirty"] else "") + "\n")
-        out.write(f"machine: {m['cpus']} x {m['cpu_model']}, {m['mem_gib']} GiB, "
-                  f"Python {m['python']}\n")
+        out.write(code_lines(report))
     finally:
         signal.alarm(0)
         shutil.rmtree(work, ignore_errors=True)

@@ -44,7 +44,7 @@ from typing import Any
 from serve.folder import FolderMirror
 from serve.projection import Projection, orientation_order
 from serve.source.page import ROLE_RANK, Page
-from tests.benchmarks.bench_serve import write_json_report
+from tests.benchmarks.harness import write_json_report
 from tests.support import judged as J
 
 K = 10

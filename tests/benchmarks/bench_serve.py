@@ -33,7 +33,6 @@ import contextlib
 import http.client
 import json
 import os
-import platform
 import random
 import resource
 import shutil
@@ -51,10 +50,24 @@ from typing import Any
 from urllib.parse import quote
 
 from tests.benchmarks.generate import generate
+from tests.benchmarks.harness import (
+    HOST,
+    check_code_dir,
+    code_identity,
+    code_lines,
+    cpu_seconds,
+    free_port,
+    kill_group,
+    log_tail,
+    machine,
+    percentile,
+    proc_status,
+    wait_for_quiet,
+    write_json_report,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 GENERATED = Path(__file__).resolve().parent / ".generated"
-HOST = "127.0.0.1"
 READY_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 60.0
 REQUEST_TIMEOUT_S = 30.0
@@ -78,71 +91,6 @@ TARGETS = {
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-def proc_status(pid: int) -> dict[str, float]:
-    """VmRSS and VmHWM of a process, in MB (1e6 bytes); {} when it is gone."""
-    out: dict[str, float] = {}
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
-            for line in handle:
-                key, _, value = line.partition(":")
-                if key in ("VmRSS", "VmHWM"):
-                    out[key] = int(value.split()[0]) * 1024 / 1e6
-    except OSError:
-        pass
-    return out
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time used by the process and its exited, waited-for children
-    (e.g. parse workers): less sensitive than wall time to other load on the machine."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    utime, stime, cutime, cstime = (int(v) for v in fields[11:15])
-    return (utime + stime + cutime + cstime) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_busy(interval: float = 1.0) -> float:
-    """Fraction (0..1) of all CPUs busy over `interval`, from /proc/stat."""
-    def sample() -> tuple[int, int]:
-        with open("/proc/stat", encoding="ascii") as handle:
-            values = [int(v) for v in handle.readline().split()[1:]]
-        idle = values[3] + (values[4] if len(values) > 4 else 0)
-        return sum(values), idle
-
-    total0, idle0 = sample()
-    time.sleep(interval)
-    total1, idle1 = sample()
-    total = total1 - total0
-    return 0.0 if total <= 0 else 1 - (idle1 - idle0) / total
-
-
-def wait_for_quiet(max_wait_s: float, threshold: float = 0.15) -> float:
-    """Wait (at most `max_wait_s`) until other processes leave the CPUs mostly idle; returns
-    the last busy fraction seen."""
-    deadline = time.perf_counter() + max_wait_s
-    busy = cpu_busy()
-    while busy > threshold and time.perf_counter() < deadline:
-        busy = cpu_busy()
-    return busy
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of already sorted values."""
-    if not sorted_values:
-        return float("nan")
-    rank = max(1, min(len(sorted_values), round(q / 100 * len(sorted_values) + 0.5)))
-    return sorted_values[rank - 1]
 
 
 def summarize_ms(samples: Sequence[float]) -> dict[str, float]:
@@ -361,18 +309,11 @@ class Server:
 
     def kill(self) -> None:
         """SIGKILL the server's process group (the server and any workers it forked)."""
-        if self.proc is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=10)
+        kill_group(self.proc)
         self.proc = None
 
     def log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log_path, lines)
 
 
 @contextlib.contextmanager
@@ -760,40 +701,6 @@ def _s(value: float | None) -> str:
     return "never" if value is None else f"{max(0.0, value):.2f} s"
 
 
-def machine() -> dict[str, Any]:
-    model = ""
-    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as handle:
-        for line in handle:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    mem_gb = 0.0
-    with contextlib.suppress(OSError), open("/proc/meminfo", encoding="ascii") as handle:
-        for line in handle:
-            if line.startswith("MemTotal:"):
-                mem_gb = int(line.split()[1]) / 1024 / 1024
-    return {"cpus": os.cpu_count(), "cpu_model": model, "mem_gib": round(mem_gb, 1),
-            "python": platform.python_version(), "kernel": platform.release()}
-
-
-def code_identity(code_dir: Path | None) -> dict[str, Any]:
-    """Which serve code ran: the working tree's commit and whether serve/ or common/ differ
-    from it, or the --code-dir given."""
-    if code_dir is not None:
-        return {"code_dir": str(code_dir), "commit": None, "dirty": None}
-
-    def git(*cmd: str) -> str:
-        try:
-            return subprocess.run(["git", *cmd], cwd=REPO, capture_output=True, text=True,
-                                  timeout=30, check=True).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    status = git("status", "--porcelain", "--", "serve", "common")
-    return {"code_dir": str(REPO), "commit": git("rev-parse", "--short", "HEAD") or None,
-            "dirty": bool(status)}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.bench_serve",
                                      description=__doc__.split("\n\n")[0])
@@ -823,10 +730,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C, so `finally` blocks kill the server and undo edits.
     signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
 
-    if args.code_dir is not None:
-        args.code_dir = args.code_dir.resolve()
-        if not (args.code_dir / "serve" / "cli.py").is_file():
-            parser.error(f"--code-dir has no serve/cli.py: {args.code_dir}")
+    check_code_dir(parser, args, "serve/cli.py")
     report: dict[str, Any] = {"machine": machine(), "code": code_identity(args.code_dir),
                               "sizes": []}
     out = sys.stderr if args.json == "-" else sys.stdout
@@ -843,11 +747,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             report["sizes"].append(result)
             out.write(markdown_table(result) + "\n\n")
             out.flush()
-        m, c = report["machine"], report["code"]
-        out.write(f"code: {c['code_dir']}" + (f" at {c['commit']}" if c["commit"] else "")
-                  + (" (serve/ or common/ modified)" if c["dirty"] else "") + "\n")
-        out.write(f"machine: {m['cpus']} x {m['cpu_model']}, {m['mem_gib']} GiB, "
-                  f"Python {m['python']}\n")
+        out.write(code_lines(report))
         if "baselines" in report:
             b = report["baselines"]
             out.write(f"baselines: interpreter + serve imports {b['import_floor_s']:.2f} s; "
@@ -859,15 +759,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         write_json_report(report, args.json)
     return 0
-
-
-def write_json_report(report: Any, target: str) -> None:
-    """The raw figures as JSON: to stdout for "-", else to the file `target`."""
-    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
-    if target == "-":
-        sys.stdout.write(text)
-    else:
-        Path(target).write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":
