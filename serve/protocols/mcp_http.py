@@ -3,6 +3,9 @@ sessionless Streamable HTTP endpoint /mcp/stream (JSON responses only)."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -16,6 +19,7 @@ from serve.protocols.security import LOOPBACK_HOSTS, OriginPolicy
 from serve.service import KnowledgeSource
 
 DISPATCHER_KEY = web.AppKey("mcp_dispatcher", Dispatcher)
+MCP_SOURCE_KEY = web.AppKey("mcp_source", KnowledgeSource)
 STREAM_POLICY_KEY = web.AppKey("mcp_stream_policy", OriginPolicy)
 VERSION_HEADER = "MCP-Protocol-Version"
 
@@ -29,6 +33,31 @@ class JsonRpcRequest(BaseModel):
     id: int | str | None = None
     method: str
     params: dict[str, Any] | None = Field(default_factory=dict)
+
+
+SEARCH_TOOLS = ("llmwiki_context", "llmwiki_search")
+
+
+def _may_be_slow(message: Mapping[str, Any], source: KnowledgeSource) -> bool:
+    """A search tool call in literal mode (it may read many page texts) or any search before the
+    index exists (it waits for the build): such calls must not hold the event loop."""
+    params = message.get("params")
+    if message.get("method") != "tools/call" or not isinstance(params, dict):
+        return False
+    if params.get("name") not in SEARCH_TOOLS:
+        return False
+    arguments = params.get("arguments")
+    mode = arguments.get("mode") if isinstance(arguments, dict) else None
+    return not source.index_ready or str(mode).strip().lower() == "literal"
+
+
+async def _answer(request: web.Request, message: Mapping[str, Any],
+                  handle: Callable[[], Reply]) -> web.Response:
+    """Answer on the event loop, or in a worker thread when the call may be slow (the MCP
+    dispatcher is synchronous; the HTTP routes do the same for their searches)."""
+    if _may_be_slow(message, request.app[MCP_SOURCE_KEY]):
+        return _send(await asyncio.get_running_loop().run_in_executor(None, handle))
+    return _send(handle())
 
 
 def _send(reply: Reply) -> web.Response:
@@ -51,7 +80,9 @@ async def stream_post(request: web.Request) -> web.Response:
     routed = route_stream(request.headers, await request.read())
     if isinstance(routed, Rejection):
         return json_response(routed.body, status=routed.status)
-    return _send(request.app[DISPATCHER_KEY].handle(routed.message, routed.era))
+    dispatcher = request.app[DISPATCHER_KEY]
+    return await _answer(request, routed.message,
+                         functools.partial(dispatcher.handle, routed.message, routed.era))
 
 
 async def stream_not_allowed(request: web.Request) -> web.Response:
@@ -67,12 +98,14 @@ async def stream_not_allowed(request: web.Request) -> web.Response:
 async def mcp_post(request: web.Request) -> web.Response:
     if VERSION_HEADER in request.headers:  # a real MCP client: answer exactly as the stream
         return await stream_post(request)
-    body = model_from_body(JsonRpcRequest, await json_body(request))
-    return _send(request.app[DISPATCHER_KEY].handle_compat(body.model_dump()))
+    message = model_from_body(JsonRpcRequest, await json_body(request)).model_dump()
+    return await _answer(request, message,
+                         functools.partial(request.app[DISPATCHER_KEY].handle_compat, message))
 
 
 def add_routes(app: web.Application, source: KnowledgeSource, policy: OriginPolicy) -> None:
     app[DISPATCHER_KEY] = Dispatcher(source)
+    app[MCP_SOURCE_KEY] = source
     app[STREAM_POLICY_KEY] = policy
     app.router.add_post("/mcp", mcp_post)
     for path in ("/mcp/stream", "/mcp/stream/"):

@@ -3,9 +3,11 @@ sessionless Streamable HTTP endpoint /mcp/stream in both eras (contract section 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import shutil
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from serve.protocols import http
 from serve.protocols.mcp import ACCEPTED_HEADER_VERSIONS, TOOL_NAMES, Dispatcher
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings, SettingsError
@@ -583,3 +586,40 @@ async def test_jsonrpc_oversize_body_is_413(client: Client) -> None:
     resp = await client.post("/mcp", data=b"{" + b" " * (5 * 1024 * 1024) + b"}",
                              headers={"Content-Type": "application/json"})
     assert resp.status == 413
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/mcp/stream"])
+async def test_literal_tool_calls_do_not_hold_the_event_loop(
+        client: Client, monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """A literal search may read many page texts: over MCP it runs in a worker thread, so the
+    server keeps answering while it works; lexical calls stay on the loop."""
+    source = client.app[http.SOURCE_KEY]
+    await client.post("/search", json={"query": "warm"})  # the index exists
+    search = source.search
+    started, release = threading.Event(), threading.Event()
+    threads: list[bool] = []
+
+    def gated(req: Any) -> Any:
+        threads.append(threading.current_thread() is threading.main_thread())
+        if req.mode == "literal":
+            started.set()
+            assert release.wait(10), "the test never released the search"
+        return search(req)
+
+    monkeypatch.setattr(source, "search", gated)
+    headers = {"Host": f"127.0.0.1:{client.server.port}"}
+    if path == "/mcp/stream":
+        headers.update({"MCP-Protocol-Version": "2025-06-18", "Accept": ACCEPT})
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "llmwiki_search", "arguments": {"query": "release", "mode": "literal"}}}
+    pending = asyncio.ensure_future(client.post(path, json=call, headers=headers))
+    assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+    health = await client.get("/health")  # answered while the literal search is still running
+    assert health.status == 200 and not pending.done()
+    release.set()
+    answer = await (await pending).json()
+    payload = answer["result"].get("structuredContent", answer["result"])
+    assert payload["results"], answer
+    lexical = {**call, "params": {"name": "llmwiki_search", "arguments": {"query": "release"}}}
+    assert (await client.post(path, json=lexical, headers=headers)).status == 200
+    assert threads == [False, True]
