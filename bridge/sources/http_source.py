@@ -12,6 +12,7 @@ from typing import Any
 
 import structlog
 
+from bridge.artifact import markdown_readable
 from bridge.sources.transport import SourceCallError, SourceTransport, call_json, endpoint_url
 
 BUNDLE_KEYS = frozenset({
@@ -91,10 +92,7 @@ AUGMENT_LIMIT = 4
 
 
 def _search_text(text: str) -> str:
-    text = re.sub(r"(?m)^\s{0,3}#{1,6}\s+", "", text)
-    text = re.sub(r"\[\[([^\]|]+)\|([^\]]+)\]\]", r"\2", text)
-    text = re.sub(r"\[\[([^\]]+)\]\]", r"\1", text)
-    text = unicodedata.normalize("NFC", re.sub(r"\s+", " ", text)).lower()
+    text = unicodedata.normalize("NFC", markdown_readable(text)).lower()
     text = text.replace("'", "").replace("`", "")
     text = "".join(ch if unicodedata.category(ch)[0] in "LMN" or ch in "_./#:+-" else " " for ch in text)
     return re.sub(r"\.(?=\s|$)", "", text).strip()
