@@ -4,13 +4,13 @@ flags only, never a body, query, URL, id of a source or citation, or credential 
 from __future__ import annotations
 
 import contextvars
-import datetime
 import sys
 from collections.abc import Collection, Mapping
 from typing import Any
 
 import structlog
 
+from bridge.registry import now_iso
 from common.errors import json_bytes
 
 SCHEMA = "llmwiki.agent-bridge.audit.v1"
@@ -63,9 +63,7 @@ def audit_line(*, request_id: str, method: str, route: str, status: int, duratio
                source_policy: str, facts: Mapping[str, Any], error_code: str | None,
                authorized: bool | None, origin_allowed: bool | None) -> dict[str, Any]:
     line: dict[str, Any] = {
-        "schemaVersion": SCHEMA, "event": EVENT,
-        "timestamp": datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z"),
+        "schemaVersion": SCHEMA, "event": EVENT, "timestamp": now_iso(),
         "requestId": request_id, "method": method, "route": route, "statusCode": status,
         "durationMs": round(duration_ms, 3), "sourcePolicy": source_policy}
     line.update({key: facts[key] for key in NOTED_FIELDS if facts.get(key) is not None})

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import datetime
 import re
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from bridge.redaction import redact, redact_text
+from bridge.registry import now_iso
 from common.errors import json_bytes
 
 SCHEMA = "llmwiki.agent-bridge.io.v1"
@@ -90,6 +91,28 @@ def error_summary(exc: BaseException, *, timeout: bool = False) -> dict[str, Any
     return summary
 
 
+class IoCall:
+    """One outbound call's events: `<kind>.request` when made, then `<kind>.response` or
+    `<kind>.error` with its duration."""
+
+    def __init__(self, io: IoLog, kind: str, operation: str, url: str, request: Any) -> None:
+        self.io, self.kind, self.operation = io, kind, operation_label(operation)
+        self.target = target(kind, operation, url)
+        self.started = time.perf_counter()
+        io.emit(f"{kind}.request", "outbound", operation=self.operation, target=self.target, request=request)
+
+    def _ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+    def answered(self, response: Any) -> None:
+        self.io.emit(f"{self.kind}.response", "outbound", operation=self.operation, target=self.target,
+                     response=response, duration_ms=self._ms())
+
+    def failed(self, exc: BaseException, *, timeout: bool = False) -> None:
+        self.io.emit(f"{self.kind}.error", "outbound", operation=self.operation, target=self.target,
+                     error=error_summary(exc, timeout=timeout), duration_ms=self._ms())
+
+
 class IoLog:
     """One sink: `file` (appended JSON lines, directories created), `logger` (stdout) or `off`.
     Writing never fails a request: a sink error is logged once and the event dropped."""
@@ -110,9 +133,7 @@ class IoLog:
         scope = current_scope()
         event: dict[str, Any] = {
             "schemaVersion": SCHEMA, "event": EVENT,
-            "timestamp": datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z"),
-            "phase": phase, "flow": flow}
+            "timestamp": now_iso(), "phase": phase, "flow": flow}
         if scope.request_id is not None:
             event["requestId"] = scope.request_id
         if scope.trace_id is not None:

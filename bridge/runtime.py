@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -14,7 +13,7 @@ from urllib.parse import urlsplit
 import openai
 
 from bridge.artifact import safe_id, safe_trace_text
-from bridge.iolog import IoLog, error_summary, target
+from bridge.iolog import IoCall, IoLog
 from bridge.registry import now_iso
 from bridge.settings import BridgeSettings
 from common.bridge_schemas import Diagnostic, Observation
@@ -131,20 +130,14 @@ class ChatRuntime:
         if self.io is None:
             return await self._complete(messages, extra)
         url = self.settings.base_url.rstrip("/") + "/chat/completions"
-        where = target("runtime", "chat.completions", url)
-        self.io.emit("runtime.request", "outbound", operation="chat.completions", target=where,
-                     request={"model": self.settings.model, "messages": list(messages), **extra})
-        started = time.perf_counter()
+        call = IoCall(self.io, "runtime", "chat.completions", url,
+                      {"model": self.settings.model, "messages": list(messages), **extra})
         try:
             reply = await self._complete(messages, extra)
         except RuntimeFailure as exc:
-            self.io.emit("runtime.error", "outbound", operation="chat.completions", target=where,
-                         error=error_summary(exc, timeout=exc.timeout),
-                         duration_ms=(time.perf_counter() - started) * 1000)
+            call.failed(exc, timeout=exc.timeout)
             raise
-        self.io.emit("runtime.response", "outbound", operation="chat.completions", target=where,
-                     response=reply.as_message(),
-                     duration_ms=(time.perf_counter() - started) * 1000)
+        call.answered(reply.as_message())
         return reply
 
     async def _complete(self, messages: Sequence[dict[str, Any]], extra: dict[str, Any]) -> ChatReply:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +14,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver
 from pydantic_core import from_json
 
-from bridge.iolog import IoLog, error_summary, header_summary, operation_label, target
+from bridge.iolog import IoCall, IoLog, header_summary
 from bridge.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
 from bridge.sources.http_client import ConnectError, HttpClientError, ResponseTooLarge, SourceHttpClient
 from bridge.sources.resolver import PolicyResolver
@@ -127,23 +126,14 @@ def _operation(url: str, body: dict[str, Any] | None) -> str:
 async def _logged_call(transport: SourceTransport, io: IoLog, method: str, url: str, label: str,
                        body: dict[str, Any] | None, data: bytes | None, headers: dict[str, str]) -> Any:
     """`call_json` with `source.request`, `source.response` or `source.error` events around it."""
-    operation = operation_label(_operation(url, body))
-    where = target("source", operation, url)
-    io.emit("source.request", "outbound", operation=operation, target=where,
-            request={"method": method, "headers": header_summary(headers), "body": body})
-    started = time.perf_counter()
-
-    def elapsed() -> float:
-        return (time.perf_counter() - started) * 1000
-
+    call = IoCall(io, "source", _operation(url, body), url,
+                  {"method": method, "headers": header_summary(headers), "body": body})
     try:
         status, payload = await _exchange(transport, method, url, label, data, headers)
     except SourceCallError as exc:
-        io.emit("source.error", "outbound", operation=operation, target=where,
-                error=error_summary(exc, timeout=exc.timeout), duration_ms=elapsed())
+        call.failed(exc, timeout=exc.timeout)
         raise
-    io.emit("source.response", "outbound", operation=operation, target=where,
-            response={"status": status, "body": payload}, duration_ms=elapsed())
+    call.answered({"status": status, "body": payload})
     return payload
 
 
