@@ -40,7 +40,6 @@ class IoScope:
     trace_id: str | None = None
     source: Mapping[str, str] | None = None  # {id, name, protocol}
     headers: Mapping[str, str] | None = None  # the inbound request's, summarised
-    route: str | None = None  # the inbound request's path
 
 
 _NO_SCOPE = IoScope()

@@ -400,27 +400,29 @@ class BridgeService:
 
     # ------------------------------------------------------------------ the run
 
-    async def run(self, envelope: Any, request_id: str, trace_id: str) -> dict[str, Any]:
-        """`/message:send`: validate, select, fan out, and build the task with the artifact."""
+    async def run(self, envelope: Any, request_id: str, trace_id: str, *,
+                  inbound: str | None = None) -> dict[str, Any]:
+        """`/message:send`: validate, select, fan out, and build the task with the artifact.
+        `inbound` is the route the I/O log records this request and its answer under (the A2A
+        adapter's message route; MCP runs are not logged as bridge requests)."""
         audit.note(traceId=trace_id)
         io = self.io
         if not io.enabled:
             return await self._run(envelope, request_id, trace_id, None)
         with io_scope(trace_id=trace_id):
-            logged = current_scope().route == "/message:send"
+            if inbound is None:
+                return await self._run(envelope, request_id, trace_id, None)
             try:
-                task = await self._run(envelope, request_id, trace_id, io if logged else None)
+                task = await self._run(envelope, request_id, trace_id, (io, inbound))
             except RunError as exc:
-                if logged:
-                    io.emit("bridge.error", "inbound", route="/message:send",
-                            response={"status": exc.status, "body": exc.body()})
+                io.emit("bridge.error", "inbound", route=inbound,
+                        response={"status": exc.status, "body": exc.body()})
                 raise
-            if logged:
-                io.emit("bridge.response", "inbound", route="/message:send",
-                        response={"status": 200, "body": task})
+            io.emit("bridge.response", "inbound", route=inbound, response={"status": 200, "body": task})
             return task
 
-    async def _run(self, envelope: Any, request_id: str, trace_id: str, io: IoLog | None) -> dict[str, Any]:
+    async def _run(self, envelope: Any, request_id: str, trace_id: str,
+                   inbound: tuple[IoLog, str] | None) -> dict[str, Any]:
         def fail(status: int, code: str, message: str) -> RunError:
             return RunError(status, code, message, request_id, trace_id)
 
@@ -438,9 +440,10 @@ class BridgeService:
                    conversationMessageCount=request.context.message_count,
                    conversationHistoryLength=request.context.history_length,
                    conversationContextProvided=request.context.provided)
-        if io is not None:  # after validation: a refused request is a bridge.error only
-            io.emit("bridge.request", "inbound", route="/message:send",
-                    request={"method": "POST", "route": "/message:send",
+        if inbound is not None:  # after validation: a refused request is a bridge.error only
+            io, route = inbound
+            io.emit("bridge.request", "inbound", route=route,
+                    request={"method": "POST", "route": route,
                              "headers": dict(current_scope().headers or {}), "body": envelope})
 
         transport = self.transport()

@@ -162,8 +162,8 @@ def rpc_run_error(rpc_id: object, exc: CodedError) -> dict[str, Any]:
 
 # -- JSON-RPC -----------------------------------------------------------------------------
 
-async def dispatch(service: BridgeService, payload: object, request_id: str, trace_id: str
-                   ) -> dict[str, Any]:
+async def dispatch(service: BridgeService, payload: object, request_id: str, trace_id: str,
+                   inbound: str | None = None) -> dict[str, Any]:
     """One JSON-RPC request: SendMessage (1.0) or message/send (0.3); every failure is a JSON-RPC
     error (sent with HTTP 200)."""
     call = a2a.parse_rpc(payload)
@@ -178,7 +178,7 @@ async def dispatch(service: BridgeService, payload: object, request_id: str, tra
     if not isinstance(call.params, dict):
         return a2a.rpc_error(call.id, a2a.INVALID_PARAMS, "Invalid params: expected an object")
     try:
-        envelope = await service.run(call.params, request_id, trace_id)
+        envelope = await service.run(call.params, request_id, trace_id, inbound=inbound)
     except RunError as exc:
         return rpc_run_error(call.id, exc)
     except Exception:
@@ -214,11 +214,11 @@ def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf) -> li
                                  status=exc.status)
         service = service_of(request)
         if is_jsonrpc(body):
-            return json_response(await dispatch(service, body, request_id, trace_id))
+            return json_response(await dispatch(service, body, request_id, trace_id, SEND_PATH))
         if not is_send_message_request(body, request.headers.get("A2A-Version")):
-            return json_response(await service.run(body, request_id, trace_id))
+            return json_response(await service.run(body, request_id, trace_id, inbound=SEND_PATH))
         try:
-            envelope = await service.run(body, request_id, trace_id)
+            envelope = await service.run(body, request_id, trace_id, inbound=SEND_PATH)
         except RunError as exc:
             return json_response(rest_error(exc), status=exc.status)
         return json_response({"task": task_of(envelope, body["message"])})

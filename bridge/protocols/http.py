@@ -61,8 +61,7 @@ def setup_bridge_pipeline(app: web.Application) -> None:
         service = _service(request)
         started = time.perf_counter()
         facts, token = audit.begin()
-        scope = (io_scope(request_id=request[REQUEST_ID], headers=header_summary(request.headers),
-                          route=request.path)
+        scope = (io_scope(request_id=request[REQUEST_ID], headers=header_summary(request.headers))
                  if service.io.enabled else contextlib.nullcontext())
         try:
             with scope:
