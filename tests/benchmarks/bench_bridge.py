@@ -811,13 +811,10 @@ def overhead_table(r: dict[str, Any]) -> str:
         ("**bridge overhead above that floor** (medians)",
          f"{over['median_ms'] - r['bare_client']['overhead']['median_ms']:.2f} ms", "", ""),
     ]
-    lines = [f"### Overhead over the slowest of {r['sources']} sources ({r['latency']['count']} sequential "
-             f"requests; source delays {delays} ms per call; calls per source: "
-             f"{', '.join(map(str, r['calls_per_source']))}; fake sources: {r['fake_server']})", "",
-             "| figure | median / p95 / p99 | target | |", "| --- | --- | --- | --- |"]
-    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
-    lines += ["", _load_line(r)]
-    return "\n".join(lines)
+    heading = (f"### Overhead over the slowest of {r['sources']} sources ({r['latency']['count']} sequential "
+               f"requests; source delays {delays} ms per call; calls per source: "
+               f"{', '.join(map(str, r['calls_per_source']))}; fake sources: {r['fake_server']})")
+    return _table(heading, ("median / p95 / p99", "target"), rows, r)
 
 
 def waves_table(r: dict[str, Any]) -> str:
@@ -843,11 +840,17 @@ def waves_table(r: dict[str, Any]) -> str:
         ("sources per start wave", "; ".join(" ".join(map(str, w)) for w in seen),
          " ".join([str(c)] * waves), "met" if r["in_waves"] else "**MISSED**"),
     ]
-    lines = [f"### {r['sources']} sources, concurrency {c} ({len(r['runs'])} runs; "
-             f"delay {r['delay_ms']:g} ms per call; calls per source: "
-             f"{', '.join(map(str, sorted({n for x in r['runs'] for n in x['calls_per_source']})))})", "",
-             "| figure | measured | expected | |", "| --- | --- | --- | --- |"]
-    lines += [f"| {a} | {b} | {c_} | {d} |" for a, b, c_, d in rows]
+    heading = (f"### {r['sources']} sources, concurrency {c} ({len(r['runs'])} runs; "
+               f"delay {r['delay_ms']:g} ms per call; calls per source: "
+               f"{', '.join(map(str, sorted({n for x in r['runs'] for n in x['calls_per_source']})))})")
+    return _table(heading, ("measured", "expected"), rows, r)
+
+
+def _table(heading: str, columns: tuple[str, str], rows: Sequence[tuple[str, str, str, str]],
+           r: dict[str, Any]) -> str:
+    """A part's Markdown: heading, the four-column table, and the machine-load line."""
+    lines = [heading, "", f"| figure | {columns[0]} | {columns[1]} | |", "| --- | --- | --- | --- |"]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
     lines += ["", _load_line(r)]
     return "\n".join(lines)
 
