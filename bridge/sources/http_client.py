@@ -13,6 +13,7 @@ import functools
 import ipaddress
 import socket
 import ssl
+import weakref
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -342,7 +343,8 @@ class SourceHttpClient:
         self._ssl = ssl_context
         self._slots = asyncio.Semaphore(limit)
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
-        self._open: set[_Connection] = set()
+        # Every live connection, for close(); one that is closed and dropped leaves by itself.
+        self._open: weakref.WeakSet[_Connection] = weakref.WeakSet()
 
     async def request(self, method: str, url: str, *, body: bytes | None = None,
                       headers: Mapping[str, str] | None = None, max_bytes: int) -> HttpResponse:
@@ -407,7 +409,6 @@ class SourceHttpClient:
                     conn.idle_timer.cancel()
                     conn.idle_timer = None
                 return conn
-            self._open.discard(conn)
         return None
 
     def _release(self, key: tuple[str, str, int], conn: _Connection) -> None:
@@ -439,8 +440,6 @@ class SourceHttpClient:
                     server_hostname=host if context is not None else None)
             except (OSError, ssl.SSLError):
                 continue
-            # The set keeps every connection reachable for close(); closed ones leave on reuse.
-            self._open = {c for c in self._open if not c.closed}
             self._open.add(conn)
             return conn
         raise ConnectError("The source could not be reached.")
