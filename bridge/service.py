@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -62,6 +63,9 @@ from common.errors import CodedError
 
 log = structlog.get_logger("llmwiki.bridge.service")
 
+# How many sources' recent path times a bridge keeps (for the fan-out's start order).
+PATH_TIMES_KEPT = 1024
+
 ENDPOINTS = {"health": "/health", "sources": "/sources", "agentCard": "/.well-known/agent-card.json",
              "messageSend": "/message:send", "mcp": "/mcp", "settings": "/settings",
              "settingsJson": "/settings.json", "settingsConfigJson": "/settings/config.json",
@@ -111,6 +115,8 @@ class BridgeService:
         self.settings_file_status = store.status if store else "disabled"
         self.http: SourceHttpClient | None = None
         self._io = IoLog()
+        # Each source's recent path time (seconds, smoothed), by protocol and URL: see start_order.
+        self._path_seconds: dict[tuple[str, str], float] = {}
 
     # ------------------------------------------------------------------ policies
 
@@ -465,13 +471,42 @@ class BridgeService:
 
         async def gather(index: int) -> SourceOutcome:
             source = selected[index]
+            started = time.perf_counter()
             if transport.io is None:
-                return await self._gather(transport, source, query, pre_bundles.get(index), plans.get(index))
-            with io_scope(source={"id": source.id, "name": source.name, "protocol": source.protocol}):
-                return await self._gather(transport, source, query, pre_bundles.get(index), plans.get(index))
+                outcome = await self._gather(transport, source, query, pre_bundles.get(index),
+                                             plans.get(index))
+            else:
+                with io_scope(source={"id": source.id, "name": source.name, "protocol": source.protocol}):
+                    outcome = await self._gather(transport, source, query, pre_bundles.get(index),
+                                                 plans.get(index))
+            self._note_path_time(source, time.perf_counter() - started)
+            return outcome
 
-        outcomes = await fan_out(range(len(selected)), gather, self.settings.fanout_concurrency)
+        limit = self.settings.fanout_concurrency
+        # Only when every source starts at once: beyond that, waves take sources in selected order.
+        order = self.start_order(selected) if len(selected) <= limit else None
+        outcomes = await fan_out(range(len(selected)), gather, limit, start_order=order)
         return await self._result(outcomes, request, steps, request_id, trace_id, transport)
+
+    def start_order(self, selected: list[SourceDescriptor]) -> list[int]:
+        """The order to start the sources' calls in: slowest first (as last seen), sources not seen
+        yet before any, ties in selected order. A run waits for its slowest source, and every call
+        started before that source's first one delays it: the bridge's writes, and on a small machine
+        the other sources' processes waking up first (about 1 ms for 3 sources here)."""
+        known = self._path_seconds
+        return sorted(range(len(selected)),
+                      key=lambda i: -known.get((selected[i].protocol, selected[i].url), math.inf))
+
+    def _note_path_time(self, source: SourceDescriptor, seconds: float) -> None:
+        known = self._path_seconds
+        key = (source.protocol, source.url)
+        last = known.get(key)
+        if last is None:
+            if len(known) >= PATH_TIMES_KEPT:
+                del known[next(iter(known))]  # the oldest entry
+            known[key] = seconds
+        else:
+            known[key] = (last + seconds) / 2  # smoothed: one odd call does not reorder the next run
 
     async def _discover(self, transport: SourceTransport, selected: list[SourceDescriptor],
                         intent: RetrievalIntent
