@@ -14,6 +14,7 @@ from pydantic_core import PydanticSerializationError
 
 from bridge.registry import SourceDescriptor, now_iso
 from bridge.sources.transport import SourceCallError
+from bridge.wire_json import WrittenDict
 from common.bridge_schemas import (
     BundleSourceRef,
     Citation,
@@ -143,9 +144,10 @@ def citations_from(payload: JsonObject, source: SourceDescriptor) -> list[Citati
     return citations
 
 
-def _graph_items(payload: JsonObject, source_id: str) -> tuple[list[JsonObject], list[JsonObject]]:
+def _graph_items(payload: JsonObject, source_id: str) -> tuple[list[JsonObject], list[JsonObject], bool]:
     """The source's graph nodes and edges in their wire form, ids namespaced by the source, every
-    field normalised to its type (the usual case, a non-empty string, skips the fallbacks)."""
+    field normalised to its type (the usual case, a non-empty string, skips the fallbacks), and
+    whether every edge joins two of the source's own nodes."""
     raw = as_object(payload.get("graph")) or payload
     prefix = source_id + ":"
     nodes: list[JsonObject] = []
@@ -173,6 +175,7 @@ def _graph_items(payload: JsonObject, source_id: str) -> tuple[list[JsonObject],
             "metadata": {**metadata, "connectionId": source_id} if isinstance(metadata, dict)
             else {"connectionId": source_id}})
     edges: list[JsonObject] = []
+    all_local = True
     for edge in as_list(raw.get("edges")):
         if not isinstance(edge, dict):
             continue
@@ -187,52 +190,69 @@ def _graph_items(payload: JsonObject, source_id: str) -> tuple[list[JsonObject],
         if type(relation) is not str or not relation:
             relation = _first_str(edge, "relation", "kind") or "related"
         metadata = edge.get("metadata")
+        source_local, target_local = source in local_ids, target in local_ids
+        all_local = all_local and source_local and target_local
         edges.append({
-            "source": prefix + source if source in local_ids else source,
-            "target": prefix + target if target in local_ids else target,
+            "source": prefix + source if source_local else source,
+            "target": prefix + target if target_local else target,
             "relation": relation,
             "metadata": {**metadata, "connectionId": source_id} if isinstance(metadata, dict)
             else {"connectionId": source_id}})
-    return nodes, edges
+    return nodes, edges, all_local
 
 
 def graph_from(payload: JsonObject, source_id: str) -> Graph:
     """The source's graph as models, validated in one call (a query answer carries a hundred nodes
     and edges or more)."""
-    nodes, edges = _graph_items(payload, source_id)
+    nodes, edges, _local = _graph_items(payload, source_id)
     return Graph.model_validate({"nodes": nodes, "edges": edges})
 
 
 @dataclass(frozen=True)
 class EvidenceGraph:
     """A run's graph kept in its wire form: the run only counts, merges and writes it, so building
-    a model per node and dumping each again would be wasted (`model()` gives the models)."""
+    a model per node and dumping each again would be wasted (`model()` gives the models).
+
+    `nodes_json` and `edges_json` are the lists' compact JSON, written as the source answered (for a
+    graph of one source, the slowest one's is then the only one written after its answer). A graph
+    with a `namespace` has node ids and edge ends all `<namespace>:...` and no repeated node id or
+    edge key, so such graphs of different colon-free namespaces never share a key."""
 
     nodes: list[JsonObject]
     edges: list[JsonObject]
+    nodes_json: Sequence[bytes | memoryview] | None = None
+    edges_json: Sequence[bytes | memoryview] | None = None
+    namespace: str | None = None
 
     def wire(self) -> JsonObject:
-        """Equal to `self.model().wire()`; the lists are shared, not copied."""
-        return {"nodes": self.nodes, "edges": self.edges}
+        """Equal to `self.model().wire()`; the lists are shared, not copied. With the lists' JSON at
+        hand, the dict carries it, so the answer's writer does not write them again."""
+        items = {"nodes": self.nodes, "edges": self.edges}
+        if self.nodes_json is None or self.edges_json is None:
+            return items
+        return WrittenDict(items, [b'{"nodes":', *self.nodes_json, b',"edges":', *self.edges_json, b"}"])
 
     def model(self) -> Graph:
         return Graph.model_validate({"nodes": self.nodes, "edges": self.edges})
 
 
 def evidence_graph(payload: JsonObject, source_id: str) -> EvidenceGraph:
-    """`graph_from` in wire form. Metadata is the source's own JSON; the rare one with a NaN or an
-    infinity (which the model's dump writes as null) or a lone surrogate goes through the model."""
-    nodes, edges = _graph_items(payload, source_id)
-    metadata = [item["metadata"] for item in nodes] + [item["metadata"] for item in edges]
+    """`graph_from` in wire form, with its lists' JSON. Metadata is the source's own JSON; the rare
+    one with a NaN or an infinity (which the model's dump writes as null) or a lone surrogate goes
+    through the model (so does, needlessly, a text that spells NaN or Infinity)."""
+    nodes, edges, all_local = _graph_items(payload, source_id)
     try:
-        text = pydantic_core.to_json(metadata, inf_nan_mode="constants")
-        plain = b"NaN" not in text and b"Infinity" not in text
+        nodes_json = pydantic_core.to_json(nodes, inf_nan_mode="constants")
+        edges_json = pydantic_core.to_json(edges, inf_nan_mode="constants")
+        plain = not any(b"NaN" in text or b"Infinity" in text for text in (nodes_json, edges_json))
     except PydanticSerializationError:
         plain = False
-    if plain:
-        return EvidenceGraph(nodes, edges)
-    wire = Graph.model_validate({"nodes": nodes, "edges": edges}).wire()
-    return EvidenceGraph(wire["nodes"], wire["edges"])
+    if not plain:
+        wire = Graph.model_validate({"nodes": nodes, "edges": edges}).wire()
+        return EvidenceGraph(wire["nodes"], wire["edges"])
+    unique = (len({node["id"] for node in nodes}) == len(nodes) and all_local
+              and len({(e["source"], e["target"], e["relation"]) for e in edges}) == len(edges))
+    return EvidenceGraph(nodes, edges, [nodes_json], [edges_json], source_id if unique else None)
 
 
 def evidence_from(payload: JsonObject, source: SourceDescriptor) -> SourceEvidence:
@@ -261,6 +281,10 @@ def merge_graphs(graphs: Sequence[Graph]) -> Graph:
 def merge_evidence_graphs(graphs: Sequence[EvidenceGraph]) -> EvidenceGraph:
     """`merge_graphs` for graphs in wire form: the first node per id, the first edge per
     (source, target, relation)."""
+    namespaces = [graph.namespace for graph in graphs]
+    if graphs and all(namespaces) and len(set(namespaces)) == len(namespaces) and not any(
+            ":" in name for name in namespaces if name):
+        return _joined(graphs)  # no key can repeat: every item is kept, in order
     all_nodes = [node for graph in graphs for node in graph.nodes]
     all_edges = [edge for graph in graphs for edge in graph.edges]
     # Without a repeated key a comprehension keeps every item in order; with one, the first wins.
@@ -275,6 +299,30 @@ def merge_evidence_graphs(graphs: Sequence[EvidenceGraph]) -> EvidenceGraph:
         for edge in all_edges:
             edges.setdefault((edge["source"], edge["target"], edge["relation"]), edge)
     return EvidenceGraph(list(nodes.values()), list(edges.values()))
+
+
+def _joined(graphs: Sequence[EvidenceGraph]) -> EvidenceGraph:
+    """Graphs with disjoint keys, one after the other; their lists' JSON joined when they all have it."""
+    nodes = [node for graph in graphs for node in graph.nodes]
+    edges = [edge for graph in graphs for edge in graph.edges]
+    parts = [(graph.nodes_json, graph.edges_json) for graph in graphs]
+    if any(nodes_json is None or edges_json is None for nodes_json, edges_json in parts):
+        return EvidenceGraph(nodes, edges)
+    return EvidenceGraph(nodes, edges, _joined_lists([p[0] for p in parts]),
+                         _joined_lists([p[1] for p in parts]))
+
+
+def _joined_lists(lists: Sequence[Sequence[bytes | memoryview] | None]) -> list[bytes | memoryview]:
+    """The JSON of the concatenated lists from each list's JSON (`[a,b]` and `[c]` give `[a,b,c]`)."""
+    inner = [memoryview(b"".join(parts))[1:-1] for parts in lists if parts is not None]
+    joined: list[bytes | memoryview] = [b"["]
+    for items in inner:
+        if len(items):
+            if len(joined) > 1:
+                joined.append(b",")
+            joined.append(items)
+    joined.append(b"]")
+    return joined
 
 
 def dedupe_citations(groups: Sequence[Sequence[Citation]]) -> list[Citation]:

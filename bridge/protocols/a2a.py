@@ -10,6 +10,7 @@ from aiohttp import web
 
 from bridge.artifact import ARTIFACT_NAME, as_list, as_object
 from bridge.service import BridgeService, RunError
+from bridge.wire_json import answer_response
 from common import a2a
 from common.a2a import CARD_PATH, INPUT_MODES, JSONRPC_PATH, OUTPUT_MODES
 from common.errors import CodedError, json_response
@@ -213,15 +214,16 @@ def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf) -> li
             return json_response({**exc.body(), "requestId": request_id, "traceId": trace_id},
                                  status=exc.status)
         service = service_of(request)
+        # Run answers go through answer_response: parts written while sources answered are reused.
         if is_jsonrpc(body):
-            return json_response(await dispatch(service, body, request_id, trace_id, SEND_PATH))
+            return answer_response(await dispatch(service, body, request_id, trace_id, SEND_PATH))
         if not is_send_message_request(body, request.headers.get("A2A-Version")):
-            return json_response(await service.run(body, request_id, trace_id, inbound=SEND_PATH))
+            return answer_response(await service.run(body, request_id, trace_id, inbound=SEND_PATH))
         try:
             envelope = await service.run(body, request_id, trace_id, inbound=SEND_PATH)
         except RunError as exc:
             return json_response(rest_error(exc), status=exc.status)
-        return json_response({"task": task_of(envelope, body["message"])})
+        return answer_response({"task": task_of(envelope, body["message"])})
 
     async def jsonrpc(request: web.Request) -> web.Response:
         request_id, trace_id = request[REQUEST_ID], trace_id_of(request)
@@ -229,7 +231,7 @@ def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf) -> li
             payload = await body_of(request)
         except CodedError:
             return json_response(a2a.rpc_error(None, a2a.PARSE_ERROR, "Parse error"))
-        return json_response(await dispatch(service_of(request), payload, request_id, trace_id))
+        return answer_response(await dispatch(service_of(request), payload, request_id, trace_id))
 
     return [web.get(CARD_PATH, card, allow_head=False), web.post(SEND_PATH, send),
             web.post(JSONRPC_PATH, jsonrpc)]

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from bridge import artifact
+from bridge import artifact, wire_json
 from bridge.registry import normalize_inline
+from bridge.wire_json import WrittenDict, answer_body
 from common import errors
 from common.bridge_schemas import Graph, GraphEdge, GraphNode
 from common.errors import json_body, json_bytes
@@ -200,3 +201,70 @@ def test_http_answers_hold_the_same_json_values() -> None:
         assert json.loads(json_body(payload)) == json.loads(_stdlib(payload)), payload
     assert json_body({"score": 1.5}) == _stdlib({"score": 1.5})
     assert json_body({"q": "a\ud800b"}) == b'{"q":"a\\ud800b"}'  # the ASCII fallback still holds
+
+
+def _graphs(seed: int, ids: list[str]) -> list[artifact.EvidenceGraph]:
+    rng = random.Random(seed)
+    return [artifact.evidence_graph(_odd_graph(rng), source_id) for source_id in ids]
+
+
+@pytest.mark.parametrize("ids", [["kb-0", "kb-1", "kb-2"], ["kb-0", "kb-0"], ["a", "a:b"], ["kb-0"], []])
+@pytest.mark.parametrize("seed", range(30))
+def test_merged_graphs_written_ahead_equal_the_plain_merge_and_writer(seed: int, ids: list[str]) -> None:
+    """Graphs of distinct colon-free namespaces are joined, their JSON too; repeated or colon
+    namespaces, repeated keys and edges to other sources' nodes take the keyed merge."""
+    graphs = _graphs(seed, ids)
+    merged = artifact.merge_evidence_graphs(graphs)
+    plain = artifact.merge_graphs([g.model() for g in graphs]).wire()
+    wire = merged.wire()
+    assert _same_json(dict(wire), plain)
+    assert answer_body(wire) == json_body(dict(wire))
+    for graph in graphs:
+        assert answer_body(graph.wire()) == json_body(dict(graph.wire()))
+
+
+def _serve_graph(label: str = "P") -> dict[str, Any]:
+    nodes = [{"id": f"page:{i}", "label": f"{label}{i}", "kind": "page", "path": f"{i}.md",
+              "metadata": {"review_state": "approved", "score": 0.25, "okf": {}}} for i in range(5)]
+    edges = [{"source": f"page:{i}", "target": f"page:{i + 1}", "relation": "links", "metadata": {}}
+             for i in range(4)]
+    return {"graph": {"nodes": nodes, "edges": edges}}
+
+
+def test_a_serve_shaped_graph_is_written_ahead_and_joined() -> None:
+    nodes = _serve_graph()["graph"]["nodes"]
+    graphs = [artifact.evidence_graph(_serve_graph(), f"kb-{i}") for i in range(3)]
+    assert all(g.namespace == f"kb-{i}" and g.nodes_json is not None for i, g in enumerate(graphs))
+    merged = artifact.merge_evidence_graphs(graphs)
+    assert isinstance(merged.wire(), WrittenDict) and len(merged.nodes) == 15 and len(merged.edges) == 12
+    assert answer_body(merged.wire()) == json_body(dict(merged.wire()))
+    # an edge to another source's node, or a repeated node id, takes the keyed merge
+    outward = artifact.evidence_graph({"graph": {"nodes": nodes, "edges": [
+        {"source": "page:0", "target": "kb-0:page:1", "relation": "links"}]}}, "kb-9")
+    repeated = artifact.evidence_graph({"graph": {"nodes": nodes + nodes[:1], "edges": []}}, "kb-8")
+    assert outward.namespace is None and repeated.namespace is None
+    for odd in (outward, repeated):
+        mixed = artifact.merge_evidence_graphs([*graphs, odd])
+        assert mixed.wire() == artifact.merge_graphs([g.model() for g in (*graphs, odd)]).wire()
+
+
+def test_answers_with_written_parts_are_byte_for_byte_the_plain_writer() -> None:
+    graph = artifact.merge_evidence_graphs([artifact.evidence_graph(_serve_graph(), "kb-0"),
+                                            artifact.evidence_graph(_serve_graph("é 中文 \u2028"), "kb-1")])
+    wire = graph.wire()
+    assert isinstance(wire, WrittenDict)
+    result = {"answer": "a", "citations": [{"id": "c"}] * 3, "graph": wire, "steps": [{"id": "s"}] * 3}
+    task = artifact.task_envelope("a", result, "r", "t")
+    forms = [task, {"task": {"artifacts": [{"parts": [{"data": result}, {"text": "a"}]}]}},
+             {"jsonrpc": "2.0", "id": 1, "result": {"task": {"artifacts": [{"parts": [{"data": result}]}]}}},
+             {"one": wire, "two": wire}, [wire], wire]
+    for payload in forms:
+        assert answer_body(payload) == json_body(json.loads(json_body(payload)))
+    assert task["artifacts"][0]["parts"][0]["data"]["graph"] is wire  # left as it was
+    # the placeholder spelt by a value, or a value only the fallback writers can write
+    token = wire_json._TOKEN + "0"
+    for odd in (token, "a\ud800b", float("nan")):
+        payload = {"x": odd, "graph": wire}
+        assert answer_body(payload) == json_body(payload)
+        assert payload["graph"] is wire
+    assert answer_body({"plain": [1, 2.5, None]}) == json_body({"plain": [1, 2.5, None]})

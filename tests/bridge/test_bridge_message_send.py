@@ -6,9 +6,12 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from bridge import wire_json
+from common.errors import json_body
 from tests.support.bridge_sources import BridgeFactory, Client, source
 
 QUESTION = "How do we ship a hotfix release?"
@@ -407,3 +410,32 @@ def test_the_default_mode_must_be_a_mode() -> None:
             assert "defaultOrchestrationMode" in str(exc)
         else:
             raise AssertionError(f"{wrong!r} was accepted")
+
+
+async def test_answers_are_what_the_plain_writer_writes(bridge_client: BridgeFactory, serve_url: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graph's JSON is written per source as it answers and spliced into the answer: the bytes
+    are still those of writing the whole answer at once, in every request form."""
+    written_whole: list[Any] = []
+
+    def whole(payload: Any) -> bytes:
+        written_whole.append(payload)
+        return json_body(payload)
+
+    monkeypatch.setattr(wire_json, "json_body", whole)
+    client = await bridge_client()
+    sources = [source("wiki-a", serve_url), source("wiki-b", serve_url)]
+    data = {"query": QUESTION, "orchestrationMode": "evidence-only", "knowledgeSources": sources}
+    message = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": QUESTION}]}
+    for body in ({"data": data},
+                 {"message": message, "metadata": {}, "configuration": {}, **{k: v for k, v in data.items()
+                                                                                if k != "query"}},
+                 {"jsonrpc": "2.0", "id": 7, "method": "message/send",
+                  "params": {"message": {"kind": "message", "messageId": "m-2", "role": "user",
+                                         "parts": [{"kind": "data", "data": data}]}}}):
+        response = await client.post("/message:send", json=body)
+        raw = await response.read()
+        assert response.status == 200, raw[:300]
+        assert raw == json_body(json.loads(raw))
+        assert b'"wiki-b:' in raw and b'"graph":{"nodes":[{' in raw
+        assert written_whole == []  # the graph was spliced in, not written again
