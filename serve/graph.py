@@ -486,123 +486,125 @@ def approved_view(nodes: list[Node], edges: list[Edge], pages: Sequence[Page],
     return GraphView(visible, kept_edges, base_meta)
 
 
-def evidence_graph(pages: Sequence[Page], fragments: Sequence[Fragment], lookup: dict[str, Page],
-                   position_of: dict[str, int], incoming: dict[str, list[int]],
-                   facts: dict[str, list[SidecarFact]],
-                   seeds: Sequence[Page], *, approved_only: bool, limit: int,
-                   owner: dict[str, str]) -> tuple[list[Node], list[Edge]]:
-    """The depth-1 neighbourhood of evidence pages, built from the pages themselves rather
-    than the whole graph (which a large folder takes seconds and tens of MB to build):
-    each page's headings, source refs, tags and links, the visible pages linking to it and
-    the sidecar facts that touch it. Nodes equal those of the filtered whole graph: a
-    shared node carries the path of the first visible page that has it (`owner`).
+class SeedItems(NamedTuple):
+    """What one evidence page adds to a context pack's graph, in graph order. Kept per page
+    by a snapshot, so it is flat: `pairs` alternates a node and the edge to it (its
+    headings, OKF members, source refs and tags, its links, the visible pages linking to
+    it); `facts` holds the sidecar facts touching it as (end nodes, edge), with no edge when
+    the other end is withheld."""
 
-    At most `limit` nodes (first come, first kept) and `limit` edges, each edge between
-    two kept nodes. This runs on every context pack, so it is one flat loop: a node is
-    built only when it is kept, and the walk stops once both bounds are reached."""
+    own: Node
+    pairs: tuple[Node | Edge, ...]
+    facts: tuple[tuple[tuple[Node, ...], Edge | None], ...]
+
+
+def seed_items(page: Page, fragment: Fragment, lookup: dict[str, Page], incoming: Iterable[Page],
+               facts: Sequence[SidecarFact], *, approved_only: bool, owner: dict[str, str],
+               page_node: Callable[[Page], Node]) -> SeedItems:
+    """A page's own node and its depth-1 neighbourhood, independent of the other evidence
+    pages (merge_seeds() applies the bounds). `page_node` gives the snapshot's node of a
+    page, shared by every page that links to it."""
     new = tuple.__new__  # Node(...) and Edge(...) without the Python-level constructor
+    pid = f"page:{page.id}"
+    path = page.path
+    pairs: list[Node | Edge] = []
+    n_headings = len(page.headings)
+    # An OKF page's own members sit between its headings and its (plain) source refs.
+    members = okf_members(page) if page.okf_json else []
+    refs = plain_refs(page)
+    n_okf = n_headings + len(members)
+    n_refs = n_okf + len(refs)
+    for i, nid in enumerate(fragment.member_ids):  # headings, OKF, source refs, tags
+        edge_meta: dict[str, Any] | None = None
+        if n_headings <= i < n_okf:
+            _, label, kind, relation, node_meta, edge_meta = members[i - n_headings]
+            node = new(Node, (nid, label, kind, owner.get(nid, path), node_meta))
+        else:
+            if i < n_headings:
+                label, kind, relation = page.headings[i], "heading", "contains"
+            elif i < n_refs:
+                label, kind, relation = refs[i - n_okf], "source_ref", "cites"
+            else:
+                label, kind, relation = page.tags[i - n_refs].lstrip("#"), "tag", "tagged"
+            node = new(Node, (nid, label, kind, owner.get(nid, path), None))
+        pairs += (node, new(Edge, (pid, nid, relation, edge_meta)))
+    for link_key, raw in zip(fragment.link_keys, page.links, strict=True):
+        target = lookup.get(link_key) if link_key else None
+        meta: dict[str, Any] | None = None
+        if target is not None:
+            if approved_only and not target.approved:
+                continue
+            node = page_node(target)
+        else:
+            node = unresolved_node(raw, path, "wikilink")
+            node = node._replace(path=owner.get(node.id, path))
+            meta = UNRESOLVED_LINK
+        pairs += (node, new(Edge, (pid, node.id, "links_to", meta)))
+    for source in incoming:
+        if approved_only and not source.approved:
+            continue
+        node = page_node(source)
+        pairs += (node, new(Edge, (node.id, pid, "links_to", None)))
+    fact_items: list[tuple[tuple[Node, ...], Edge | None]] = []
+    for sidecar_path, fact, ends in facts:
+        ends_nodes: list[Node] = []
+        for value, end in zip((fact.source, fact.target), ends, strict=True):
+            if end is None:
+                node = unresolved_node(value, path, "graph.json")
+                ends_nodes.append(node._replace(path=owner.get(node.id, path)))
+            elif end.approved or not approved_only:
+                ends_nodes.append(page_node(end))
+            else:
+                # A withheld end: no edge, but an end already listed is still shown.
+                if ends_nodes:
+                    fact_items.append((tuple(ends_nodes), None))
+                break
+        else:
+            fact_meta: dict[str, Any] = {"source": "graph.json", "path": sidecar_path}
+            if fact.confidence is not None:
+                fact_meta["confidence"] = fact.confidence
+            edge = new(Edge, (ends_nodes[0].id, ends_nodes[1].id, canonical_relation(fact.type), fact_meta))
+            fact_items.append((tuple(ends_nodes), edge))
+    return SeedItems(page_node(page), tuple(pairs), tuple(fact_items))
+
+
+def merge_seeds(seeds: Sequence[SeedItems], limit: int) -> tuple[list[Node], list[Edge]]:
+    """The evidence pages' nodes first, then each page's items in order: at most `limit`
+    nodes (first come, first kept) and `limit` edges, each edge between two kept nodes. A
+    shared node keeps the first page's version (its path is the first visible owner's).
+    This runs on every context pack, so it is flat loops over ready-made items that stop
+    once both bounds are reached."""
     nodes: dict[str, Node] = {}
     edges: dict[tuple[str, str, str], Edge] = {}
-    for page in seeds:
-        pid = f"page:{page.id}"
-        if pid not in nodes and len(nodes) < limit:
-            nodes[pid] = new(Node, (pid, page.title, page.role, page.path, page))
-    for page in seeds:
+    for seed in seeds:
+        if seed.own.id not in nodes and len(nodes) < limit:
+            nodes[seed.own.id] = seed.own
+    for seed in seeds:
         if len(nodes) >= limit and len(edges) >= limit:
             break  # nothing more can be added
-        pid = f"page:{page.id}"
-        position = position_of.get(page.path)
-        if position is None or pid not in nodes:
+        if seed.own.id not in nodes:
             continue  # a seed cut by the bound: the bound is reached, so it adds nothing
-        path = page.path
-        fragment = fragments[position]
-        n_headings = len(page.headings)
-        # An OKF page's own members sit between its headings and its (plain) source refs.
-        members = okf_members(page) if page.okf_json else []
-        refs = plain_refs(page)
-        n_okf = n_headings + len(members)
-        n_refs = n_okf + len(refs)
-        for i, nid in enumerate(fragment.member_ids):  # headings, OKF, source refs, tags
-            edge_meta: dict[str, Any] | None = None
-            if n_headings <= i < n_okf:
-                _, label, kind, relation, node_meta, edge_meta = members[i - n_headings]
-                if nid not in nodes:
-                    if len(nodes) >= limit:
-                        continue
-                    nodes[nid] = new(Node, (nid, label, kind, owner.get(nid, path), node_meta))
-            elif nid not in nodes:
-                if len(nodes) >= limit:
-                    continue
-                if i < n_headings:
-                    label, kind = page.headings[i], "heading"
-                elif i < n_refs:
-                    label, kind = refs[i - n_okf], "source_ref"
-                else:
-                    label, kind = page.tags[i - n_refs].lstrip("#"), "tag"
-                nodes[nid] = new(Node, (nid, label, kind, owner.get(nid, path), None))
-            if len(edges) < limit:
-                if edge_meta is None:
-                    relation = "contains" if i < n_headings else "cites" if i < n_refs else "tagged"
-                key = (pid, nid, relation)
-                if key not in edges:
-                    edges[key] = new(Edge, (pid, nid, relation, edge_meta))
-        for link_key, raw in zip(fragment.link_keys, page.links, strict=True):
-            target = lookup.get(link_key) if link_key else None
-            if target is not None:
-                if approved_only and not target.approved:
-                    continue
-                nid = f"page:{target.id}"
-                if nid not in nodes:
-                    if len(nodes) >= limit:
-                        continue
-                    nodes[nid] = new(Node, (nid, target.title, target.role, target.path, target))
-                meta: dict[str, Any] | None = None
-            else:
-                node = unresolved_node(raw, path, "wikilink")
-                nid = node.id
-                if nid not in nodes:
-                    if len(nodes) >= limit:
-                        continue
-                    nodes[nid] = node._replace(path=owner.get(nid, path))
-                meta = UNRESOLVED_LINK
-            if len(edges) < limit:
-                key = (pid, nid, "links_to")
-                if key not in edges:
-                    edges[key] = new(Edge, (pid, nid, "links_to", meta))
-        for source_index in incoming.get(path, ()):
-            source = pages[source_index]
-            if approved_only and not source.approved:
-                continue
-            nid = f"page:{source.id}"
+        pairs = seed.pairs
+        for at in range(0, len(pairs), 2):
+            nid = pairs[at][0]
             if nid not in nodes:
                 if len(nodes) >= limit:
                     continue
-                nodes[nid] = new(Node, (nid, source.title, source.role, source.path, source))
+                nodes[nid] = pairs[at]  # type: ignore[assignment]  # even slots hold nodes
             if len(edges) < limit:
-                key = (nid, pid, "links_to")
+                edge = pairs[at + 1]
+                key = edge[:3]
                 if key not in edges:
-                    edges[key] = new(Edge, (nid, pid, "links_to", None))
-        for sidecar_path, fact, ends in facts.get(path, ()):
-            ids = []
-            for value, end in zip((fact.source, fact.target), ends, strict=True):
-                if end is None:
-                    node = unresolved_node(value, path, "graph.json")
-                    node = node._replace(path=owner.get(node.id, path))
-                elif end.approved or not approved_only:
-                    node = new(Node, (f"page:{end.id}", end.title, end.role, end.path, end))
-                else:
-                    break
+                    edges[key] = edge  # type: ignore[assignment]  # odd slots hold edges
+        for ends, fact_edge in seed.facts:
+            for node in ends:
                 if node.id not in nodes:
                     if len(nodes) >= limit:
                         break
                     nodes[node.id] = node
-                ids.append(node.id)
-            if len(ids) == 2 and len(edges) < limit:
-                fact_meta: dict[str, Any] = {"source": "graph.json", "path": sidecar_path}
-                if fact.confidence is not None:
-                    fact_meta["confidence"] = fact.confidence
-                relation = canonical_relation(fact.type)
-                edges.setdefault((ids[0], ids[1], relation), new(Edge, (ids[0], ids[1], relation, fact_meta)))
+            else:
+                if fact_edge is not None and len(edges) < limit:
+                    edges.setdefault(fact_edge[:3], fact_edge)
     return list(nodes.values()), list(edges.values())
 
 

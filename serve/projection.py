@@ -15,17 +15,19 @@ from serve.graph import (
     Fragment,
     GraphView,
     Node,
+    SeedItems,
     SidecarFact,
     SidecarFile,
     approved_view,
     build_graph,
     build_lookup,
     canonical_relation,
-    evidence_graph,
     first_owners,
     graph_counts,
     incoming_links,
     lookup_key,
+    merge_seeds,
+    seed_items,
     sidecar_facts,
     slug,
 )
@@ -78,6 +80,9 @@ def orientation_order(pages: Iterable[Page]) -> list[Page]:
 # Derived snapshots remember this many steps back which pages each step replaced, so whatever
 # was synced to an ancestor (the search index) can catch up with just those pages.
 LINEAGE_DEPTH = 32
+# Evidence pages whose graph items a snapshot keeps (about 25 items, ~3 KB, a page): the
+# pages agents' questions keep landing on.
+EVIDENCE_PAGES = 4096
 _SERIALS = itertools.count(1)
 
 
@@ -175,7 +180,8 @@ class Projection:
                 approved[approved_position[page.path]] = page
         nxt = object.__new__(Projection)
         nxt.__dict__.update(self.__dict__)
-        for key in ("_ordered_all", "_ordered_approved", "_entry_all", "_entry_approved", "memo"):
+        for key in ("_ordered_all", "_ordered_approved", "_entry_all", "_entry_approved", "memo",
+                    "_evidence_all", "_evidence_approved", "_page_nodes"):
             nxt.__dict__.pop(key, None)  # they hold page objects or what was made from them
         nxt.pages = tuple(pages)
         nxt.fragments = tuple(fragments)
@@ -235,11 +241,36 @@ class Projection:
         """The neighbourhood of the evidence pages, for a context pack."""
         if limit <= 0 or not seeds:
             return GraphView([], [], self.base_meta)
-        nodes, edges = evidence_graph(self.pages, self.fragments, self.lookup, self.position,
-                                      self.incoming, self.facts, seeds,
-                                      approved_only=not include_drafts, limit=limit,
-                                      owner=self.owners(include_drafts))
+        key = "_evidence_all" if include_drafts else "_evidence_approved"
+        memo: dict[str, SeedItems] | None = self.__dict__.get(key)
+        if memo is None or len(memo) >= EVIDENCE_PAGES:  # bounded: start over rather than track use
+            memo = self.__dict__[key] = {}
+        parts = []
+        for page in seeds:
+            found = memo.get(page.path)
+            if found is None:
+                position = self.position.get(page.path)
+                if position is None:  # not a page of this snapshot: only its own node
+                    found = SeedItems(self.page_node(page), (), ())
+                else:
+                    pages = self.pages
+                    found = memo[page.path] = seed_items(
+                        page, self.fragments[position], self.lookup,
+                        (pages[i] for i in self.incoming.get(page.path, ())),
+                        self.facts.get(page.path, ()), approved_only=not include_drafts,
+                        owner=self.owners(include_drafts), page_node=self.page_node)
+            parts.append(found)
+        nodes, edges = merge_seeds(parts, limit)
         return GraphView(nodes, edges, self.base_meta, self.page_json)
+
+    def page_node(self, page: Page) -> Node:
+        """The graph node of a page of this snapshot (made once: evidence items share it)."""
+        nodes: dict[str, Node] = self.__dict__.setdefault("_page_nodes", {})
+        node = nodes.get(page.path)
+        if node is None or node[4] is not page:
+            node = nodes[page.path] = tuple.__new__(Node, (f"page:{page.id}", page.title, page.role,
+                                                            page.path, page))
+        return node
 
     @cached_property
     def page_json(self) -> dict[str, str]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import serve.projection as projection_module
 from serve.folder import FolderMirror
 from serve.graph import (
     UNRESOLVED_LINK,
@@ -163,8 +164,14 @@ def _all_folders(edge_cases: Path) -> list[Path]:
     return [*FOLDERS, edge_cases]
 
 
+@pytest.mark.parametrize("kept_pages", [None, 2], ids=["kept", "started-over"])
 @pytest.mark.parametrize("include_drafts", [False, True], ids=["approved", "drafts"])
-def test_evidence_graph_equals_the_reference(edge_cases: Path, include_drafts: bool) -> None:
+def test_evidence_graph_equals_the_reference(edge_cases: Path, include_drafts: bool, kept_pages: int | None,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snapshots keep each evidence page's items; a full store starts over. Either way every
+    graph equals the reference, whichever graphs were made before it."""
+    if kept_pages is not None:
+        monkeypatch.setattr(projection_module, "EVIDENCE_PAGES", kept_pages)
     for root in _all_folders(edge_cases):
         p = _projection(root)
         for seeds in seed_sets(p):
@@ -172,6 +179,9 @@ def test_evidence_graph_equals_the_reference(edge_cases: Path, include_drafts: b
                 view = p.evidence_graph(seeds, include_drafts, limit)
                 expected = reference_evidence_graph(p, seeds, include_drafts, limit)
                 assert (view.nodes, view.edges) == expected, (root.name, limit, [s.path for s in seeds])
+        kept = p.__dict__["_evidence_all" if include_drafts else "_evidence_approved"]
+        most = len(p.pages) if kept_pages is None else kept_pages + max(len(s) for s in seed_sets(p))
+        assert 0 < len(kept) <= most
 
 
 @pytest.mark.parametrize("include_drafts", [False, True], ids=["approved", "drafts"])
