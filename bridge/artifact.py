@@ -255,7 +255,9 @@ def evidence_graph(payload: JsonObject, source_id: str) -> EvidenceGraph:
     return EvidenceGraph(nodes, edges, [nodes_json], [edges_json], source_id if unique else None)
 
 
-def evidence_from(payload: JsonObject, source: SourceDescriptor) -> SourceEvidence:
+def evidence_from(payload: JsonObject, source: SourceDescriptor,
+                  graph: EvidenceGraph | None = None) -> SourceEvidence:
+    """`graph` is the payload's `evidence_graph`, when it was made already."""
     orientation = []
     for item in as_list(payload.get("orientation")):
         if isinstance(item, dict):
@@ -263,7 +265,8 @@ def evidence_from(payload: JsonObject, source: SourceDescriptor) -> SourceEviden
                                         _str(_first(item, "id", "page_id", "pageId"))))
     return SourceEvidence(
         wiki_title=_str(_first(payload, "wiki_title", "wikiTitle", "title")) or source.name,
-        citations=citations_from(payload, source), graph=evidence_graph(payload, source.id),
+        citations=citations_from(payload, source),
+        graph=graph if graph is not None else evidence_graph(payload, source.id),
         orientation=[o for o in orientation if o])
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from common.bridge_schemas import Diagnostic, Observation
 
@@ -148,20 +149,36 @@ def map_guidance(raw: Any, *, snake: bool, where: str = "retrievalGuidance") -> 
             "exactIdentifiers": identifiers, "fallbackModes": modes}
 
 
-def guidance_diagnostic(payload: dict[str, Any], advertised: bool, subject: str,
-                        protocol: str) -> Diagnostic | None:
-    """A warning when a guided source sends no guidance, or any source sends guidance that is not
-    the closed shape (it is then dropped whole). Valid guidance needs no note."""
+@dataclass(frozen=True)
+class GuidanceCheck:
+    """A source payload's retrieval guidance: `absent`, `valid`, or `omitted` (dropped) and why."""
+
+    state: Literal["absent", "valid", "omitted"]
+    reason: str = ""
+
+
+def check_guidance(payload: dict[str, Any]) -> GuidanceCheck:
     if "retrieval_guidance" not in payload:
-        if not advertised:
-            return None
+        return GuidanceCheck("absent")
+    try:
+        map_guidance(payload["retrieval_guidance"], snake=True, where="retrieval_guidance")
+    except GuidanceError as exc:
+        return GuidanceCheck("omitted", str(exc))
+    return GuidanceCheck("valid")
+
+
+def guidance_diagnostic(payload: dict[str, Any], advertised: bool, subject: str, protocol: str,
+                        check: GuidanceCheck | None = None) -> Diagnostic | None:
+    """A warning when a guided source sends no guidance, or any source sends guidance that is not
+    the closed shape (it is then dropped whole). Valid guidance needs no note. `check` is the
+    payload's `check_guidance`, when it was made already."""
+    check = check if check is not None else check_guidance(payload)
+    if check.state == "valid" or (check.state == "absent" and not advertised):
+        return None
+    if check.state == "absent":
         state, reason = "absent", "The source advertises guided lexical retrieval but sent no guidance."
     else:
-        try:
-            map_guidance(payload["retrieval_guidance"], snake=True, where="retrieval_guidance")
-            return None
-        except GuidanceError as exc:
-            state, reason = "omitted", str(exc)
+        state, reason = "omitted", check.reason
     return Diagnostic(
         severity="warning", scope="source", phase="retrieval", protocol=protocol, subject=subject,
         retryable=False, observations=[Observation(name="guidance", value=state),

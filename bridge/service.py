@@ -17,7 +17,7 @@ from bridge import artifact, audit
 from bridge.answer import RUNTIME_STEP_ID, RUNTIME_STEP_LABEL, RuntimeAnswer, runtime_answer
 from bridge.artifact import EvidenceGraph, SourceEvidence, safe_id, safe_trace_text, step
 from bridge.fanout import fan_out
-from bridge.guidance import guidance_diagnostic
+from bridge.guidance import GuidanceCheck, check_guidance, guidance_diagnostic
 from bridge.iolog import IoLog, current_scope, io_scope
 from bridge.policy import CorsPolicy, SourcePolicy
 from bridge.prompt import AnsweredSource
@@ -54,7 +54,7 @@ from bridge.settings import (
     parse_source_origins,
 )
 from bridge.settings_store import SettingsFileError, SettingsStore
-from bridge.sources.client import client_for
+from bridge.sources.client import SourceClient, client_for
 from bridge.sources.http_client import SourceHttpClient
 from bridge.sources.http_source import BundleRead
 from bridge.sources.transport import SourceCallError, SourceTransport
@@ -548,15 +548,23 @@ class BridgeService:
         bundle_diagnostic: Diagnostic | None = None
         client = client_for(transport, source)
         read = client.adopt(pre_bundle)
-        bundle_task: asyncio.Task[BundleRead] | None = None
+        bundle: SourceBundle | None = None
+        bundle_task: asyncio.Task[tuple[BundleRead, SourceBundle | None]] | None = None
         if read is None and client.reads_bundle():
             # The query does not need the bundle: both go out at once.
-            bundle_task = asyncio.create_task(client.bundle())
+            bundle_task = asyncio.create_task(self._read_bundle(client, source))
         failure: SourceCallError | None = None
         payload: dict[str, Any] = {}
+        early: list[tuple[dict[str, Any], EvidenceGraph, GuidanceCheck]] = []
+
+        def prepare(context: dict[str, Any]) -> None:
+            # Search augmentation only adds evidence items: the graph and the guidance check are
+            # made while the searches are out (for the slowest source, off the run's critical path).
+            early.append((context, artifact.evidence_graph(context, source.id), check_guidance(context)))
+
         try:
             payload = await client.run_context(query, plan.fields if plan is not None else {},
-                                               plan.fallback if plan is not None else None)
+                                               plan.fallback if plan is not None else None, prepare=prepare)
         except SourceCallError as exc:
             failure = exc
         except BaseException:  # cancelled (or a bug): the bundle read goes too
@@ -564,9 +572,10 @@ class BridgeService:
                 bundle_task.cancel()
             raise
         if bundle_task is not None:
-            read = await bundle_task  # bounded by the timeout; never raises for a source
+            read, bundle = await bundle_task  # bounded by the timeout; never raises for a source
         if read is not None and read.attempted:
-            bundle_diagnostic = self._bundle_step(outcome, read, source, tool, label, client.bundle_kind)
+            bundle_diagnostic = self._bundle_step(outcome, read, source, tool, label, client.bundle_kind,
+                                                  bundle)
         if failure is not None:
             log.warning("source_failed", source=sid, error=failure.message)
             if bundle_diagnostic is not None:
@@ -582,13 +591,14 @@ class BridgeService:
             tool.latency_ms = round((time.perf_counter() - started) * 1000)
             outcome.failed = True
             return outcome
-        evidence = artifact.evidence_from(payload, source)
+        graph, check = (early[0][1], early[0][2]) if early and early[0][0] is payload else (None, None)
+        evidence = artifact.evidence_from(payload, source, graph)
         outcome.evidence = evidence
         caps = set(source.capabilities) | set(artifact.bundle_capabilities(payload))
         if outcome.bundle is not None:
             caps |= set(outcome.bundle.capabilities or ())
         caps |= set(client.run_capabilities())
-        guidance_note = guidance_diagnostic(payload, GUIDED_LEXICAL in caps, sid, source.protocol)
+        guidance_note = guidance_diagnostic(payload, GUIDED_LEXICAL in caps, sid, source.protocol, check)
         if guidance_note is not None:
             outcome.diagnostics.append(guidance_note)
         tool.status = "done"
@@ -599,15 +609,25 @@ class BridgeService:
         tool.latency_ms = round((time.perf_counter() - started) * 1000)
         return outcome
 
+    @staticmethod
+    async def _read_bundle(client: SourceClient, source: SourceDescriptor
+                           ) -> tuple[BundleRead, SourceBundle | None]:
+        """The bundle read, and its metadata made as soon as it arrives (not after the source's
+        last answer)."""
+        read = await client.bundle()
+        return read, artifact.source_bundle(read.raw, source) if read.raw is not None else None
+
     def _bundle_step(self, outcome: SourceOutcome, read: BundleRead, source: SourceDescriptor,
-                     tool: TraceStep, label: str, kind: str) -> Diagnostic | None:
-        """The `source-manifest-*` step for a bundle read; its diagnostic when the read failed."""
+                     tool: TraceStep, label: str, kind: str,
+                     bundle: SourceBundle | None = None) -> Diagnostic | None:
+        """The `source-manifest-*` step for a bundle read (`bundle`: its metadata, if made already);
+        its diagnostic when the read failed."""
         sid = safe_id(source.id)
         manifest_step = step(f"source-manifest-{sid}", f"Read {label} source bundle", "done",
                              parent_id=tool.id, connection_id=source.id)
         outcome.steps.append(manifest_step)
         if read.raw is not None:
-            outcome.bundle = artifact.source_bundle(read.raw, source)
+            outcome.bundle = bundle if bundle is not None else artifact.source_bundle(read.raw, source)
             manifest_step.detail = ("Read safe manifest metadata." if read.endpoint == "manifest"
                                     else f"Read safe{kind} source bundle metadata.")
             return None

@@ -12,7 +12,7 @@ import structlog
 
 from bridge.artifact import safe_id
 from bridge.registry import SourceDescriptor
-from bridge.sources.client import SourceClient, register_client
+from bridge.sources.client import Prepare, SourceClient, register_client
 from bridge.sources.http_source import BundleRead
 from bridge.sources.transport import SourceCallError, SourceTransport, call_json, endpoint_url
 
@@ -202,9 +202,10 @@ class A2aSourceClient(SourceClient):
         self.card = discovered.raw if discovered is not None else None
         return None
 
-    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None
-                          ) -> dict[str, Any]:
-        """A2A forwards the intent itself, in camelCase, and takes no `limit`."""
+    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None, *,
+                          prepare: Prepare | None = None) -> dict[str, Any]:
+        """A2A forwards the intent itself, in camelCase, and takes no `limit` (and augments nothing,
+        so `prepare` is not needed)."""
         body: dict[str, Any] = {"query": query}
         retrieval = forwarded_retrieval(fields, fallback) if fallback is not None else None
         if retrieval is not None:

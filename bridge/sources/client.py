@@ -4,7 +4,7 @@ tools ask of a Knowledge Source."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -13,6 +13,9 @@ from bridge.registry import SourceDescriptor
 from bridge.sources import http_source
 from bridge.sources.http_source import BundleRead
 from bridge.sources.transport import SourceCallError, SourceTransport, call_json, endpoint_url
+
+# Called with a run's context before augmentation is merged into it (see run_context).
+Prepare = Callable[[dict[str, Any]], None]
 
 
 class SourceClient:
@@ -52,10 +55,12 @@ class SourceClient:
         """Capabilities the client learnt on the way (beyond the descriptor, bundle and payload)."""
         return ()
 
-    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None
-                          ) -> dict[str, Any]:
+    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None, *,
+                          prepare: Prepare | None = None) -> dict[str, Any]:
         """The run's context for the question with the retrieval plan's fields (`fallback` is the
-        intent's fallback when there is an intent)."""
+        intent's fallback when there is an intent). A client that augments the context calls
+        `prepare` with it as soon as it arrives, before merging anything into it: work on what the
+        augmentation leaves alone is then done while the augmentation calls are still out."""
         return await self.context({"query": query, "limit": http_source.DEFAULT_QUERY_LIMIT, **fields})
 
     async def bundle(self) -> BundleRead:
@@ -119,8 +124,8 @@ class HttpSourceClient(SourceClient):
     async def discover(self) -> BundleRead | None:
         return await self.bundle()
 
-    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None
-                          ) -> dict[str, Any]:
+    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None, *,
+                          prepare: Prepare | None = None) -> dict[str, Any]:
         """The query, with the augmentation searches sent at the same time (contract 3.8-3.9);
         their new results are merged after the query's, in search order."""
         extra = dict(fields)
@@ -129,6 +134,8 @@ class HttpSourceClient(SourceClient):
             self.transport, self.source.url, self.label, searches, extra))
         try:
             payload = await super().run_context(query, extra, fallback)
+            if prepare is not None:
+                prepare(payload)
         except BaseException:
             found.cancel()
             raise

@@ -9,11 +9,15 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from bridge import artifact
 from bridge.policy import SourcePolicy
 from bridge.protocols.http import create_app
+from bridge.registry import normalize_inline
 from bridge.settings import BridgeSettings
+from bridge.sources.client import client_for
 from bridge.sources.http_source import augmentation_queries
 from bridge.sources.resolver import PolicyResolveError, PolicyResolver
+from bridge.sources.transport import SourceTransport, source_http_client
 from tests.support.bridge_sources import BridgeFactory, FakeDns, source
 
 
@@ -191,3 +195,44 @@ async def test_request_bodies_go_out_as_compact_utf8_json(aiohttp_server: Any) -
     assert raw == json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     assert odd_raw == b'{"query":"a\\ud800b"}' and json.loads(odd_raw) == odd
     assert get == ("GET", None, b"")
+
+
+async def test_the_context_is_prepared_before_search_results_are_merged_into_it(aiohttp_server: Any) -> None:
+    calls: list[tuple[str, Any]] = []
+    server: TestServer = await aiohttp_server(fake_source(calls))
+    descriptor = normalize_inline([source("fake", str(server.make_url("")))])[0]
+    prepared: list[tuple[dict[str, Any], list[str]]] = []
+
+    def prepare(context: dict[str, Any]) -> None:
+        prepared.append((context, [e["page_id"] for e in context["evidence"]]))
+
+    async with source_http_client(SourcePolicy) as http:
+        transport = SourceTransport(http, SourcePolicy(), 5.0)
+        payload = await client_for(transport, descriptor).run_context(
+            "Which release checklist steps need a second reviewer?", {}, None, prepare=prepare)
+    [(context, seen)] = prepared
+    assert context is payload and seen == ["a"]  # the query's own evidence only
+    assert [e["page_id"] for e in payload["evidence"]] == ["a", "extra-release"]
+
+
+async def test_the_run_makes_each_graph_once_while_searches_are_out(bridge_client: BridgeFactory,
+                                                                    aiohttp_server: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, Any]] = []
+    server: TestServer = await aiohttp_server(fake_source(calls))
+    made: list[dict[str, Any]] = []
+    real = artifact.evidence_graph
+
+    def evidence_graph(payload: dict[str, Any], source_id: str) -> artifact.EvidenceGraph:
+        made.append({"evidence": [e["page_id"] for e in payload["evidence"]]})
+        return real(payload, source_id)
+
+    monkeypatch.setattr(artifact, "evidence_graph", evidence_graph)
+    client = await bridge_client()
+    response = await client.post("/message:send", json={
+        "query": "Which release checklist steps need a second reviewer?", "mode": "evidence-only",
+        "knowledgeSources": [source("fake", str(server.make_url("")))]})
+    result = (await response.json())["artifacts"][0]["parts"][0]["data"]
+    assert made == [{"evidence": ["a"]}]  # before the search result was merged in
+    assert [c["id"] for c in result["citations"]] == ["fake:a", "fake:extra-release"]
+    assert [n["id"] for n in result["graph"]["nodes"]] == ["fake:a", "fake:b"]
