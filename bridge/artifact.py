@@ -123,24 +123,46 @@ def _handle(item: dict[str, Any]) -> str | None:
     return uri if uri is not None and uri.startswith("llmwiki://") else None
 
 
-def citations_from(payload: JsonObject, source: SourceDescriptor) -> list[Citation]:
-    items = [i for key in ("evidence", "citations") if isinstance(payload.get(key), list)
-             for i in payload[key]]
+def _citation_items(payload: JsonObject) -> list[Any]:
+    return [item for key in ("evidence", "citations") if isinstance(payload.get(key), list)
+            for item in payload[key]]
+
+
+def _citation(item: dict[str, Any], index: int, source: SourceDescriptor) -> Citation:
+    raw_id = _first_str(item, "id", "page_id", "path") or str(index + 1)
+    page_id = _first_str(item, "page_id", "pageId", "id") or raw_id
+    cid = raw_id if raw_id.startswith(f"{source.id}:") else f"{source.id}:{raw_id}"
+    score = item.get("score")
+    return Citation(
+        id=cid, source_id=source.id, page_id=page_id,
+        title=_str(item.get("title")) or "Untitled", path=_str(item.get("path")),
+        score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+        snippet=markdown_readable(item.get("snippet")),
+        connection_id=_first_str(item, "connectionId", "connection_id") or source.id,
+        source_refs=_refs(item), handle=_handle(item))
+
+
+# A citation depends only on its item, the item's place in the payload's items and the source.
+MadeCitations = dict[tuple[int, int], Citation]
+
+
+def early_citations(payload: JsonObject, source: SourceDescriptor) -> MadeCitations:
+    """The citations of the payload's items so far, by (place, identity) of their item: an item
+    still at its place later (search augmentation appends) need not be made again."""
+    return {(index, id(item)): _citation(item, index, source)
+            for index, item in enumerate(_citation_items(payload)) if isinstance(item, dict)}
+
+
+def citations_from(payload: JsonObject, source: SourceDescriptor,
+                   made: MadeCitations | None = None) -> list[Citation]:
+    """`made` is `early_citations` of this payload before items were added to it, if it was made
+    (its items are still alive in the payload, so their identities are still theirs)."""
     citations: list[Citation] = []
-    for index, item in enumerate(items):
+    for index, item in enumerate(_citation_items(payload)):
         if not isinstance(item, dict):
             continue
-        raw_id = _first_str(item, "id", "page_id", "path") or str(index + 1)
-        page_id = _first_str(item, "page_id", "pageId", "id") or raw_id
-        cid = raw_id if raw_id.startswith(f"{source.id}:") else f"{source.id}:{raw_id}"
-        score = item.get("score")
-        citations.append(Citation(
-            id=cid, source_id=source.id, page_id=page_id,
-            title=_str(item.get("title")) or "Untitled", path=_str(item.get("path")),
-            score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
-            snippet=markdown_readable(item.get("snippet")),
-            connection_id=_first_str(item, "connectionId", "connection_id") or source.id,
-            source_refs=_refs(item), handle=_handle(item)))
+        citation = made.get((index, id(item))) if made else None
+        citations.append(citation if citation is not None else _citation(item, index, source))
     return citations
 
 
@@ -255,9 +277,10 @@ def evidence_graph(payload: JsonObject, source_id: str) -> EvidenceGraph:
     return EvidenceGraph(nodes, edges, [nodes_json], [edges_json], source_id if unique else None)
 
 
-def evidence_from(payload: JsonObject, source: SourceDescriptor,
-                  graph: EvidenceGraph | None = None) -> SourceEvidence:
-    """`graph` is the payload's `evidence_graph`, when it was made already."""
+def evidence_from(payload: JsonObject, source: SourceDescriptor, graph: EvidenceGraph | None = None,
+                  made: MadeCitations | None = None) -> SourceEvidence:
+    """`graph` is the payload's `evidence_graph` and `made` its `early_citations`, when they were
+    made already."""
     orientation = []
     for item in as_list(payload.get("orientation")):
         if isinstance(item, dict):
@@ -265,7 +288,7 @@ def evidence_from(payload: JsonObject, source: SourceDescriptor,
                                         _str(_first(item, "id", "page_id", "pageId"))))
     return SourceEvidence(
         wiki_title=_str(_first(payload, "wiki_title", "wikiTitle", "title")) or source.name,
-        citations=citations_from(payload, source),
+        citations=citations_from(payload, source, made),
         graph=graph if graph is not None else evidence_graph(payload, source.id),
         orientation=[o for o in orientation if o])
 

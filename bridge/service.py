@@ -58,7 +58,15 @@ from bridge.sources.client import SourceClient, client_for
 from bridge.sources.http_client import SourceHttpClient
 from bridge.sources.http_source import BundleRead
 from bridge.sources.transport import SourceCallError, SourceTransport
-from common.bridge_schemas import Citation, Diagnostic, Graph, RetrievalIntent, SourceBundle, TraceStep
+from common.bridge_schemas import (
+    Citation,
+    Diagnostic,
+    Graph,
+    JsonObject,
+    RetrievalIntent,
+    SourceBundle,
+    TraceStep,
+)
 from common.errors import CodedError
 
 log = structlog.get_logger("llmwiki.bridge.service")
@@ -102,6 +110,9 @@ class SourceOutcome:
     bundle: SourceBundle | None = None
     evidence: SourceEvidence | None = None
     failed: bool = False
+    # Wire forms of this source's citations, steps and bundle by model identity, made when the
+    # source was done (the slowest source's only, after its answer): see BridgeService._result.
+    wired: dict[int, JsonObject] = field(default_factory=dict)
 
 
 class BridgeService:
@@ -555,12 +566,14 @@ class BridgeService:
             bundle_task = asyncio.create_task(self._read_bundle(client, source))
         failure: SourceCallError | None = None
         payload: dict[str, Any] = {}
-        early: list[tuple[dict[str, Any], EvidenceGraph, GuidanceCheck]] = []
+        early: list[tuple[dict[str, Any], EvidenceGraph, GuidanceCheck, artifact.MadeCitations]] = []
 
         def prepare(context: dict[str, Any]) -> None:
-            # Search augmentation only adds evidence items: the graph and the guidance check are
-            # made while the searches are out (for the slowest source, off the run's critical path).
-            early.append((context, artifact.evidence_graph(context, source.id), check_guidance(context)))
+            # Search augmentation only adds evidence items: the graph, the guidance check and the
+            # citations so far are made while the searches are out (for the slowest source, off the
+            # run's critical path).
+            early.append((context, artifact.evidence_graph(context, source.id), check_guidance(context),
+                          artifact.early_citations(context, source)))
 
         try:
             payload = await client.run_context(query, plan.fields if plan is not None else {},
@@ -591,8 +604,9 @@ class BridgeService:
             tool.latency_ms = round((time.perf_counter() - started) * 1000)
             outcome.failed = True
             return outcome
-        graph, check = (early[0][1], early[0][2]) if early and early[0][0] is payload else (None, None)
-        evidence = artifact.evidence_from(payload, source, graph)
+        graph, check, made = ((early[0][1], early[0][2], early[0][3]) if early and early[0][0] is payload
+                              else (None, None, None))
+        evidence = artifact.evidence_from(payload, source, graph, made)
         outcome.evidence = evidence
         caps = set(source.capabilities) | set(artifact.bundle_capabilities(payload))
         if outcome.bundle is not None:
@@ -607,6 +621,9 @@ class BridgeService:
         tool.citation_refs = artifact.citation_refs(evidence.citations)
         tool.diagnostic = plan.diagnostic if plan is not None else None
         tool.latency_ms = round((time.perf_counter() - started) * 1000)
+        bundles = [outcome.bundle] if outcome.bundle is not None else []
+        # Nothing changes these models any more.
+        outcome.wired = {id(model): model.wire() for model in (*evidence.citations, *outcome.steps, *bundles)}
         return outcome
 
     @staticmethod
@@ -679,10 +696,18 @@ class BridgeService:
         audit.note(runtimeCalled=any(s.id == RUNTIME_STEP_ID for s in steps), citationCount=len(citations),
                    sourceBundleCount=len(bundles), graphNodeCount=len(graph.nodes), artifactCount=1,
                    diagnosticCount=len(diagnostics))
+        wired: dict[int, JsonObject] = {}
+        for outcome in outcomes:
+            wired |= outcome.wired
+
+        def wire(model: Citation | TraceStep | SourceBundle) -> JsonObject:
+            made = wired.get(id(model))  # the models are alive, so their identities are still theirs
+            return made if made is not None else model.wire()
+
         result = {"requestId": request_id, "traceId": trace_id, "answer": answer,
-                  "orchestrationMode": mode, "citations": [c.wire() for c in citations],
-                  "graph": graph.wire(), "steps": [s.wire() for s in steps],
-                  "sourceBundles": [b.wire() for b in bundles],
+                  "orchestrationMode": mode, "citations": [wire(c) for c in citations],
+                  "graph": graph.wire(), "steps": [wire(s) for s in steps],
+                  "sourceBundles": [wire(b) for b in bundles],
                   "diagnostics": [d.wire() for d in diagnostics]}
         return artifact.task_envelope(answer, result, request_id, trace_id)
 

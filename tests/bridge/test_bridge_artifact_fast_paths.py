@@ -268,3 +268,25 @@ def test_answers_with_written_parts_are_byte_for_byte_the_plain_writer() -> None
         assert answer_body(payload) == json_body(payload)
         assert payload["graph"] is wire
     assert answer_body({"plain": [1, 2.5, None]}) == json_body({"plain": [1, 2.5, None]})
+
+
+@pytest.mark.parametrize("keys", [("evidence",), ("citations",), ("evidence", "citations")])
+def test_citations_made_early_equal_the_citations_made_at_the_end(keys: tuple[str, ...]) -> None:
+    """Items made into citations before search results were merged in are reused only where they
+    still are: appended results, or results that push the `citations` items along, are made anew."""
+    from bridge.sources.http_source import merge_search_results
+
+    def item(page: str) -> dict[str, Any]:
+        return {"page_id": page, "title": page.upper(), "path": f"{page}.md", "snippet": "# S [[x|y]]"}
+
+    payload: dict[str, Any] = {key: [item(f"{key}-{i}") for i in range(3)] for key in keys}
+    payload[keys[0]].insert(1, "not an item")
+    payload[keys[-1]].append({"title": "no id"})  # its id is its place: a moved one gets a new one
+    made = artifact.early_citations(payload, SOURCE)
+    merge_search_results(payload, [[item("found-1"), item(f"{keys[0]}-0")], [item("found-2")]])
+    reused = artifact.citations_from(payload, SOURCE, made)
+    assert [c.wire() for c in reused] == [c.wire() for c in artifact.citations_from(payload, SOURCE)]
+    assert [c.id for c in reused][-2:] == ["kb-1:found-1", "kb-1:found-2"] or len(keys) == 2
+    kept = {id(c) for c in made.values()}
+    # with both lists, the additions go to `evidence` and every `citations` item moves along
+    assert sum(id(c) in kept for c in reused) == (len(made) if len(keys) == 1 else 3)
