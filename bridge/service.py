@@ -60,6 +60,7 @@ from bridge.sources.http_source import BundleRead
 from bridge.sources.transport import SourceCallError, SourceTransport
 from common.bridge_schemas import (
     Citation,
+    CitationRef,
     Diagnostic,
     Graph,
     JsonObject,
@@ -113,6 +114,20 @@ class SourceOutcome:
     # Wire forms of this source's citations, steps and bundle by model identity, made when the
     # source was done (the slowest source's only, after its answer): see BridgeService._result.
     wired: dict[int, JsonObject] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EarlyEvidence:
+    """What a run makes of a source's context before search results are merged into it (see
+    `SourceClient.run_context`): its graph, guidance check and citations so far, those citations'
+    wire forms and (the first five's) trace refs, by citation identity."""
+
+    context: dict[str, Any]
+    graph: EvidenceGraph
+    guidance: GuidanceCheck
+    citations: artifact.MadeCitations
+    wires: dict[int, JsonObject]
+    refs: dict[int, CitationRef]
 
 
 class BridgeService:
@@ -566,14 +581,19 @@ class BridgeService:
             bundle_task = asyncio.create_task(self._read_bundle(client, source))
         failure: SourceCallError | None = None
         payload: dict[str, Any] = {}
-        early: list[tuple[dict[str, Any], EvidenceGraph, GuidanceCheck, artifact.MadeCitations]] = []
+        early: list[EarlyEvidence] = []
 
         def prepare(context: dict[str, Any]) -> None:
             # Search augmentation only adds evidence items: the graph, the guidance check and the
-            # citations so far are made while the searches are out (for the slowest source, off the
-            # run's critical path).
-            early.append((context, artifact.evidence_graph(context, source.id), check_guidance(context),
-                          artifact.early_citations(context, source)))
+            # citations so far (with their wire forms and trace refs) are made while the searches
+            # are out (for the slowest source, off the run's critical path).
+            made = artifact.early_citations(context, source)
+            citations = list(made.values())
+            early.append(EarlyEvidence(
+                context, artifact.evidence_graph(context, source.id), check_guidance(context), made,
+                {id(c): c.wire() for c in citations},
+                {id(c): ref for c, ref in zip(citations[:5], artifact.citation_refs(citations[:5]),
+                                              strict=True)}))
 
         try:
             payload = await client.run_context(query, plan.fields if plan is not None else {},
@@ -604,26 +624,34 @@ class BridgeService:
             tool.latency_ms = round((time.perf_counter() - started) * 1000)
             outcome.failed = True
             return outcome
-        graph, check, made = ((early[0][1], early[0][2], early[0][3]) if early and early[0][0] is payload
-                              else (None, None, None))
-        evidence = artifact.evidence_from(payload, source, graph, made)
+        ready = early[0] if early and early[0].context is payload else None
+        evidence = artifact.evidence_from(payload, source, ready.graph if ready else None,
+                                          ready.citations if ready else None)
         outcome.evidence = evidence
         caps = set(source.capabilities) | set(artifact.bundle_capabilities(payload))
         if outcome.bundle is not None:
             caps |= set(outcome.bundle.capabilities or ())
         caps |= set(client.run_capabilities())
-        guidance_note = guidance_diagnostic(payload, GUIDED_LEXICAL in caps, sid, source.protocol, check)
+        guidance_note = guidance_diagnostic(payload, GUIDED_LEXICAL in caps, sid, source.protocol,
+                                            ready.guidance if ready else None)
         if guidance_note is not None:
             outcome.diagnostics.append(guidance_note)
         tool.status = "done"
         tool.detail = artifact.tool_detail(evidence)
         tool.citation_ids = [c.id for c in evidence.citations]
-        tool.citation_refs = artifact.citation_refs(evidence.citations)
+        refs = ready.refs if ready else {}
+        first = evidence.citations[:5]
+        if all(id(c) in refs for c in first):
+            tool.citation_refs = [refs[id(c)] for c in first]
+        else:
+            tool.citation_refs = artifact.citation_refs(first)
         tool.diagnostic = plan.diagnostic if plan is not None else None
         tool.latency_ms = round((time.perf_counter() - started) * 1000)
         bundles = [outcome.bundle] if outcome.bundle is not None else []
         # Nothing changes these models any more.
-        outcome.wired = {id(model): model.wire() for model in (*evidence.citations, *outcome.steps, *bundles)}
+        wired = ready.wires if ready else {}
+        outcome.wired = {id(model): wired.get(id(model)) or model.wire()
+                         for model in (*evidence.citations, *outcome.steps, *bundles)}
         return outcome
 
     @staticmethod
