@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring
@@ -132,6 +133,10 @@ def _members(page: Page, fragment: Fragment) -> Iterator[tuple[str, str, str, st
     for nid, (label, kind, relation, node_meta, edge_meta) in zip(fragment.member_ids, labels,
                                                                    strict=True):
         yield nid, label, kind, relation, node_meta, edge_meta
+
+
+def page_node(page: Page) -> Node:
+    return tuple.__new__(Node, (f"page:{page.id}", page.title, page.role, page.path, page))
 
 
 def unresolved_node(value: str, path: str, source: str) -> Node:
@@ -393,43 +398,45 @@ class GraphView:
         return {"nodes": [self.node_dict(n) for n in nodes], "edges": [self.edge_dict(e) for e in edges]}
 
     def payload_json(self, nodes: Sequence[Node], edges: Sequence[Edge]) -> str:
-        """compact_json(self.payload(nodes, edges)), written straight from the tuples: a
-        context pack's graph is most of its JSON, and building its dicts only to encode
-        them costs more than the rest of the pack. Page nodes' JSON depends on the page
-        alone and is kept in `page_json` (by path) when the view has one."""
-        if not PAGE_META_KEYS.isdisjoint(self.base_meta):
-            return compact_json(self.payload(nodes, edges))  # page metadata overrides a key
+        """compact_json(self.payload(nodes, edges)), written node by node and edge by edge
+        (a list's compact JSON is its items' joined by commas)."""
+        return graph_json([self.node_json(n) for n in nodes], [self.edge_json(e) for e in edges])
+
+    def node_json(self, node: Node) -> str:
+        """compact_json(self.node_dict(node)), written straight from the tuple: a context
+        pack's graph is most of its JSON, and building dicts only to encode them costs more
+        than the rest of the pack. Page nodes' JSON depends on the page alone and is kept in
+        `page_json` (by path) when the view has one."""
+        meta = node.meta
         enc = encode_basestring  # the encoder json.dumps itself uses for strings
-        cache = self.page_json if self.page_json is not None else {}
-        base = compact_json(self.base_meta)[:-1] + ("," if self.base_meta else "")
-        ids: dict[str, str] = {}  # node id -> its JSON string, reused by the edges
         try:
-            node_parts = []
-            for node in nodes:
-                meta = node.meta
-                ids[node.id] = node_id = enc(node.id)
-                if isinstance(meta, Page):
-                    text = cache.get(meta.path)
-                    if text is None:
-                        refs = ",".join([enc(ref) for ref in meta.source_refs])
-                        text = (f'{{"id":{node_id},"label":{enc(node.label)},"kind":{enc(node.kind)},'
-                                f'"path":{enc(node.path)},"metadata":{base}"source_refs":[{refs}],'
-                                f'"review_state":{enc(meta.review_state)},'
-                                f'"okf":{meta.okf_json or "{}"}}}}}')
-                        if len(cache) < PAGE_JSON_ENTRIES:
-                            cache[meta.path] = text
-                    node_parts.append(text)
-                    continue
-                metadata = compact_json(meta) if meta else "{}"
-                node_parts.append(f'{{"id":{node_id},"label":{enc(node.label)},"kind":{enc(node.kind)},'
-                                  f'"path":{enc(node.path)},"metadata":{metadata}}}')
-            edge_parts = [f'{{"source":{ids.get(edge.source) or enc(edge.source)},'
-                          f'"target":{ids.get(edge.target) or enc(edge.target)},'
-                          f'"relation":{enc(edge.relation)},"metadata":'
-                          f'{compact_json(edge.meta) if edge.meta else "{}"}}}' for edge in edges]
+            if isinstance(meta, Page):
+                if not PAGE_META_KEYS.isdisjoint(self.base_meta):
+                    return compact_json(self.node_dict(node))  # page metadata overrides a key
+                cache = self.page_json if self.page_json is not None else {}
+                text = cache.get(meta.path)
+                if text is None:
+                    base = compact_json(self.base_meta)[:-1] + ("," if self.base_meta else "")
+                    refs = ",".join([enc(ref) for ref in meta.source_refs])
+                    text = (f'{{"id":{enc(node.id)},"label":{enc(node.label)},"kind":{enc(node.kind)},'
+                            f'"path":{enc(node.path)},"metadata":{base}"source_refs":[{refs}],'
+                            f'"review_state":{enc(meta.review_state)},'
+                            f'"okf":{meta.okf_json or "{}"}}}}}')
+                    if len(cache) < PAGE_JSON_ENTRIES:
+                        cache[meta.path] = text
+                return text
+            metadata = compact_json(meta) if meta else "{}"
+            return (f'{{"id":{enc(node.id)},"label":{enc(node.label)},"kind":{enc(node.kind)},'
+                    f'"path":{enc(node.path)},"metadata":{metadata}}}')
         except TypeError:  # a field that is not a string: let json.dumps decide
-            return compact_json(self.payload(nodes, edges))
-        return f'{{"nodes":[{",".join(node_parts)}],"edges":[{",".join(edge_parts)}]}}'
+            return compact_json(self.node_dict(node))
+
+    def edge_json(self, edge: Edge) -> str:
+        """compact_json(self.edge_dict(edge)), written straight from the tuple."""
+        try:
+            return edge_text(edge[:3], edge_meta_json(edge))
+        except TypeError:
+            return compact_json(self.edge_dict(edge))
 
     def truncated(self, limit: int) -> dict[str, list[dict[str, Any]]]:
         """First `limit` nodes and the edges closed over them, at most `limit` edges."""
@@ -488,26 +495,39 @@ def approved_view(nodes: list[Node], edges: list[Edge], pages: Sequence[Page],
 
 class SeedItems(NamedTuple):
     """What one evidence page adds to a context pack's graph, in graph order. Kept per page
-    by a snapshot, so it is flat: `pairs` alternates a node and the edge to it (its
-    headings, OKF members, source refs and tags, its links, the visible pages linking to
-    it); `facts` holds the sidecar facts touching it as (end nodes, edge), with no edge when
-    the other end is withheld."""
+    by a snapshot, so it is flat: `pairs` holds, per item, a node id, the node, the edge's
+    key and the edge (its headings, OKF members, source refs and tags, its links, the
+    visible pages linking to it); `facts` the sidecar facts touching it as (node ids,
+    nodes, edge key, edge), with no edge when the other end is withheld. Nodes and edges
+    are the tuples, or their JSON (rendered())."""
 
-    own: Node
-    pairs: tuple[Node | Edge, ...]
-    facts: tuple[tuple[tuple[Node, ...], Edge | None], ...]
+    own_id: str
+    own: Any
+    pairs: tuple[Any, ...]
+    facts: tuple[tuple[tuple[str, ...], tuple[Any, ...], tuple[str, str, str] | None, Any], ...]
+
+    def rendered(self, view: GraphView) -> SeedItems:
+        """The same items with each node as its JSON in `view`, and each edge as its
+        metadata's JSON: edge_text() writes the rest from the key when the edge is used, as
+        most edges have no metadata and their JSON would only repeat the key (memory)."""
+        pairs = list(self.pairs)
+        for at in range(1, len(pairs), 4):
+            pairs[at] = view.node_json(pairs[at])
+            pairs[at + 2] = sys.intern(edge_meta_json(pairs[at + 2]))  # a few distinct ones
+        facts = tuple((ids, tuple(view.node_json(n) for n in nodes), key,
+                       edge_meta_json(edge) if edge is not None else None)
+                      for ids, nodes, key, edge in self.facts)
+        return SeedItems(self.own_id, view.node_json(self.own), tuple(pairs), facts)
 
 
 def seed_items(page: Page, fragment: Fragment, lookup: dict[str, Page], incoming: Iterable[Page],
-               facts: Sequence[SidecarFact], *, approved_only: bool, owner: dict[str, str],
-               page_node: Callable[[Page], Node]) -> SeedItems:
+               facts: Sequence[SidecarFact], *, approved_only: bool, owner: dict[str, str]) -> SeedItems:
     """A page's own node and its depth-1 neighbourhood, independent of the other evidence
-    pages (merge_seeds() applies the bounds). `page_node` gives the snapshot's node of a
-    page, shared by every page that links to it."""
+    pages (merge_seeds() applies the bounds)."""
     new = tuple.__new__  # Node(...) and Edge(...) without the Python-level constructor
     pid = f"page:{page.id}"
     path = page.path
-    pairs: list[Node | Edge] = []
+    pairs: list[Any] = []
     n_headings = len(page.headings)
     # An OKF page's own members sit between its headings and its (plain) source refs.
     members = okf_members(page) if page.okf_json else []
@@ -527,7 +547,7 @@ def seed_items(page: Page, fragment: Fragment, lookup: dict[str, Page], incoming
             else:
                 label, kind, relation = page.tags[i - n_refs].lstrip("#"), "tag", "tagged"
             node = new(Node, (nid, label, kind, owner.get(nid, path), None))
-        pairs += (node, new(Edge, (pid, nid, relation, edge_meta)))
+        pairs += (nid, node, (pid, nid, relation), new(Edge, (pid, nid, relation, edge_meta)))
     for link_key, raw in zip(fragment.link_keys, page.links, strict=True):
         target = lookup.get(link_key) if link_key else None
         meta: dict[str, Any] | None = None
@@ -539,13 +559,13 @@ def seed_items(page: Page, fragment: Fragment, lookup: dict[str, Page], incoming
             node = unresolved_node(raw, path, "wikilink")
             node = node._replace(path=owner.get(node.id, path))
             meta = UNRESOLVED_LINK
-        pairs += (node, new(Edge, (pid, node.id, "links_to", meta)))
+        pairs += (node.id, node, (pid, node.id, "links_to"), new(Edge, (pid, node.id, "links_to", meta)))
     for source in incoming:
         if approved_only and not source.approved:
             continue
         node = page_node(source)
-        pairs += (node, new(Edge, (node.id, pid, "links_to", None)))
-    fact_items: list[tuple[tuple[Node, ...], Edge | None]] = []
+        pairs += (node.id, node, (node.id, pid, "links_to"), new(Edge, (node.id, pid, "links_to", None)))
+    fact_items: list[tuple[tuple[str, ...], tuple[Node, ...], tuple[str, str, str] | None, Edge | None]] = []
     for sidecar_path, fact, ends in facts:
         ends_nodes: list[Node] = []
         for value, end in zip((fact.source, fact.target), ends, strict=True):
@@ -557,55 +577,71 @@ def seed_items(page: Page, fragment: Fragment, lookup: dict[str, Page], incoming
             else:
                 # A withheld end: no edge, but an end already listed is still shown.
                 if ends_nodes:
-                    fact_items.append((tuple(ends_nodes), None))
+                    fact_items.append(((ends_nodes[0].id,), (ends_nodes[0],), None, None))
                 break
         else:
             fact_meta: dict[str, Any] = {"source": "graph.json", "path": sidecar_path}
             if fact.confidence is not None:
                 fact_meta["confidence"] = fact.confidence
-            edge = new(Edge, (ends_nodes[0].id, ends_nodes[1].id, canonical_relation(fact.type), fact_meta))
-            fact_items.append((tuple(ends_nodes), edge))
-    return SeedItems(page_node(page), tuple(pairs), tuple(fact_items))
+            key = (ends_nodes[0].id, ends_nodes[1].id, canonical_relation(fact.type))
+            fact_items.append(((key[0], key[1]), tuple(ends_nodes), key, new(Edge, (*key, fact_meta))))
+    own = page_node(page)
+    return SeedItems(own.id, own, tuple(pairs), tuple(fact_items))
 
 
-def merge_seeds(seeds: Sequence[SeedItems], limit: int) -> tuple[list[Node], list[Edge]]:
+def merge_seeds(seeds: Sequence[SeedItems], limit: int) -> tuple[list[Any], dict[tuple[str, str, str], Any]]:
     """The evidence pages' nodes first, then each page's items in order: at most `limit`
     nodes (first come, first kept) and `limit` edges, each edge between two kept nodes. A
     shared node keeps the first page's version (its path is the first visible owner's).
-    This runs on every context pack, so it is flat loops over ready-made items that stop
-    once both bounds are reached."""
-    nodes: dict[str, Node] = {}
-    edges: dict[tuple[str, str, str], Edge] = {}
+    Returns the nodes and the edges by key as the items hold them. This runs on every
+    context pack, so it is flat loops over ready-made items that stop once both bounds are
+    reached."""
+    nodes: dict[str, Any] = {}
+    edges: dict[tuple[str, str, str], Any] = {}
     for seed in seeds:
-        if seed.own.id not in nodes and len(nodes) < limit:
-            nodes[seed.own.id] = seed.own
+        if seed.own_id not in nodes and len(nodes) < limit:
+            nodes[seed.own_id] = seed.own
     for seed in seeds:
         if len(nodes) >= limit and len(edges) >= limit:
             break  # nothing more can be added
-        if seed.own.id not in nodes:
+        if seed.own_id not in nodes:
             continue  # a seed cut by the bound: the bound is reached, so it adds nothing
         pairs = seed.pairs
-        for at in range(0, len(pairs), 2):
-            nid = pairs[at][0]
+        for at in range(0, len(pairs), 4):
+            nid = pairs[at]
             if nid not in nodes:
                 if len(nodes) >= limit:
                     continue
-                nodes[nid] = pairs[at]  # type: ignore[assignment]  # even slots hold nodes
+                nodes[nid] = pairs[at + 1]
             if len(edges) < limit:
-                edge = pairs[at + 1]
-                key = edge[:3]
+                key = pairs[at + 2]
                 if key not in edges:
-                    edges[key] = edge  # type: ignore[assignment]  # odd slots hold edges
-        for ends, fact_edge in seed.facts:
-            for node in ends:
-                if node.id not in nodes:
+                    edges[key] = pairs[at + 3]
+        for ids, fact_nodes, fact_key, fact_edge in seed.facts:
+            for nid, node in zip(ids, fact_nodes, strict=True):
+                if nid not in nodes:
                     if len(nodes) >= limit:
                         break
-                    nodes[node.id] = node
+                    nodes[nid] = node
             else:
-                if fact_edge is not None and len(edges) < limit:
-                    edges.setdefault(fact_edge[:3], fact_edge)
-    return list(nodes.values()), list(edges.values())
+                if fact_key is not None and len(edges) < limit:
+                    edges.setdefault(fact_key, fact_edge)
+    return list(nodes.values()), edges
+
+
+def graph_json(node_json: Sequence[str], edge_json: Sequence[str]) -> str:
+    return f'{{"nodes":[{",".join(node_json)}],"edges":[{",".join(edge_json)}]}}'
+
+
+def edge_meta_json(edge: Edge) -> str:
+    return compact_json(edge.meta) if edge.meta else "{}"
+
+
+def edge_text(key: tuple[str, str, str], meta_json: str) -> str:
+    """An edge's JSON from its (source, target, relation) and its metadata's JSON."""
+    enc = encode_basestring  # the encoder json.dumps itself uses for strings
+    return (f'{{"source":{enc(key[0])},"target":{enc(key[1])},"relation":{enc(key[2])},'
+            f'"metadata":{meta_json}}}')
 
 
 SidecarFact = tuple[str, SidecarEdge, tuple[Page | None, Page | None]]

@@ -22,11 +22,14 @@ from serve.graph import (
     build_graph,
     build_lookup,
     canonical_relation,
+    edge_text,
     first_owners,
     graph_counts,
+    graph_json,
     incoming_links,
     lookup_key,
     merge_seeds,
+    page_node,
     seed_items,
     sidecar_facts,
     slug,
@@ -80,8 +83,8 @@ def orientation_order(pages: Iterable[Page]) -> list[Page]:
 # Derived snapshots remember this many steps back which pages each step replaced, so whatever
 # was synced to an ancestor (the search index) can catch up with just those pages.
 LINEAGE_DEPTH = 32
-# Evidence pages whose graph items a snapshot keeps (about 25 items, ~3 KB, a page): the
-# pages agents' questions keep landing on.
+# Evidence pages whose graph items a snapshot keeps as JSON (about 25 items, ~6 KB, a page):
+# the pages agents' questions keep landing on.
 EVIDENCE_PAGES = 4096
 _SERIALS = itertools.count(1)
 
@@ -181,7 +184,7 @@ class Projection:
         nxt = object.__new__(Projection)
         nxt.__dict__.update(self.__dict__)
         for key in ("_ordered_all", "_ordered_approved", "_entry_all", "_entry_approved", "memo",
-                    "_evidence_all", "_evidence_approved", "_page_nodes"):
+                    "_evidence_all", "_evidence_approved"):
             nxt.__dict__.pop(key, None)  # they hold page objects or what was made from them
         nxt.pages = tuple(pages)
         nxt.fragments = tuple(fragments)
@@ -241,6 +244,16 @@ class Projection:
         """The neighbourhood of the evidence pages, for a context pack."""
         if limit <= 0 or not seeds:
             return GraphView([], [], self.base_meta)
+        nodes, edges = merge_seeds([self._seed_items(page, include_drafts) for page in seeds], limit)
+        return GraphView(nodes, list(edges.values()), self.base_meta, self.page_json)
+
+    def evidence_graph_json(self, seeds: Sequence[Page], include_drafts: bool, limit: int) -> str:
+        """compact_json of evidence_graph()'s payload. Each evidence page's items are kept
+        as JSON per snapshot (the walk and the rendering were most of a context pack's
+        work), so a pack only merges them."""
+        view = GraphView([], [], self.base_meta, self.page_json)
+        if limit <= 0 or not seeds:
+            return graph_json([], [])
         key = "_evidence_all" if include_drafts else "_evidence_approved"
         memo: dict[str, SeedItems] | None = self.__dict__.get(key)
         if memo is None or len(memo) >= EVIDENCE_PAGES:  # bounded: start over rather than track use
@@ -249,28 +262,21 @@ class Projection:
         for page in seeds:
             found = memo.get(page.path)
             if found is None:
-                position = self.position.get(page.path)
-                if position is None:  # not a page of this snapshot: only its own node
-                    found = SeedItems(self.page_node(page), (), ())
-                else:
-                    pages = self.pages
-                    found = memo[page.path] = seed_items(
-                        page, self.fragments[position], self.lookup,
-                        (pages[i] for i in self.incoming.get(page.path, ())),
-                        self.facts.get(page.path, ()), approved_only=not include_drafts,
-                        owner=self.owners(include_drafts), page_node=self.page_node)
+                found = memo[page.path] = self._seed_items(page, include_drafts).rendered(view)
             parts.append(found)
         nodes, edges = merge_seeds(parts, limit)
-        return GraphView(nodes, edges, self.base_meta, self.page_json)
+        return graph_json(nodes, [edge_text(key, meta) for key, meta in edges.items()])
 
-    def page_node(self, page: Page) -> Node:
-        """The graph node of a page of this snapshot (made once: evidence items share it)."""
-        nodes: dict[str, Node] = self.__dict__.setdefault("_page_nodes", {})
-        node = nodes.get(page.path)
-        if node is None or node[4] is not page:
-            node = nodes[page.path] = tuple.__new__(Node, (f"page:{page.id}", page.title, page.role,
-                                                            page.path, page))
-        return node
+    def _seed_items(self, page: Page, include_drafts: bool) -> SeedItems:
+        position = self.position.get(page.path)
+        if position is None:  # not a page of this snapshot: only its own node
+            own = page_node(page)
+            return SeedItems(own.id, own, (), ())
+        pages = self.pages
+        return seed_items(page, self.fragments[position], self.lookup,
+                          (pages[i] for i in self.incoming.get(page.path, ())),
+                          self.facts.get(page.path, ()), approved_only=not include_drafts,
+                          owner=self.owners(include_drafts))
 
     @cached_property
     def page_json(self) -> dict[str, str]:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from serve.errors import UserError
-from serve.graph import GraphView, compact_json
+from serve.graph import compact_json
 from serve.projection import Projection
 from serve.retrieval.analyzer import analyze
 from serve.retrieval.guidance import build_guidance
@@ -305,19 +305,20 @@ class Searcher:
     def context(self, req: SearchRequest, *, graph_limit: int) -> dict[str, Any]:
         """The context pack: orientation, ranked evidence, limitations, the graph around
         the evidence, and retrieval guidance."""
-        head, graph, guidance = self._context_parts(req, graph_limit)
+        head, seeds, guidance = self._context_parts(req)
+        graph = self.projection.evidence_graph(seeds, req.include_drafts, graph_limit)
         return {**head, "graph": graph.payload(graph.nodes, graph.edges), "retrieval_guidance": guidance}
 
     def context_json(self, req: SearchRequest, *, graph_limit: int) -> str:
-        """compact_json(self.context(req)), with the graph written straight from its tuples
-        (GraphView.payload_json): most of a pack's JSON is its graph."""
-        head, graph, guidance = self._context_parts(req, graph_limit)
-        return (f'{compact_json(head)[:-1]},"graph":{graph.payload_json(graph.nodes, graph.edges)},'
-                f'"retrieval_guidance":{compact_json(guidance)}}}')
+        """compact_json(self.context(req)), with the graph from the snapshot's JSON of each
+        evidence page's neighbourhood: most of a pack's JSON is its graph."""
+        head, seeds, guidance = self._context_parts(req)
+        graph = self.projection.evidence_graph_json(seeds, req.include_drafts, graph_limit)
+        return f'{compact_json(head)[:-1]},"graph":{graph},"retrieval_guidance":{compact_json(guidance)}}}'
 
-    def _context_parts(self, req: SearchRequest,
-                       graph_limit: int) -> tuple[dict[str, Any], GraphView, dict[str, Any]]:
-        """The pack's fields before the graph, the graph, and the guidance after it."""
+    def _context_parts(self, req: SearchRequest) -> tuple[dict[str, Any], list[Page], dict[str, Any]]:
+        """The pack's fields before the graph, the pages that seed the graph, and the
+        guidance after it."""
         req.check()
         p = self.projection
         blank = not req.query.strip()
@@ -345,6 +346,5 @@ class Searcher:
             "evidence": [project_fields(i, req.fields) for i in evidence],
             "limitations": limitations,
         }
-        graph = p.evidence_graph(seeds, req.include_drafts, graph_limit)
         guidance = build_guidance(self.visible(req.include_drafts), p.layout.adapter, req.query)
-        return head, graph, guidance
+        return head, seeds, guidance

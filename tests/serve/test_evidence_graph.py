@@ -168,8 +168,8 @@ def _all_folders(edge_cases: Path) -> list[Path]:
 @pytest.mark.parametrize("include_drafts", [False, True], ids=["approved", "drafts"])
 def test_evidence_graph_equals_the_reference(edge_cases: Path, include_drafts: bool, kept_pages: int | None,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Snapshots keep each evidence page's items; a full store starts over. Either way every
-    graph equals the reference, whichever graphs were made before it."""
+    """Both the graph's tuples and its JSON, which snapshots keep per evidence page (a full
+    store starts over), equal the reference, whichever graphs were made before."""
     if kept_pages is not None:
         monkeypatch.setattr(projection_module, "EVIDENCE_PAGES", kept_pages)
     for root in _all_folders(edge_cases):
@@ -179,6 +179,8 @@ def test_evidence_graph_equals_the_reference(edge_cases: Path, include_drafts: b
                 view = p.evidence_graph(seeds, include_drafts, limit)
                 expected = reference_evidence_graph(p, seeds, include_drafts, limit)
                 assert (view.nodes, view.edges) == expected, (root.name, limit, [s.path for s in seeds])
+                expected_json = compact_json(GraphView(*expected, p.base_meta).payload(*expected))
+                assert p.evidence_graph_json(seeds, include_drafts, limit) == expected_json
         kept = p.__dict__["_evidence_all" if include_drafts else "_evidence_approved"]
         most = len(p.pages) if kept_pages is None else kept_pages + max(len(s) for s in seed_sets(p))
         assert 0 < len(kept) <= most
