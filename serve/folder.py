@@ -26,7 +26,16 @@ from serve.source import okf
 from serve.source.layout import FolderView, Layout, detect_layout
 from serve.source.page import Page, ParseOptions, parse_page
 from serve.source.sidecar import SidecarEdge, parse_sidecar
-from serve.source.tree import FileStat, Walk, is_tracked_file, walk_dir, walk_order_key, walk_root
+from serve.source.tree import (
+    FileStat,
+    Walk,
+    is_tracked_file,
+    shown_name,
+    utf8_name,
+    walk_dir,
+    walk_order_key,
+    walk_root,
+)
 
 log = structlog.get_logger("llmwiki.serve.folder")
 
@@ -343,6 +352,7 @@ class FolderMirror:
         self.dirs: set[str] = set()
         self.markers: dict[str, int] = {}
         self.symlinks: set[str] = set()
+        self.bad_names: set[str] = set()  # pages and directories named in bytes that are not UTF-8
         self.layout: Layout | None = None
         self.reported: set[tuple[str, str]] = set()
         self.parsed_count = 0  # pages parsed from bytes (not reused) since construction
@@ -427,6 +437,12 @@ class FolderMirror:
                 st = os.lstat(path) if self._inside_real_dirs(rel) else None
             except OSError:
                 st = None
+            if not utf8_name(rel):  # never tracked (see walk_dir)
+                if st is not None and is_tracked_file(rel):
+                    self.bad_names.add(shown_name(rel))
+                else:
+                    self.bad_names.discard(shown_name(rel))
+                continue
             if st is not None and stat_mod.S_ISLNK(st.st_mode):
                 self.symlinks.add(rel)
             else:
@@ -462,6 +478,7 @@ class FolderMirror:
             self._structural_change()
         self.dirs = {d for d in self.dirs if d != rel_dir and not d.startswith(prefix)}
         self.symlinks = {s for s in self.symlinks if not s.startswith(prefix)}
+        self.bad_names = {s for s in self.bad_names if not s.startswith(prefix)}
 
     def _adopt_walk(self, walk: Walk, *, replace_all: bool) -> None:
         old = self.records
@@ -471,13 +488,17 @@ class FolderMirror:
             self.in_walk_order = True
             new_dirs, new_markers, new_links = set(walk.dirs), dict(walk.marker_dirs), set(walk.symlinks)
             changed = (new_dirs != self.dirs or new_markers != self.markers
-                       or new_links != self.symlinks or old.keys() != walk.files.keys())
+                       or new_links != self.symlinks or old.keys() != walk.files.keys()
+                       or set(walk.bad_names) != self.bad_names)
             self.dirs, self.markers, self.symlinks = new_dirs, new_markers, new_links
+            self.bad_names = set(walk.bad_names)
         else:
             self.in_walk_order = False
-            changed = bool(set(walk.dirs) - self.dirs) or bool(set(walk.symlinks) - self.symlinks)
+            changed = (bool(set(walk.dirs) - self.dirs) or bool(set(walk.symlinks) - self.symlinks)
+                       or bool(set(walk.bad_names) - self.bad_names))
             self.dirs.update(walk.dirs)
             self.symlinks.update(walk.symlinks)
+            self.bad_names.update(walk.bad_names)
         untrusted: list[tuple[str, FileStat]] = []
         for rel, st in walk.files.items():
             record = old.get(rel)
@@ -616,6 +637,8 @@ class FolderMirror:
             parsed.append((record.page, record.fragment))
         for rel in sorted(self.symlinks):
             diagnostics.append(Diagnostic(rel, "symlink_ignored", True))
+        for rel in sorted(self.bad_names):
+            diagnostics.append(Diagnostic(rel, "name_not_utf8", True))
         self._report(diagnostics)
         if not parsed:
             if strict:

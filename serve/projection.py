@@ -46,7 +46,7 @@ class Diagnostic:
     """A file the projection skipped or degraded, with a stable reason code."""
 
     path: str
-    reason: str  # not_utf8, frontmatter_invalid, too_large, unreadable, symlink_ignored
+    reason: str  # not_utf8, name_not_utf8, frontmatter_invalid, too_large, unreadable, symlink_ignored
     skipped: bool
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 # Directory names never walked (runtime and tooling output); compared per root-relative part.
@@ -26,6 +26,23 @@ CONFIG_NAMES = frozenset(
 )
 ROOT_CONFIG_PATHS = frozenset({".obsidian", ".foam", ".vscode/extensions.json", "logseq/config.edn"})
 PAGE_SUFFIXES = (".md", ".org")
+
+
+def utf8_name(name: str) -> bool:
+    """Whether a name read from the file system is UTF-8 (Python keeps other bytes as lone
+    surrogates, which no answer, log or signature can encode)."""
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_name(rel: str) -> str:
+    """A path with the bytes that are not UTF-8 written as \\xNN, for diagnostics."""
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def is_tracked_file(rel: str) -> bool:
@@ -89,6 +106,8 @@ class Walk:
     dirs: list[str]
     marker_dirs: dict[str, int]  # rel -> directory st_size (part of the signature)
     symlinks: list[str]  # symlinked page or sidecar files, ignored and reported
+    # Pages and directories whose names are not UTF-8 (as shown_name()), ignored and reported.
+    bad_names: list[str] = field(default_factory=list)
 
 
 def walk_root(root: str) -> Walk:
@@ -119,6 +138,10 @@ def walk_dir(root: str, rel_dir: str, into: Walk) -> None:
             except OSError:
                 continue
             mode = st.st_mode
+            if not utf8_name(entry.name):
+                if stat.S_ISDIR(mode) or entry.name.lower().endswith(PAGE_SUFFIXES):
+                    into.bad_names.append(shown_name(rel))
+                continue
             if stat.S_ISLNK(mode):
                 if entry.name.lower().endswith(PAGE_SUFFIXES) or entry.name == "graph.json":
                     into.symlinks.append(rel)

@@ -1016,3 +1016,33 @@ def test_a_page_made_between_the_walk_and_its_watch_is_seen(make_freshness: Fres
     assert made
     # It appeared during that request; the next one must see it.
     assert "runbooks/late-page.md" in {p.path for p in fresh.snapshot().pages}
+
+
+def _bytes_name(parent: Path, name: bytes) -> Path:
+    """A path whose last part is `name`, bytes that need not be UTF-8."""
+    return Path(os.fsdecode(os.path.join(os.fsencode(parent), name)))
+
+
+async def test_names_that_are_not_utf8_are_skipped_and_reported(serve_client: ClientFactory,
+                                                                sample_root: Path, use_inotify: bool) -> None:
+    """A page or directory named in other bytes (Latin-1 here) cannot appear in any answer,
+    log or signature: it is skipped with a diagnostic and everything else is served, at start
+    and when one appears later."""
+    write_page(_bytes_name(sample_root, b"caf\xe9.md"), "Latin1 Named")
+    write_page(_bytes_name(sample_root, b"r\xe9sum\xe9s") / "inside.md", "Inside Latin1 Dir")
+    client = await serve_client(sample_root, inotify=use_inotify)
+    source = client.app[SOURCE_KEY]
+    shown = {d.path for d in source.snapshot().diagnostics if d.reason == "name_not_utf8"}
+    assert shown == {"caf\\xe9.md", "r\\xe9sum\\xe9s"}
+    health = await client.get("/health")
+    assert health.status == 200
+    pack = await client.post("/query", json={"query": "Latin1 rollback"})
+    assert pack.status == 200
+    titles = [item["title"] for item in (await pack.json())["evidence"]]
+    assert titles and "Latin1 Named" not in titles and "Inside Latin1 Dir" not in titles
+    write_page(_bytes_name(sample_root, b"late\xff.md"), "Late Latin1")
+    write_page(sample_root / "late-good.md", "Late Good")
+    assert await read_title(client, "late-good") == (200, "Late Good")
+    shown = {d.path for d in source.snapshot().diagnostics if d.reason == "name_not_utf8"}
+    assert "late\\xff.md" in shown
+    assert (await client.post("/search", json={"query": "Late"})).status == 200
