@@ -321,7 +321,7 @@ class KnowledgeSource:
     def context(self, req: SearchRequest) -> dict[str, Any]:
         return self.searcher().context(req, graph_limit=self.settings.context_graph_limit)
 
-    def context_json(self, req: SearchRequest) -> str:
+    def context_json(self, req: SearchRequest) -> bytes:
         """The context pack as compact JSON text (what HTTP answers), built faster than
         encoding context()."""
         return self.searcher().context_json(req, graph_limit=self.settings.context_graph_limit)

@@ -166,12 +166,8 @@ async def query(request: web.Request) -> web.Response:
     body = model_from_body(QueryRequest, await json_body(request))
     source = _source(request)
     req = _search_request(source, body)
-    text: str = await _off_loop_if_slow(source, req, source.context_json)
-    try:
-        encoded = text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: json_response knows the fallback
-        return json_response(await _off_loop_if_slow(source, req, source.context))
-    return web.Response(body=encoded, content_type="application/json", charset="utf-8")
+    body_bytes: bytes = await _off_loop_if_slow(source, req, source.context_json)
+    return web.Response(body=body_bytes, content_type="application/json", charset="utf-8")
 
 
 async def search(request: web.Request) -> web.Response:

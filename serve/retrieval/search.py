@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from common.json_wire import json_bytes
 from serve.errors import UserError
-from serve.graph import compact_json
 from serve.projection import Projection
 from serve.retrieval.analyzer import analyze
 from serve.retrieval.guidance import build_guidance
@@ -309,12 +309,18 @@ class Searcher:
         graph = self.projection.evidence_graph(seeds, req.include_drafts, graph_limit)
         return {**head, "graph": graph.payload(graph.nodes, graph.edges), "retrieval_guidance": guidance}
 
-    def context_json(self, req: SearchRequest, *, graph_limit: int) -> str:
-        """compact_json(self.context(req)), with the graph from the snapshot's JSON of each
-        evidence page's neighbourhood: most of a pack's JSON is its graph."""
+    def context_json(self, req: SearchRequest, *, graph_limit: int) -> bytes:
+        """compact_json(self.context(req)) as UTF-8, with the graph from the snapshot's JSON
+        of each evidence page's neighbourhood (most of a pack's JSON is its graph) and the
+        rest written by json_bytes (the same bytes, faster)."""
         head, seeds, guidance = self._context_parts(req)
         graph = self.projection.evidence_graph_json(seeds, req.include_drafts, graph_limit)
-        return f'{compact_json(head)[:-1]},"graph":{graph},"retrieval_guidance":{compact_json(guidance)}}}'
+        try:
+            graph_body = graph.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in a name: json_bytes escapes it
+            return json_bytes(self.context(req, graph_limit=graph_limit))
+        return b"".join((json_bytes(head)[:-1], b',"graph":', graph_body, b',"retrieval_guidance":',
+                         json_bytes(guidance), b"}"))
 
     def _context_parts(self, req: SearchRequest) -> tuple[dict[str, Any], list[Page], dict[str, Any]]:
         """The pack's fields before the graph, the pages that seed the graph, and the

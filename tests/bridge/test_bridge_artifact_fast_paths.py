@@ -14,7 +14,7 @@ import pytest
 from bridge import artifact, wire_json
 from bridge.registry import normalize_inline
 from bridge.wire_json import WrittenDict, answer_body
-from common import errors
+from common import json_wire
 from common.bridge_schemas import Graph, GraphEdge, GraphNode
 from common.errors import json_body, json_bytes
 
@@ -179,8 +179,8 @@ def test_json_bytes_looks_for_small_floats_only_where_a_number_can_be(
             payload = rng.choice(small + plain)
         assert json_bytes(payload) == _stdlib(payload), payload
     calls: list[Any] = []
-    real = errors._stdlib_json
-    monkeypatch.setattr(errors, "_stdlib_json", lambda payload: calls.append(payload) or real(payload))
+    real = json_wire._stdlib_json
+    monkeypatch.setattr(json_wire, "_stdlib_json", lambda payload: calls.append(payload) or real(payload))
     in_strings = [texts[0], "-0.00001", "7e-3", "score 11.1528", "0.00001", "1e-05"]
     fast = {"id": texts[0], "texts": in_strings, "numbers": plain}
     assert json_bytes(fast) == _stdlib(fast) and calls == []

@@ -226,6 +226,6 @@ def test_context_json_equals_encoding_the_context_pack(tmp_path: Path, edge_case
                     if options.get("query_variants") and not query.strip():
                         continue
                     req = source.request(query=query, **options)
-                    assert source.context_json(req) == compact_json(source.context(req))
+                    assert source.context_json(req) == compact_json(source.context(req)).encode()
         finally:
             source.close()

@@ -1242,7 +1242,7 @@ async def test_a_literal_search_over_its_inline_read_budget_moves_to_a_worker_th
     calls: list[tuple[bool, int | None]] = []
     context_json = source.context_json
 
-    def recorded(req: SearchRequest) -> str:
+    def recorded(req: SearchRequest) -> bytes:
         calls.append((threading.current_thread() is threading.main_thread(), req.read_budget))
         return context_json(req)
 

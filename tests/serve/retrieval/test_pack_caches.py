@@ -56,7 +56,7 @@ def test_a_content_edit_gives_fresh_orientation_and_equal_pack_json(tmp_path: Pa
         searcher = Searcher(after, index)
         assert "Freshly edited lead." in searcher.orientation(req)[0]["snippet"]
         pack = searcher.context(req, graph_limit=120)
-        assert searcher.context_json(req, graph_limit=120) == compact_json(pack)
+        assert searcher.context_json(req, graph_limit=120) == compact_json(pack).encode()
     finally:
         freshness.close()
 
