@@ -251,9 +251,9 @@ class Projection:
         """compact_json of evidence_graph()'s payload. Each evidence page's items are kept
         as JSON per snapshot (the walk and the rendering were most of a context pack's
         work), so a pack only merges them."""
-        view = GraphView([], [], self.base_meta, self.page_json)
         if limit <= 0 or not seeds:
             return graph_json([], [])
+        view = GraphView([], [], self.base_meta, self.page_json)  # writes the items' JSON
         key = "_evidence_all" if include_drafts else "_evidence_approved"
         memo: dict[str, SeedItems] | None = self.__dict__.get(key)
         if memo is None or len(memo) >= EVIDENCE_PAGES:  # bounded: start over rather than track use
