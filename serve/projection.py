@@ -183,13 +183,19 @@ class Projection:
                 approved[approved_position[page.path]] = page
         nxt = object.__new__(Projection)
         nxt.__dict__.update(self.__dict__)
-        for key in ("_ordered_all", "_ordered_approved", "_entry_all", "_entry_approved", "memo",
-                    "_evidence_all", "_evidence_approved"):
+        for key in ("_ordered_all", "_ordered_approved", "_entry_all", "_entry_approved", "memo"):
             nxt.__dict__.pop(key, None)  # they hold page objects or what was made from them
+        changed = frozenset(page.path for page, _ in replaced)
+        for key in ("_evidence_all", "_evidence_approved"):
+            # Evidence items are JSON made from the graph, which is unchanged (below): all but
+            # the edited pages' own carry over, so the first pack after an edit stays cheap.
+            kept = self.__dict__.get(key)
+            if kept is not None:
+                nxt.__dict__[key] = {path: items for path, items in kept.items() if path not in changed}
         nxt.pages = tuple(pages)
         nxt.fragments = tuple(fragments)
         nxt.serial = next(_SERIALS)
-        step = (self.serial, frozenset(page.path for page, _ in replaced))
+        step = (self.serial, changed)
         nxt.lineage = (step, *self.lineage[: LINEAGE_DEPTH - 1])
         nxt.signature = signature
         nxt.diagnostics = tuple(diagnostics)

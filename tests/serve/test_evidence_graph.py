@@ -12,6 +12,7 @@ import pytest
 
 import serve.projection as projection_module
 from serve.folder import FolderMirror
+from serve.freshness import Freshness
 from serve.graph import (
     UNRESOLVED_LINK,
     Edge,
@@ -27,6 +28,7 @@ from serve.projection import Projection
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
 from serve.source.page import Page
+from tests.support.folders import copy_fixture
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FOLDERS = [FIXTURES / "sample-wiki"] + sorted(
@@ -229,3 +231,30 @@ def test_context_json_equals_encoding_the_context_pack(tmp_path: Path, edge_case
                     assert source.context_json(req) == compact_json(source.context(req)).encode()
         finally:
             source.close()
+
+
+def test_a_content_edit_carries_the_other_pages_evidence_items_over(tmp_path: Path) -> None:
+    """A body edit derives the next snapshot: every evidence page's items but the edited
+    page's own are reused, and the graphs still equal the reference on the new snapshot."""
+    root = copy_fixture("sample-wiki", tmp_path)
+    freshness = Freshness(root.resolve())  # change notifications: an edit derives a snapshot
+    try:
+        before = freshness.snapshot()
+        before.evidence_graph_json(list(before.pages), False, 2000)
+        kept_before = dict(before.__dict__["_evidence_approved"])
+        edited = next(page for page in before.pages if page.approved and page.path in kept_before)
+        path = root / edited.path
+        path.write_text(path.read_text(encoding="utf-8") + "\nA freshly added closing line.\n",
+                        encoding="utf-8")
+        after = freshness.snapshot()
+        assert after is not before and after.changed_since(before) == {edited.path}
+        carried = after.__dict__["_evidence_approved"]
+        assert carried.keys() == kept_before.keys() - {edited.path}
+        assert all(carried[p] is kept_before[p] for p in carried)
+        seeds = [after.pages[after.position[page.path]] for page in before.pages]
+        for limit in LIMITS:
+            expected = reference_evidence_graph(after, seeds, False, limit)
+            assert after.evidence_graph_json(seeds, False, limit) == compact_json(
+                GraphView(*expected, after.base_meta).payload(*expected))
+    finally:
+        freshness.close()
