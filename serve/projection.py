@@ -41,6 +41,12 @@ from serve.source.page import ROLE_RANK, Page
 __all__ = ["Diagnostic", "Projection", "SidecarFile", "canonical_relation", "lookup_key", "slug"]
 
 
+class EvidenceMemo(dict[str, SeedItems]):
+    """A snapshot's evidence pages' items (as JSON) by path, and how many items they hold."""
+
+    item_count = 0
+
+
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
     """A file the projection skipped or degraded, with a stable reason code."""
@@ -84,8 +90,10 @@ def orientation_order(pages: Iterable[Page]) -> list[Page]:
 # was synced to an ancestor (the search index) can catch up with just those pages.
 LINEAGE_DEPTH = 32
 # Evidence pages whose graph items a snapshot keeps as JSON (about 25 items, ~6 KB, a page):
-# the pages agents' questions keep landing on.
+# the pages agents' questions keep landing on. A hub page linked from every page has as many
+# items as links, so the items are bounded too (about 250 bytes each).
 EVIDENCE_PAGES = 4096
+EVIDENCE_ITEMS = 100_000
 _SERIALS = itertools.count(1)
 
 
@@ -191,7 +199,9 @@ class Projection:
             # the edited pages' own carry over, so the first pack after an edit stays cheap.
             kept = self.__dict__.get(key)
             if kept is not None:
-                nxt.__dict__[key] = {path: items for path, items in kept.items() if path not in changed}
+                carried = nxt.__dict__[key] = EvidenceMemo(
+                    (path, items) for path, items in kept.items() if path not in changed)
+                carried.item_count = sum(items.size for items in carried.values())
         nxt.pages = tuple(pages)
         nxt.fragments = tuple(fragments)
         nxt.serial = next(_SERIALS)
@@ -261,14 +271,15 @@ class Projection:
             return graph_json([], [])
         view = GraphView([], [], self.base_meta, self.page_json)  # writes the items' JSON
         key = "_evidence_all" if include_drafts else "_evidence_approved"
-        memo: dict[str, SeedItems] | None = self.__dict__.get(key)
-        if memo is None or len(memo) >= EVIDENCE_PAGES:  # bounded: start over rather than track use
-            memo = self.__dict__[key] = {}
+        memo: EvidenceMemo | None = self.__dict__.get(key)
+        if memo is None or len(memo) >= EVIDENCE_PAGES or memo.item_count >= EVIDENCE_ITEMS:
+            memo = self.__dict__[key] = EvidenceMemo()  # bounded: start over rather than track use
         parts = []
         for page in seeds:
             found = memo.get(page.path)
             if found is None:
                 found = memo[page.path] = self._seed_items(page, include_drafts).rendered(view)
+                memo.item_count += found.size
             parts.append(found)
         nodes, edges = merge_seeds(parts, limit)
         return graph_json(nodes, [edge_text(key, meta) for key, meta in edges.items()])

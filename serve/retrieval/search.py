@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import unicodedata
 from collections.abc import Sequence
@@ -306,8 +307,10 @@ class Searcher:
         """The context pack: orientation, ranked evidence, limitations, the graph around
         the evidence, and retrieval guidance."""
         head, seeds, guidance = self._context_parts(req)
-        graph = self.projection.evidence_graph(seeds, req.include_drafts, graph_limit)
-        return {**head, "graph": graph.payload(graph.nodes, graph.edges), "retrieval_guidance": guidance}
+        # Read back from the JSON the snapshot keeps per evidence page (cheaper than a walk
+        # that has to visit each page's every link, and the same payload).
+        graph = json.loads(self.projection.evidence_graph_json(seeds, req.include_drafts, graph_limit))
+        return {**head, "graph": graph, "retrieval_guidance": guidance}
 
     def context_json(self, req: SearchRequest, *, graph_limit: int) -> bytes:
         """compact_json(self.context(req)) as UTF-8, with the graph from the snapshot's JSON

@@ -166,13 +166,16 @@ def _all_folders(edge_cases: Path) -> list[Path]:
     return [*FOLDERS, edge_cases]
 
 
-@pytest.mark.parametrize("kept_pages", [None, 2], ids=["kept", "started-over"])
+@pytest.mark.parametrize("kept_pages", [None, 2, "items"], ids=["kept", "started-over", "items-bound"])
 @pytest.mark.parametrize("include_drafts", [False, True], ids=["approved", "drafts"])
-def test_evidence_graph_equals_the_reference(edge_cases: Path, include_drafts: bool, kept_pages: int | None,
+def test_evidence_graph_equals_the_reference(edge_cases: Path, include_drafts: bool,
+                                             kept_pages: int | str | None,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Both the graph's tuples and its JSON, which snapshots keep per evidence page (a full
     store starts over), equal the reference, whichever graphs were made before."""
-    if kept_pages is not None:
+    if kept_pages == "items":  # a store of at most a few items starts over all the time
+        monkeypatch.setattr(projection_module, "EVIDENCE_ITEMS", 3)
+    elif kept_pages is not None:
         monkeypatch.setattr(projection_module, "EVIDENCE_PAGES", kept_pages)
     for root in _all_folders(edge_cases):
         p = _projection(root)
@@ -184,8 +187,10 @@ def test_evidence_graph_equals_the_reference(edge_cases: Path, include_drafts: b
                 expected_json = compact_json(GraphView(*expected, p.base_meta).payload(*expected))
                 assert p.evidence_graph_json(seeds, include_drafts, limit) == expected_json
         kept = p.__dict__["_evidence_all" if include_drafts else "_evidence_approved"]
-        most = len(p.pages) if kept_pages is None else kept_pages + max(len(s) for s in seed_sets(p))
+        most_seeds = max(len(s) for s in seed_sets(p))
+        most = {None: len(p.pages), 2: 2 + most_seeds, "items": most_seeds}[kept_pages]
         assert 0 < len(kept) <= most
+        assert kept.item_count == sum(items.size for items in kept.values())
 
 
 @pytest.mark.parametrize("include_drafts", [False, True], ids=["approved", "drafts"])
