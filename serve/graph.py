@@ -397,11 +397,6 @@ class GraphView:
     def payload(self, nodes: Iterable[Node], edges: Iterable[Edge]) -> dict[str, list[dict[str, Any]]]:
         return {"nodes": [self.node_dict(n) for n in nodes], "edges": [self.edge_dict(e) for e in edges]}
 
-    def payload_json(self, nodes: Sequence[Node], edges: Sequence[Edge]) -> str:
-        """compact_json(self.payload(nodes, edges)), written node by node and edge by edge
-        (a list's compact JSON is its items' joined by commas)."""
-        return graph_json([self.node_json(n) for n in nodes], [self.edge_json(e) for e in edges])
-
     def node_json(self, node: Node) -> str:
         """compact_json(self.node_dict(node)), written straight from the tuple: a context
         pack's graph is most of its JSON, and building dicts only to encode them costs more
@@ -430,13 +425,6 @@ class GraphView:
                     f'"path":{enc(node.path)},"metadata":{metadata}}}')
         except TypeError:  # a field that is not a string: let json.dumps decide
             return compact_json(self.node_dict(node))
-
-    def edge_json(self, edge: Edge) -> str:
-        """compact_json(self.edge_dict(edge)), written straight from the tuple."""
-        try:
-            return edge_text(edge[:3], edge_meta_json(edge))
-        except TypeError:
-            return compact_json(self.edge_dict(edge))
 
     def truncated(self, limit: int) -> dict[str, list[dict[str, Any]]]:
         """First `limit` nodes and the edges closed over them, at most `limit` edges."""

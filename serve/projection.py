@@ -256,17 +256,10 @@ class Projection:
         """Page path -> sidecar facts touching it (for evidence graphs)."""
         return sidecar_facts(self.sidecars, self.lookup)
 
-    def evidence_graph(self, seeds: Sequence[Page], include_drafts: bool, limit: int) -> GraphView:
-        """The neighbourhood of the evidence pages, for a context pack."""
-        if limit <= 0 or not seeds:
-            return GraphView([], [], self.base_meta)
-        nodes, edges = merge_seeds([self._seed_items(page, include_drafts) for page in seeds], limit)
-        return GraphView(nodes, list(edges.values()), self.base_meta, self.page_json)
-
     def evidence_graph_json(self, seeds: Sequence[Page], include_drafts: bool, limit: int) -> str:
-        """compact_json of evidence_graph()'s payload. Each evidence page's items are kept
-        as JSON per snapshot (the walk and the rendering were most of a context pack's
-        work), so a pack only merges them."""
+        """The compact JSON of the neighbourhood of the evidence pages, for a context pack. Each
+        evidence page's items are kept as JSON per snapshot (the walk and the rendering were
+        most of a context pack's work), so a pack only merges them."""
         if limit <= 0 or not seeds:
             return graph_json([], [])
         view = GraphView([], [], self.base_meta, self.page_json)  # writes the items' JSON

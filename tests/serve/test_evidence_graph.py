@@ -20,6 +20,9 @@ from serve.graph import (
     Node,
     canonical_relation,
     compact_json,
+    edge_meta_json,
+    edge_text,
+    graph_json,
     okf_members,
     plain_refs,
     unresolved_node,
@@ -171,8 +174,8 @@ def _all_folders(edge_cases: Path) -> list[Path]:
 def test_evidence_graph_equals_the_reference(edge_cases: Path, include_drafts: bool,
                                              kept_pages: int | str | None,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both the graph's tuples and its JSON, which snapshots keep per evidence page (a full
-    store starts over), equal the reference, whichever graphs were made before."""
+    """The graph's JSON, which snapshots keep per evidence page (a full store starts over),
+    equals the reference's, whichever graphs were made before."""
     if kept_pages == "items":  # a store of at most a few items starts over all the time
         monkeypatch.setattr(projection_module, "EVIDENCE_ITEMS", 3)
     elif kept_pages is not None:
@@ -181,11 +184,10 @@ def test_evidence_graph_equals_the_reference(edge_cases: Path, include_drafts: b
         p = _projection(root)
         for seeds in seed_sets(p):
             for limit in LIMITS:
-                view = p.evidence_graph(seeds, include_drafts, limit)
                 expected = reference_evidence_graph(p, seeds, include_drafts, limit)
-                assert (view.nodes, view.edges) == expected, (root.name, limit, [s.path for s in seeds])
                 expected_json = compact_json(GraphView(*expected, p.base_meta).payload(*expected))
-                assert p.evidence_graph_json(seeds, include_drafts, limit) == expected_json
+                assert p.evidence_graph_json(seeds, include_drafts, limit) == expected_json, (
+                    root.name, limit, [s.path for s in seeds])
         kept = p.__dict__["_evidence_all" if include_drafts else "_evidence_approved"]
         most_seeds = max(len(s) for s in seed_sets(p))
         most = {None: len(p.pages), 2: 2 + most_seeds, "items": most_seeds}[kept_pages]
@@ -194,29 +196,34 @@ def test_evidence_graph_equals_the_reference(edge_cases: Path, include_drafts: b
 
 
 @pytest.mark.parametrize("include_drafts", [False, True], ids=["approved", "drafts"])
-def test_graph_json_equals_encoding_the_payload(edge_cases: Path, include_drafts: bool) -> None:
+def test_node_and_edge_json_equal_encoding_their_dicts(edge_cases: Path, include_drafts: bool) -> None:
     for root in _all_folders(edge_cases):
         p = _projection(root)
         for _ in range(2):  # the second round writes page nodes from the snapshot's cache
             for seeds in seed_sets(p):
-                view = p.evidence_graph(seeds, include_drafts, 120)
-                expected = compact_json(view.payload(view.nodes, view.edges))
-                assert view.payload_json(view.nodes, view.edges) == expected
-                uncached = GraphView(view.nodes, view.edges, view.base_meta)
-                assert uncached.payload_json(view.nodes, view.edges) == expected
+                nodes, edges = reference_evidence_graph(p, seeds, include_drafts, 120)
+                for view in (GraphView(nodes, edges, p.base_meta, p.page_json),
+                             GraphView(nodes, edges, p.base_meta)):
+                    for node in nodes:
+                        assert view.node_json(node) == compact_json(view.node_dict(node))
+                for edge in edges:
+                    written = edge_text(edge[:3], edge_meta_json(edge))
+                    assert written == compact_json(GraphView.edge_dict(edge))
         assert p.page_json
 
 
-def test_graph_json_falls_back_where_it_cannot_write_the_json_itself(edge_cases: Path) -> None:
+def test_node_json_falls_back_where_it_cannot_write_the_json_itself(edge_cases: Path) -> None:
     p = _projection(edge_cases)
-    view = p.evidence_graph(list(p.pages), True, 120)
-    odd = [*view.nodes, Node("placeholder:7", 7, "placeholder", "a.md", None)]  # type: ignore[arg-type]
-    assert GraphView(odd, view.edges, p.base_meta).payload_json(odd, view.edges) == compact_json(
-        GraphView(odd, view.edges, p.base_meta).payload(odd, view.edges))
+    nodes, edges = reference_evidence_graph(p, list(p.pages), True, 120)
+    odd = Node("placeholder:7", 7, "placeholder", "a.md", None)  # type: ignore[arg-type]
+    view = GraphView(nodes, edges, p.base_meta)
+    assert view.node_json(odd) == compact_json(view.node_dict(odd))
     clashing = {**p.base_meta, "review_state": "from the layout"}  # page metadata overrides it
-    clash = GraphView(view.nodes, view.edges, clashing)
-    assert clash.payload_json(view.nodes, view.edges) == compact_json(clash.payload(view.nodes, view.edges))
-    assert GraphView([], [], {}).payload_json([], []) == '{"nodes":[],"edges":[]}'
+    clash = GraphView(nodes, edges, clashing)
+    assert any(isinstance(node.meta, Page) for node in nodes)
+    for node in nodes:
+        assert clash.node_json(node) == compact_json(clash.node_dict(node))
+    assert graph_json([], []) == '{"nodes":[],"edges":[]}'
 
 
 @pytest.mark.parametrize("name", ["sample-wiki", "shapes/korean-wiki", "edge-cases"])
