@@ -27,6 +27,8 @@ from serve.source.layout import FolderView, Layout, detect_layout
 from serve.source.page import Page, ParseOptions, parse_page
 from serve.source.sidecar import SidecarEdge, parse_sidecar
 from serve.source.tree import (
+    NAME_NOT_UTF8,
+    SYMLINK_IGNORED,
     FileStat,
     Walk,
     is_tracked_file,
@@ -351,8 +353,7 @@ class FolderMirror:
         self.records: dict[str, FileRecord] = records or {}
         self.dirs: set[str] = set()
         self.markers: dict[str, int] = {}
-        self.symlinks: set[str] = set()
-        self.bad_names: set[str] = set()  # pages and directories named in bytes that are not UTF-8
+        self.ignored: dict[str, str] = {}  # ignored and reported entries (see Walk.ignored)
         self.layout: Layout | None = None
         self.reported: set[tuple[str, str]] = set()
         self.parsed_count = 0  # pages parsed from bytes (not reused) since construction
@@ -414,7 +415,7 @@ class FolderMirror:
                 continue
             if not stat_mod.S_ISDIR(st.st_mode):
                 continue
-            walk = Walk(files={}, dirs=[], marker_dirs={}, symlinks=[])
+            walk = Walk(files={}, dirs=[], marker_dirs={})
             walk_dir(self.root_str, rel_dir, walk)
             self._adopt_walk(walk, replace_all=False)
 
@@ -438,15 +439,9 @@ class FolderMirror:
             except OSError:
                 st = None
             if not utf8_name(rel):  # never tracked (see walk_dir)
-                if st is not None and is_tracked_file(rel):
-                    self.bad_names.add(shown_name(rel))
-                else:
-                    self.bad_names.discard(shown_name(rel))
+                self._note_ignored(shown_name(rel), NAME_NOT_UTF8, st is not None and is_tracked_file(rel))
                 continue
-            if st is not None and stat_mod.S_ISLNK(st.st_mode):
-                self.symlinks.add(rel)
-            else:
-                self.symlinks.discard(rel)
+            self._note_ignored(rel, SYMLINK_IGNORED, st is not None and stat_mod.S_ISLNK(st.st_mode))
             if st is None or not stat_mod.S_ISREG(st.st_mode) or not is_tracked_file(rel):
                 if self.records.pop(rel, None) is not None:
                     self.generation += 1
@@ -468,6 +463,13 @@ class FolderMirror:
                     self._structural_change()
             self.records[rel] = fresh
 
+    def _note_ignored(self, rel: str, reason: str, now: bool) -> None:
+        """Record or clear one ignored entry after a change notification."""
+        if now:
+            self.ignored[rel] = reason
+        elif self.ignored.get(rel) == reason:
+            del self.ignored[rel]
+
     def _forget_subtree(self, rel_dir: str) -> None:
         prefix = rel_dir + "/"
         gone = [r for r in self.records if r.startswith(prefix)]
@@ -477,8 +479,7 @@ class FolderMirror:
             self.generation += 1
             self._structural_change()
         self.dirs = {d for d in self.dirs if d != rel_dir and not d.startswith(prefix)}
-        self.symlinks = {s for s in self.symlinks if not s.startswith(prefix)}
-        self.bad_names = {s for s in self.bad_names if not s.startswith(prefix)}
+        self.ignored = {rel: why for rel, why in self.ignored.items() if not rel.startswith(prefix)}
 
     def _adopt_walk(self, walk: Walk, *, replace_all: bool) -> None:
         old = self.records
@@ -486,19 +487,15 @@ class FolderMirror:
         if replace_all:
             self.records = {}
             self.in_walk_order = True
-            new_dirs, new_markers, new_links = set(walk.dirs), dict(walk.marker_dirs), set(walk.symlinks)
+            new_dirs, new_markers, new_ignored = set(walk.dirs), dict(walk.marker_dirs), dict(walk.ignored)
             changed = (new_dirs != self.dirs or new_markers != self.markers
-                       or new_links != self.symlinks or old.keys() != walk.files.keys()
-                       or set(walk.bad_names) != self.bad_names)
-            self.dirs, self.markers, self.symlinks = new_dirs, new_markers, new_links
-            self.bad_names = set(walk.bad_names)
+                       or new_ignored != self.ignored or old.keys() != walk.files.keys())
+            self.dirs, self.markers, self.ignored = new_dirs, new_markers, new_ignored
         else:
             self.in_walk_order = False
-            changed = (bool(set(walk.dirs) - self.dirs) or bool(set(walk.symlinks) - self.symlinks)
-                       or bool(set(walk.bad_names) - self.bad_names))
+            changed = bool(set(walk.dirs) - self.dirs) or bool(walk.ignored.keys() - self.ignored.keys())
             self.dirs.update(walk.dirs)
-            self.symlinks.update(walk.symlinks)
-            self.bad_names.update(walk.bad_names)
+            self.ignored.update(walk.ignored)
         untrusted: list[tuple[str, FileStat]] = []
         for rel, st in walk.files.items():
             record = old.get(rel)
@@ -635,10 +632,8 @@ class FolderMirror:
             if record.page.degraded:
                 diagnostics.append(Diagnostic(rel, record.page.degraded, False))
             parsed.append((record.page, record.fragment))
-        for rel in sorted(self.symlinks):
-            diagnostics.append(Diagnostic(rel, "symlink_ignored", True))
-        for rel in sorted(self.bad_names):
-            diagnostics.append(Diagnostic(rel, "name_not_utf8", True))
+        for rel, reason in sorted(self.ignored.items()):
+            diagnostics.append(Diagnostic(rel, reason, True))
         self._report(diagnostics)
         if not parsed:
             if strict:

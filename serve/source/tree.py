@@ -26,6 +26,9 @@ CONFIG_NAMES = frozenset(
 )
 ROOT_CONFIG_PATHS = frozenset({".obsidian", ".foam", ".vscode/extensions.json", "logseq/config.edn"})
 PAGE_SUFFIXES = (".md", ".org")
+# Why a walked entry is ignored (diagnostic reasons).
+SYMLINK_IGNORED = "symlink_ignored"
+NAME_NOT_UTF8 = "name_not_utf8"
 
 
 def utf8_name(name: str) -> bool:
@@ -105,14 +108,14 @@ class Walk:
     files: dict[str, FileStat]  # in walk order (see walk_order_key)
     dirs: list[str]
     marker_dirs: dict[str, int]  # rel -> directory st_size (part of the signature)
-    symlinks: list[str]  # symlinked page or sidecar files, ignored and reported
-    # Pages and directories whose names are not UTF-8 (as shown_name()), ignored and reported.
-    bad_names: list[str] = field(default_factory=list)
+    # Entries ignored and reported, path -> reason: symlinked pages and sidecars, and pages and
+    # directories whose names are not UTF-8 (their path as shown_name() writes it).
+    ignored: dict[str, str] = field(default_factory=dict)
 
 
 def walk_root(root: str) -> Walk:
     """Walk `root` without following symlinks (so loops and escapes are impossible)."""
-    result = Walk(files={}, dirs=[], marker_dirs={}, symlinks=[])
+    result = Walk(files={}, dirs=[], marker_dirs={})
     walk_dir(root, "", result)
     return result
 
@@ -140,11 +143,11 @@ def walk_dir(root: str, rel_dir: str, into: Walk) -> None:
             mode = st.st_mode
             if not utf8_name(entry.name):
                 if stat.S_ISDIR(mode) or entry.name.lower().endswith(PAGE_SUFFIXES):
-                    into.bad_names.append(shown_name(rel))
+                    into.ignored[shown_name(rel)] = NAME_NOT_UTF8
                 continue
             if stat.S_ISLNK(mode):
                 if entry.name.lower().endswith(PAGE_SUFFIXES) or entry.name == "graph.json":
-                    into.symlinks.append(rel)
+                    into.ignored[rel] = SYMLINK_IGNORED
                 continue
             if stat.S_ISDIR(mode):
                 if not current and entry.name in MARKER_DIRS:

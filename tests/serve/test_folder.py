@@ -224,6 +224,6 @@ def test_walk_tracks_exactly_what_is_tracked_file_accepts(tmp_path: Path) -> Non
                            and all(part not in ("node_modules", ".obsidian")
                                    for part in rel.split("/")[:-1])}
     # A re-walk that starts inside an ignored directory tracks nothing there.
-    ignored = Walk(files={}, dirs=[], marker_dirs={}, symlinks=[])
+    ignored = Walk(files={}, dirs=[], marker_dirs={})
     walk_dir(str(tmp_path), "node_modules", ignored)
     assert ignored.files == {}
