@@ -124,7 +124,7 @@ async def registry_report(settings: BridgeSettings, command: str, probe: bool) -
         return view
     identity = settings.identity()
     return {"bridge": "llmwiki-agent-bridge",
-            "runtime": {"profile": settings.runtime_profile, "adapter": "chat-completions",
+            "runtime": {"profile": settings.runtime_profile, "adapter": settings.runtime_adapter,
                         "id": identity["runtimeId"], "runtime": identity["runtime"],
                         "agentRuntime": identity["agentRuntime"]},
             "runtimeConnection": service.settings_document()["runtimeConnection"],

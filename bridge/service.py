@@ -14,7 +14,15 @@ from typing import Any
 import structlog
 
 from bridge import artifact, audit
-from bridge.answer import RUNTIME_STEP_ID, RUNTIME_STEP_LABEL, RuntimeAnswer, runtime_answer
+from bridge.acp import AcpFailure
+from bridge.answer import (
+    ADAPTER_FAILED_MESSAGE,
+    RUNTIME_STEPS,
+    RuntimeAnswer,
+    acp_diagnostic,
+    acp_runtime_answer,
+    runtime_answer,
+)
 from bridge.artifact import EvidenceGraph, SourceEvidence, safe_id, safe_trace_text, step
 from bridge.fanout import fan_out
 from bridge.guidance import GuidanceCheck, check_guidance, guidance_diagnostic
@@ -39,13 +47,14 @@ from bridge.retrieval import (
     plan_for,
     unsupported_message,
 )
-from bridge.run_request import RunRequest, RunRequestError, parse_run_request
+from bridge.run_request import RunRequest, RunRequestError, check_excluded_page_ids, parse_run_request
 from bridge.runtime import CHAT_FAILED_MESSAGE, RuntimeFailure, model_configured, runtime_diagnostic
 from bridge.settings import (
     PROFILES,
     BridgeSettings,
     SettingsError,
     check_bind_policy,
+    parse_adapter,
     parse_env_bool,
     parse_io_log_mode,
     parse_origins,
@@ -74,6 +83,10 @@ log = structlog.get_logger("llmwiki.bridge.service")
 
 # How many sources' recent path times a bridge keeps (for the fan-out's start order).
 PATH_TIMES_KEPT = 1024
+
+# Identity keys of PUT /settings/config.json and the settings fields they set.
+IDENTITY_FIELDS = {"runtimeId": "runtime_id", "runtimeName": "runtime_name", "runtime": "runtime",
+                   "agentRuntime": "agent_runtime", "providerOrganization": "provider_organization"}
 
 ENDPOINTS = {"health": "/health", "sources": "/sources", "agentCard": "/.well-known/agent-card.json",
              "messageSend": "/message:send", "mcp": "/mcp", "settings": "/settings",
@@ -186,7 +199,7 @@ class BridgeService:
         s = self.settings
         identity = s.identity()
         return {"status": "ok", "runtime": "llmwiki-agent-bridge", "runtimeProfile": s.runtime_profile,
-                "runtimeAdapter": "chat-completions", "runtimeId": identity["runtimeId"],
+                "runtimeAdapter": s.runtime_adapter, "runtimeId": identity["runtimeId"],
                 "agentRuntime": identity["agentRuntime"], "modelConfigured": model_configured(s),
                 "hermesModelConfigured": model_configured(s),
                 "configuredAllowedOrigins": len(s.allowed_origins), "sourcePolicy": s.source_policy,
@@ -202,7 +215,7 @@ class BridgeService:
             port = int(host_header.rsplit(":", 1)[-1])
         return {
             "bridge": "llmwiki-agent-bridge", "endpoints": dict(ENDPOINTS),
-            "runtime": {"profile": s.runtime_profile, "adapter": "chat-completions",
+            "runtime": {"profile": s.runtime_profile, "adapter": s.runtime_adapter,
                         "id": identity["runtimeId"], "name": identity["runtimeName"],
                         "runtime": identity["runtime"], "agentRuntime": identity["agentRuntime"],
                         "providerOrganization": identity["providerOrganization"]},
@@ -346,11 +359,21 @@ class BridgeService:
             return value
 
         if "runtimeProfile" in raw:
+            # A profile resets the identity to its defaults, in the file too (contract 2.6.5).
             changes["runtime_profile"] = parse_profile(text(raw["runtimeProfile"], "runtimeProfile"))
+            changes.update(dict.fromkeys(IDENTITY_FIELDS.values()))
             persisted["runtimeProfile"] = changes["runtime_profile"]
-            persisted.update({k: v for k, v in PROFILES[changes["runtime_profile"]].items() if k != "model"})
-            applied += ["runtimeProfile", "runtimeId", "runtimeName", "runtime", "agentRuntime",
-                        "providerOrganization"]
+            persisted.update({k: PROFILES[changes["runtime_profile"]][k] for k in IDENTITY_FIELDS})
+            applied += ["runtimeProfile", *IDENTITY_FIELDS]
+        if "runtimeAdapter" in raw:
+            changes["runtime_adapter"] = parse_adapter(text(raw["runtimeAdapter"], "runtimeAdapter"))
+            persisted["runtimeAdapter"] = changes["runtime_adapter"]
+            applied.append("runtimeAdapter")
+        for key, name in IDENTITY_FIELDS.items():  # after the profile: an explicit value wins
+            if key in raw:
+                changes[name] = persisted[key] = text(raw[key], key)
+                if key not in applied:
+                    applied.append(key)
         if found := first("baseUrl", "agentBaseUrl", "hermesBaseUrl"):
             changes["base_url"] = text(found[1], "baseUrl")
             changes["base_url_source"] = "settings"
@@ -466,6 +489,10 @@ class BridgeService:
         candidates = (list(request.inline_sources) if request.inline_sources is not None
                       else list(self.sources))
         selected = [s for s in candidates if readiness(s).ready]
+        try:  # before any source call: a foreign-prefixed exclusion is the caller's mistake
+            check_excluded_page_ids(intent, [s.id for s in selected])
+        except RunRequestError as exc:
+            raise fail(exc.status, exc.code, exc.message) from None
         policy = self.source_policy
         audit.note(orchestrationMode=mode, selectedSourceCount=sum(1 for s in candidates if s.selected),
                    selectedReadySourceCount=sum(1 for s in selected if readiness(s, policy).ready),
@@ -620,6 +647,7 @@ class BridgeService:
             tool.status = "error"
             tool.detail = f"{label} could not be queried by the bridge."
             tool.error = "Source query failed."
+            tool.citation_ids, tool.citation_refs = [], []  # every source step has them (the seeds)
             tool.diagnostic = diagnostic
             tool.latency_ms = round((time.perf_counter() - started) * 1000)
             outcome.failed = True
@@ -721,7 +749,8 @@ class BridgeService:
             answer, citations, graph = runtime.answer, runtime.citations, runtime.graph
         steps.append(step("bridge-final-answer", "Return A2A artifact", "done",
                           detail="Returned a structured llmwiki_agent_result artifact."))
-        audit.note(runtimeCalled=any(s.id == RUNTIME_STEP_ID for s in steps), citationCount=len(citations),
+        audit.note(runtimeCalled=any(s.id.startswith("runtime-") for s in steps),
+                   citationCount=len(citations),
                    sourceBundleCount=len(bundles), graphNodeCount=len(graph.nodes), artifactCount=1,
                    diagnosticCount=len(diagnostics))
         wired: dict[int, JsonObject] = {}
@@ -746,39 +775,64 @@ class BridgeService:
         """delegated-runtime / hybrid: the runtime step around one runtime answer; any runtime
         failure is the contract's 502 with every step and diagnostic gathered so far."""
         settings = self.settings  # one snapshot: a live settings change does not split a run
-        runtime_step = step(RUNTIME_STEP_ID, RUNTIME_STEP_LABEL, "running",
-                            detail="Calling the configured OpenAI-compatible runtime.")
+        step_id, step_label = RUNTIME_STEPS[settings.runtime_adapter]
+        runtime_step = step(step_id, step_label, "running",
+                            detail="Calling the configured OpenAI-compatible runtime."
+                            if settings.runtime_adapter == "chat-completions"
+                            else "Calling the configured DeepAgents ACP runtime adapter.")
         steps.append(runtime_step)
         started = time.perf_counter()
+        answered = [AnsweredSource(o.source, o.evidence, o.bundle) for o in outcomes
+                    if o.evidence is not None]
+        failed = [o.source for o in outcomes if o.failed]
         try:
-            runtime = await runtime_answer(
-                settings, transport, hybrid=request.mode == "hybrid", query=request.query,
-                history=request.conversation, conversation_context=request.context.wire(),
-                answered=[AnsweredSource(o.source, o.evidence, o.bundle) for o in outcomes
-                          if o.evidence is not None],
-                failed=[o.source for o in outcomes if o.failed], citations=citations, graph=graph,
-                steps=steps, diagnostics=diagnostics)
+            if settings.runtime_adapter == "deepagents-acp":
+                runtime = await acp_runtime_answer(
+                    settings, query=request.query, history=request.conversation,
+                    conversation_context=request.context.wire(), answered=answered, failed=failed,
+                    citations=citations, graph=graph)
+            else:
+                runtime = await runtime_answer(
+                    settings, transport, hybrid=request.mode == "hybrid", query=request.query,
+                    history=request.conversation, conversation_context=request.context.wire(),
+                    answered=answered, failed=failed, citations=citations, graph=graph,
+                    steps=steps, diagnostics=diagnostics)
         except RuntimeFailure as exc:
             log.warning("chat_completions_failed", reason=exc.message, http_status=exc.http_status,
                         timeout=exc.timeout)
-            diagnostic = runtime_diagnostic(settings, exc)
-            diagnostics.append(diagnostic)
-            runtime_step.status, runtime_step.error = "error", CHAT_FAILED_MESSAGE
-            runtime_step.detail, runtime_step.diagnostic = safe_trace_text(exc.message), diagnostic
-            runtime_step.latency_ms = round((time.perf_counter() - started) * 1000)
-            audit.note(runtimeCalled=True, citationCount=len(citations), diagnosticCount=len(diagnostics))
-            raise RunError(502, "chat_completions_failed", CHAT_FAILED_MESSAGE, request_id, trace_id,
-                           steps, diagnostics) from None
+            raise self._runtime_failed(runtime_step, started, runtime_diagnostic(settings, exc), exc.message,
+                                       "chat_completions_failed", CHAT_FAILED_MESSAGE, citations, steps,
+                                       diagnostics, request_id, trace_id) from None
+        except AcpFailure as exc:
+            log.warning("runtime_adapter_failed", adapter=settings.runtime_adapter, reason=exc.message,
+                        timeout=exc.timeout, exit_code=exc.exit_code)
+            raise self._runtime_failed(runtime_step, started, acp_diagnostic(settings, exc), exc.message,
+                                       "runtime_adapter_failed", ADAPTER_FAILED_MESSAGE, citations, steps,
+                                       diagnostics, request_id, trace_id) from None
         runtime_step.status = "done"
         runtime_step.latency_ms = round((time.perf_counter() - started) * 1000)
         detail = (f"Chat completions runtime returned an answer grounded in {len(runtime.citations)} "
-                  "citation(s).")
-        if request.mode == "hybrid":
+                  "citation(s).") if settings.runtime_adapter == "chat-completions" else (
+            f"DeepAgents ACP runtime adapter returned an answer grounded in {len(runtime.citations)} "
+            "citation(s).")
+        if request.mode == "hybrid" and settings.runtime_adapter == "chat-completions":
             detail += f" The runtime made {runtime.tool_calls} source tool call(s)."
         if runtime.anchors_appended:
             detail += " Appended fallback citation anchors."
         runtime_step.detail = detail
         return runtime
+
+    @staticmethod
+    def _runtime_failed(runtime_step: TraceStep, started: float, diagnostic: Diagnostic, reason: str,
+                        code: str, message: str, citations: list[Citation], steps: list[TraceStep],
+                        diagnostics: list[Diagnostic], request_id: str, trace_id: str) -> RunError:
+        """The contract's 502 (5.6) with every step and diagnostic gathered so far."""
+        diagnostics.append(diagnostic)
+        runtime_step.status, runtime_step.error = "error", message
+        runtime_step.detail, runtime_step.diagnostic = safe_trace_text(reason), diagnostic
+        runtime_step.latency_ms = round((time.perf_counter() - started) * 1000)
+        audit.note(runtimeCalled=True, citationCount=len(citations), diagnosticCount=len(diagnostics))
+        return RunError(502, code, message, request_id, trace_id, steps, diagnostics)
 
 
 def _host_key(host: str) -> str:

@@ -123,13 +123,13 @@ async def _guarded(request: web.Request, handler: Handler, service: BridgeServic
         audit.note(authorized=True)
     length = request.content_length
     if length is not None and length > service.settings.max_body_bytes:
-        return _too_large().response()
+        return _too_large(request)
     try:
         return await handler(request)
     except HttpError as exc:
         return exc.response()
     except web.HTTPRequestEntityTooLarge:
-        return _too_large().response()
+        return _too_large(request)
     except (web.HTTPNotFound, web.HTTPMethodNotAllowed):
         return CodedError(404, "not_found", "Not found.").response()
     except web.HTTPException as exc:
@@ -144,8 +144,12 @@ def _open_route(request: web.Request) -> bool:
     return request.method == "GET" and request.path == "/settings"
 
 
-def _too_large() -> CodedError:
-    return CodedError(413, "body_too_large", "Request body is too large.")
+def _too_large(request: web.Request) -> web.Response:
+    """413; on `/message:send` with the request and trace ids, as its every error has them."""
+    body = CodedError(413, "body_too_large", "Request body is too large.").body()
+    if request.path == a2a.SEND_PATH:
+        body.update(requestId=request[REQUEST_ID], traceId=_trace_id(request))
+    return json_response(body, status=413)
 
 
 async def json_body(request: web.Request) -> Any:
