@@ -29,6 +29,7 @@ from bridge.guidance import GuidanceCheck, check_guidance, guidance_diagnostic
 from bridge.iolog import IoLog, current_scope, io_scope
 from bridge.policy import CorsPolicy, SourcePolicy
 from bridge.prompt import AnsweredSource
+from bridge.redaction import redact_text
 from bridge.registry import (
     SourceDescriptor,
     SourceValidationError,
@@ -49,6 +50,7 @@ from bridge.retrieval import (
 )
 from bridge.run_request import RunRequest, RunRequestError, check_excluded_page_ids, parse_run_request
 from bridge.runtime import CHAT_FAILED_MESSAGE, RuntimeFailure, model_configured, runtime_diagnostic
+from bridge.runtime import probe as probe_runtime
 from bridge.settings import (
     PROFILES,
     BridgeSettings,
@@ -156,6 +158,9 @@ class BridgeService:
         self._io = IoLog()
         # Each source's recent path time (seconds, smoothed), by protocol and URL: see start_order.
         self._path_seconds: dict[tuple[str, str], float] = {}
+        # The last live probe's health of each source (by id, protocol and URL), for views that
+        # do not probe. In memory only: the bridge's one persistent state is its settings file.
+        self._last_probes: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ policies
 
@@ -194,6 +199,21 @@ class BridgeService:
     def persistence(self) -> dict[str, Any]:
         return {"enabled": self.store is not None, "configPathConfigured": self.store is not None,
                 "registeredSources": len(self.sources), "fileStatus": self.settings_file_status}
+
+    async def probed_health(self) -> dict[str, Any]:
+        """`/health?probe=1`: the runtime checked live. A runtime that cannot be reached, or that
+        answers with an error, makes the status `degraded`, so the answer never reads as "ok"
+        when runtime-backed runs would fail (evidence-only runs still work)."""
+        document = self.health()
+        settings = self.settings
+        if settings.runtime_adapter != "chat-completions":
+            reachability = {"checked": False, "basis": "adapter_not_probeable", "protocol": "acp"}
+        else:
+            reachability = await probe_runtime(settings)
+        document["runtimeConnection"]["reachability"] = reachability
+        if reachability.get("checked") and reachability.get("ok") is not True:
+            document["status"] = "degraded"
+        return document
 
     def health(self) -> dict[str, Any]:
         s = self.settings
@@ -240,37 +260,72 @@ class BridgeService:
         return {"sources": [settings_view(s) for s in self.sources], "persistence": self.persistence()}
 
     async def sources_view(self, probe: bool, *, local: bool = False) -> dict[str, Any]:
+        """`GET /sources`; without a probe each entry still shows its last probe's result."""
         if not probe:
-            return registry_view(self.sources, self.source_policy, local=local)
+            view = registry_view(self.sources, self.source_policy, local=local)
+            for source, entry in zip(self.sources, view["sources"], strict=True):
+                last = self._last_probes.get(_probe_key(source))
+                if last is not None:
+                    entry["lastProbe"] = last
+            return view
         policy = self.source_policy
         # Readiness already limits protocols to the three this bridge has clients for.
         targets = [(i, s) for i, s in enumerate(self.sources) if readiness(s, policy).ready]
         transport = self.transport()
 
         async def probe_one(target: tuple[int, SourceDescriptor]) -> dict[str, Any]:
-            read = await client_for(transport, target[1]).probe()
-            if read.raw is None:
-                error = read.error or SourceCallError("probe failed")
-                health: dict[str, Any] = {"ok": False, "basis": "live_probe", "checkedAt": now_iso(),
-                                          "reason": "probe_failed"}
-                if error.http_status is not None:
-                    health["httpStatus"] = str(error.http_status)
-                if error.timeout:
-                    health["timeout"] = True
-                health.update(retryable=error.retryable, redacted=True)
-                return {"health": health}
-            raw = read.raw
-            merged = {**raw, **artifact.as_object(raw.get("projection"))}
-            metadata = {key: merged[name] for key, name in (
-                ("bundleId", "bundle_id"), ("adapter", "adapter"), ("implementation", "implementation"),
-                ("pageCount", "page_count"), ("approvedPageCount", "approved_page_count"))
-                if isinstance(merged.get(name), (str, int)) and merged.get(name) != ""}
-            return {"health": {"ok": True, "basis": "live_probe", "checkedAt": now_iso(),
-                               "endpoint": read.endpoint}, "metadata": metadata}
+            return await self._probe(transport, target[1])
 
         results = await fan_out(targets, probe_one, self.settings.fanout_concurrency)
         probes = {index: result for (index, _), result in zip(targets, results, strict=True)}
         return registry_view(self.sources, policy, probes, local=local)
+
+    async def probe_draft(self, body: Any) -> dict[str, Any]:
+        """`POST /sources/probe`: one source as the settings page has it, saved or not. It is probed
+        as if selected and ready; the source policy applies as to every source call."""
+        raw = body.get("source") if isinstance(body, dict) and isinstance(body.get("source"), dict) else body
+        try:
+            [source] = normalize_registered([raw])
+        except SourceValidationError as exc:
+            raise CodedError(400, "bad_request", str(exc)) from None
+        source = dataclasses.replace(source, selected=True, status="ready")
+        policy = self.source_policy
+        state = readiness(source, policy)
+        probe: dict[str, Any] | None = None
+        if state.ready:
+            probe = await self._probe(self.transport(), source)
+        [entry] = registry_view([source], policy, {0: probe} if probe else None)["sources"]
+        return {"schemaVersion": "llmwiki.agent-bridge.source-probe.v1", "source": entry}
+
+    async def _probe(self, transport: SourceTransport, source: SourceDescriptor) -> dict[str, Any]:
+        """One live probe: the health entry (remembered for later views) and bundle metadata."""
+        read = await client_for(transport, source).probe()
+        if read.raw is None:
+            error = read.error or SourceCallError("The source answered without source bundle metadata.")
+            health: dict[str, Any] = {"ok": False, "basis": "live_probe", "checkedAt": now_iso(),
+                                      "reason": "probe_failed"}
+            if error.http_status is not None:
+                health["httpStatus"] = str(error.http_status)
+            if error.timeout:
+                health["timeout"] = True
+            # What failed, in words (redacted: no URLs, tokens or paths), for the settings page.
+            health.update(retryable=error.retryable, redacted=True, message=probe_message(error.message))
+            self._remember_probe(source, health)
+            return {"health": health}
+        raw = read.raw
+        merged = {**raw, **artifact.as_object(raw.get("projection"))}
+        metadata = {key: merged[name] for key, name in (
+            ("bundleId", "bundle_id"), ("adapter", "adapter"), ("implementation", "implementation"),
+            ("pageCount", "page_count"), ("approvedPageCount", "approved_page_count"))
+            if isinstance(merged.get(name), (str, int)) and merged.get(name) != ""}
+        health = {"ok": True, "basis": "live_probe", "checkedAt": now_iso(), "endpoint": read.endpoint}
+        self._remember_probe(source, health)
+        return {"health": health, "metadata": metadata}
+
+    def _remember_probe(self, source: SourceDescriptor, health: dict[str, Any]) -> None:
+        if len(self._last_probes) >= PATH_TIMES_KEPT:
+            del self._last_probes[next(iter(self._last_probes))]  # the oldest entry
+        self._last_probes[_probe_key(source)] = health
 
     # ------------------------------------------------------------------ settings writes
 
@@ -833,6 +888,16 @@ class BridgeService:
         runtime_step.latency_ms = round((time.perf_counter() - started) * 1000)
         audit.note(runtimeCalled=True, citationCount=len(citations), diagnosticCount=len(diagnostics))
         return RunError(502, code, message, request_id, trace_id, steps, diagnostics)
+
+
+def _probe_key(source: SourceDescriptor) -> tuple[str, str, str]:
+    return source.id, source.protocol, source.url
+
+
+def probe_message(message: str) -> str:
+    """A source failure as the settings page may show it: redacted, one line, at most 240 chars."""
+    text = " ".join(redact_text(message).split())
+    return text if len(text) <= 240 else text[:237] + "..."
 
 
 def _host_key(host: str) -> str:
