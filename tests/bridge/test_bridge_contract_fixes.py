@@ -76,8 +76,8 @@ async def test_too_large_on_message_send_has_the_ids(bridge_client: BridgeFactor
     response = await client.post("/message:send", data=big, headers={"X-Request-Id": "req-413",
                                                                       "X-Trace-Id": "trace-413"})
     assert response.status == 413
-    assert await response.json() == {"error": {"code": "body_too_large", "message": "Request body is too large."},
-                                     "requestId": "req-413", "traceId": "trace-413"}
+    too_large = {"code": "body_too_large", "message": "Request body is too large."}
+    assert await response.json() == {"error": too_large, "requestId": "req-413", "traceId": "trace-413"}
     response = await client.put("/settings/sources.json", data=big)
     assert response.status == 413 and "requestId" not in await response.json()
 
@@ -107,8 +107,9 @@ async def test_excluding_another_sources_pages_is_refused(bridge_client: BridgeF
             "message": "retrieval.search.excludePageIds contains a source-prefixed page id for an unselected "
                        "source."}
         assert payload["requestId"] == "req-x" and "traceId" in payload
+    own = {**retrieval, "search": {"excludePageIds": ["wiki:index", "index"]}}
     ok = await send(client, {"query": QUESTION, "mode": "evidence-only", "knowledgeSources": inline,
-                             "retrieval": {**retrieval, "search": {"excludePageIds": ["wiki:index", "index"]}}})
+                             "retrieval": own})
     assert result_of(ok)["citations"]
 
 
@@ -190,7 +191,8 @@ def received(tmp_path: Path) -> list[dict[str, Any]]:
 async def test_acp_adapter_answers_through_one_session(bridge_client: BridgeFactory, serve_url: str,
                                                        fake: Any, tmp_path: Path) -> None:
     client = await bridge_client(**acp_settings(tmp_path, "answer"), base_url=fake.url)
-    result = result_of(await send(client, {"query": QUESTION, "knowledgeSources": [source("wiki", serve_url)]}))
+    inline = [source("wiki", serve_url)]
+    result = result_of(await send(client, {"query": QUESTION, "knowledgeSources": inline}))
     assert result["answer"] == "The agent says: release after the checklist [1](#citation-1)."
     runtime_step = next(s for s in result["steps"] if s["id"] == "runtime-deepagents-acp")
     assert runtime_step["label"] == "Call DeepAgents ACP runtime" and runtime_step["status"] == "done"
@@ -218,7 +220,8 @@ async def test_acp_failures_are_the_contracts_502(bridge_client: BridgeFactory, 
     client = await bridge_client(**acp_settings(tmp_path, mode), request_timeout_ms=1500)
     payload = await send(client, {"query": QUESTION, "knowledgeSources": [source("wiki", serve_url)]},
                          status=502, **{"X-Request-Id": "req-acp"})
-    assert payload["error"] == {"code": "runtime_adapter_failed", "message": "Runtime adapter request failed."}
+    assert payload["error"] == {"code": "runtime_adapter_failed",
+                                "message": "Runtime adapter request failed."}
     assert payload["requestId"] == "req-acp"
     runtime_step = payload["steps"][-1]
     assert runtime_step["id"] == "runtime-deepagents-acp" and runtime_step["status"] == "error"
@@ -239,7 +242,8 @@ async def test_acp_command_that_cannot_start(bridge_client: BridgeFactory, serve
                                              tmp_path: Path) -> None:
     client = await bridge_client(runtime_adapter="deepagents-acp",
                                  deepagents_acp_command=str(tmp_path / "no-such-agent"))
-    payload = await send(client, {"query": QUESTION, "knowledgeSources": [source("wiki", serve_url)]}, status=502)
+    payload = await send(client, {"query": QUESTION, "knowledgeSources": [source("wiki", serve_url)]},
+                         status=502)
     assert payload["error"]["code"] == "runtime_adapter_failed"
     assert payload["steps"][-1]["detail"] == "DeepAgents ACP process could not start."
     evidence_only = await send(client, {"query": QUESTION, "mode": "evidence-only",

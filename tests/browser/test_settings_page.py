@@ -85,7 +85,8 @@ def test_page_references_no_external_url() -> None:
     # (the favicon is an empty inline one, so the browser does not ask for /favicon.ico either).
     assert not re.search(r"<(script|link|img|iframe|object|embed)\b[^>]*\b(src|href)=\"(?!data:,\")", page)
     assert re.findall(r"\bhref=\"([^\"]*)\"", page) == [
-        "data:,", "#runtime-section", "#runtime-section", "#sources-section", "#verify-section", "#advanced-section"]
+        "data:,", "#runtime-section", "#runtime-section", "#sources-section", "#verify-section",
+        "#advanced-section"]
     script = texts["settings.js"]
     # The token lives in page memory only.
     for storage in ("localStorage", "sessionStorage", "document.cookie", "indexedDB"):
