@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from bridge.sources.client import SourceClient, register_client
+from bridge.sources.client import SourceClient
 from bridge.sources.http_source import BundleRead, has_bundle_metadata
 from bridge.sources.transport import SourceCallError, SourceTransport, call_json
 
@@ -78,7 +78,6 @@ async def call_tool(transport: SourceTransport, url: str, tool: str, arguments: 
     return tool_value(result, tool)
 
 
-@register_client
 class McpSourceClient(SourceClient):
     """`mcp`: a Knowledge Source reached through its MCP tools."""
 

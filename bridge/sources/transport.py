@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -20,6 +20,9 @@ from bridge.sources.http_client import ConnectError, HttpClientError, ResponseTo
 from bridge.sources.resolver import PolicyResolver
 from common.errors import json_bytes
 from common.version import __version__
+
+if TYPE_CHECKING:
+    from bridge.sources.client import SourceClient
 
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # a source answer larger than this is a failure, not evidence
 
@@ -51,12 +54,14 @@ class SourceCallError(Exception):
 
 @dataclass(frozen=True)
 class SourceTransport:
-    """What every outbound source call shares: the HTTP client, the policy and the timeout."""
+    """What every outbound source call shares: the HTTP client, the policy, the timeout and the
+    protocol table the bridge was started with (see `bridge.sources.protocols`)."""
 
     http: SourceHttpClient
     policy: SourcePolicy
     timeout_seconds: float
     io: IoLog | None = None  # the I/O debug log, when the operator turned it on
+    clients: Mapping[str, type[SourceClient]] = field(kw_only=True)
 
 
 def source_http_client(policy: Callable[[], SourcePolicy],

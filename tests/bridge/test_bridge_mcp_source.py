@@ -17,6 +17,7 @@ from bridge.policy import SourcePolicy
 from bridge.registry import SourceDescriptor, normalize_inline
 from bridge.sources.client import HttpSourceClient, client_for
 from bridge.sources.mcp_source import McpSourceClient, mcp_url, tool_value
+from bridge.sources.protocols import source_clients
 from bridge.sources.transport import SourceTransport, source_http_client
 from serve.protocols.http import create_app as create_serve_app
 from serve.settings import ServeSettings
@@ -206,7 +207,7 @@ async def test_retrieval_discovery_forces_the_bundle_and_forwards_fields(
 async def transport() -> AsyncIterator[SourceTransport]:
     policy = SourcePolicy()
     async with source_http_client(lambda: policy) as http:
-        yield SourceTransport(http, policy, 10.0)
+        yield SourceTransport(http, policy, 10.0, clients=source_clients())
 
 
 def descriptor(url: str, protocol: str = "mcp") -> SourceDescriptor:
