@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
 from bridge.artifact import bundle_capabilities, safe_trace_text
@@ -18,6 +18,9 @@ from bridge.sources.transport import SourceCallError, SourceTransport, call_json
 Prepare = Callable[[dict[str, Any]], None]
 
 
+ALL_OPERATIONS = frozenset({"search", "read", "graph", "neighbors", "bundle"})
+
+
 class SourceClient:
     """The operations a source may support. Every method raises `SourceCallError` (safe message)
     on failure; an operation a protocol lacks raises `UnsupportedOperation`. Payloads are the
@@ -25,6 +28,8 @@ class SourceClient:
 
     protocol = ""
     bundle_kind = ""  # in bundle step details: "Read safe<kind> source bundle metadata."
+    # What the protocol can do beyond a run's context: the runtime's source tools need these.
+    operations: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, transport: SourceTransport, source: SourceDescriptor) -> None:
         self.transport = transport
@@ -104,6 +109,7 @@ class HttpSourceClient(SourceClient):
     """`llmwiki-http`: serve's HTTP routes."""
 
     protocol = "llmwiki-http"
+    operations = ALL_OPERATIONS
 
     def _url(self, path: str, query: list[tuple[str, str]] | None = None) -> str:
         url = endpoint_url(self.source.url, path)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from bridge.sources.client import SourceClient
+from bridge.sources.client import ALL_OPERATIONS, SourceClient
 from bridge.sources.http_source import BundleRead, has_bundle_metadata
 from bridge.sources.transport import SourceAnswer, SourceCallError, SourceTransport, call_source, decode_json
 from common.version import __version__
@@ -263,6 +263,7 @@ class McpSourceClient(SourceClient):
 
     protocol = "mcp"
     bundle_kind = " MCP"
+    operations = ALL_OPERATIONS
 
     @property
     def url(self) -> str:
