@@ -240,8 +240,9 @@ class BridgeService:
             read = await client_for(transport, target[1]).probe()
             if read.raw is None:
                 error = read.error or SourceCallError("probe failed")
+                # `message` says what failed in the source's own safe words (no URL, no body).
                 health: dict[str, Any] = {"ok": False, "basis": "live_probe", "checkedAt": now_iso(),
-                                          "reason": "probe_failed"}
+                                          "reason": "probe_failed", "message": safe_trace_text(error.message)}
                 if error.http_status is not None:
                     health["httpStatus"] = str(error.http_status)
                 if error.timeout:
