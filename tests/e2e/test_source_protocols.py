@@ -16,7 +16,7 @@ from tests.e2e.processes import Service, start_bridge
 QUESTION = "How do we roll back a release?"
 # protocol, the suffix typed after the serve's base URL
 FORMS = [("llmwiki-http", ""), ("llmwiki-http", "/"), ("mcp", ""), ("mcp", "/mcp"), ("mcp", "/mcp/stream"),
-         ("mcp", "/mcp/stream/"), ("a2a", ""), ("a2a", "/.well-known/agent-card.json")]
+         ("mcp", "/mcp/stream/"), ("a2a", ""), ("a2a", "/"), ("a2a", "/.well-known/agent-card.json")]
 MODES = ["evidence-only", "delegated-runtime", "hybrid"]
 FAILED_STATUSES = {"error", "failed"}
 
@@ -94,7 +94,8 @@ async def test_sources_that_point_at_nothing_fail_alone(bridge: Service, our_ser
     sources = [{"id": "web", "protocol": "llmwiki-http", "url": our_serve.url},
                {"id": "tools", "protocol": "mcp", "url": our_serve.url + "/mcp/stream"},
                {"id": "agent", "protocol": "a2a", "url": our_serve.url},
-               {"id": "dead", "protocol": "mcp", "url": "http://127.0.0.1:9/mcp"}]
+               {"id": "dead", "protocol": "mcp", "url": "http://127.0.0.1:9/mcp"},
+               {"id": "odd", "protocol": "gopher", "url": our_serve.url}]
     for source in sources:
         source["status"] = "ready"  # inline sources must say so (contract 3.4)
     result = await send(bridge, {"data": {"query": QUESTION, "orchestrationMode": "evidence-only",
@@ -103,3 +104,13 @@ async def test_sources_that_point_at_nothing_fail_alone(bridge: Service, our_ser
     failed = failed_steps(result)
     assert failed and all(s.get("connectionId") == "dead" for s in failed), failed
     assert [d["subject"] for d in result["diagnostics"] if d["scope"] == "source"] == ["dead"]
+    # A protocol this bridge does not speak is skipped, as the contract says (3.4), never a 500.
+    assert not [s for s in result["steps"] if s.get("connectionId") == "odd"]
+
+
+async def test_a_registry_with_an_unknown_protocol_is_refused_clearly(bridge: Service) -> None:
+    async with httpx.AsyncClient(timeout=30) as client:
+        answer = await client.put(f"{bridge.url}/settings/sources.json",
+                                  json=[{"id": "odd", "protocol": "gopher", "url": "http://127.0.0.1:9"}])
+    assert answer.status_code == 400, answer.text
+    assert "unsupported protocol: gopher" in answer.json()["error"]["message"]
