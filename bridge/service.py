@@ -68,6 +68,7 @@ from bridge.settings_store import SettingsFileError, SettingsStore
 from bridge.sources.client import SourceClient, client_for
 from bridge.sources.http_client import SourceHttpClient
 from bridge.sources.http_source import BundleRead
+from bridge.sources.protocols import SourceClients
 from bridge.sources.transport import SourceCallError, SourceTransport
 from common.bridge_schemas import (
     Citation,
@@ -149,8 +150,9 @@ class BridgeService:
     """Owns the live settings and registry; every handler goes through it."""
 
     def __init__(self, settings: BridgeSettings, sources: list[SourceDescriptor] | None = None,
-                 store: SettingsStore | None = None) -> None:
+                 store: SettingsStore | None = None, *, clients: SourceClients) -> None:
         self.settings = settings
+        self.clients = clients
         self.sources = list(sources or [])
         self.store = store
         self.settings_file_status = store.status if store else "disabled"
@@ -185,7 +187,7 @@ class BridgeService:
             raise RuntimeError("the bridge's source client is not open")
         io = self.io
         return SourceTransport(self.http, self.source_policy, self.settings.timeout_seconds,
-                               io if io.enabled else None)
+                               io if io.enabled else None, clients=self.clients)
 
     # ------------------------------------------------------------------ views
 
