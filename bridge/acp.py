@@ -212,9 +212,10 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
         try:
             send()
         except ProcessLookupError:
-            return
+            pass  # it has exited already: wait() below still collects its exit status
         try:
             async with asyncio.timeout(SHUTDOWN_SECONDS):
                 await process.wait()
+            return
         except TimeoutError:
             continue

@@ -66,7 +66,8 @@ def ready_event(settings: BridgeSettings, port: int) -> dict[str, Any]:
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     return {"event": "ready", "url": f"http://{host}:{port}", "baseUrl": redact_url(settings.base_url),
             "baseUrlSource": settings.base_url_source, "modelConfigured": bool(settings.model),
-            "modelSource": settings.model_source, "publicBind": settings.public_bind,
+            "modelSource": settings.model_source, "hermesBaseUrl": redact_url(settings.base_url),
+            "hermesModelConfigured": bool(settings.model), "publicBind": settings.public_bind,
             "bridgeAuthConfigured": bool(settings.bearer_token),
             "configuredAllowedOrigins": len(settings.allowed_origins),
             "sourcePolicy": settings.source_policy, "runtimeProfile": settings.runtime_profile,

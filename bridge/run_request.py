@@ -192,7 +192,7 @@ def _mode(data: dict[str, Any], envelope: dict[str, Any], message: Any, default_
     candidates = (data.get("orchestrationMode"), data.get("mode"), envelope.get("orchestrationMode"),
                   envelope.get("mode"), _metadata(envelope).get("orchestrationMode"),
                   _metadata(message).get("orchestrationMode"))
-    mode = next((m.strip() for m in candidates if isinstance(m, str) and m.strip()), default_mode)
+    mode = next((text for text in map(query_text, candidates) if text), default_mode)
     if mode not in MODES:
         raise RunRequestError("bad_request",
                               "orchestrationMode must be one of: evidence-only, delegated-runtime, hybrid.")

@@ -48,7 +48,13 @@ from bridge.retrieval import (
     plan_for,
     unsupported_message,
 )
-from bridge.run_request import RunRequest, RunRequestError, check_excluded_page_ids, parse_run_request
+from bridge.run_request import (
+    RunRequest,
+    RunRequestError,
+    check_excluded_page_ids,
+    parse_run_request,
+    query_text,
+)
 from bridge.runtime import CHAT_FAILED_MESSAGE, RuntimeFailure, model_configured, runtime_diagnostic
 from bridge.runtime import probe as probe_runtime
 from bridge.settings import (
@@ -392,11 +398,11 @@ class BridgeService:
             return next(((k, raw[k]) for k in keys if k in raw), None)
 
         def text(value: Any, name: str, allow_empty: bool = False) -> str:
-            if value is None and allow_empty:
-                return ""
-            if not isinstance(value, str) or (not value.strip() and not allow_empty):
+            # Numbers and booleans are read as text (`String(value)`), as the reference reads them.
+            given = query_text(value) if not isinstance(value, (dict, list)) else ""
+            if not given and not (allow_empty and not isinstance(value, (dict, list))):
                 raise ValueError(f"{name} must be a non-empty string.")
-            return value.strip()
+            return given
 
         def boolean(value: Any, name: str) -> bool:
             if isinstance(value, bool):
@@ -407,11 +413,15 @@ class BridgeService:
             raise ValueError(f"{name} must be a boolean.")
 
         def integer(value: Any, name: str, low: int, high: int, message: str) -> int:
-            if isinstance(value, bool):
-                raise ValueError(message)
-            if isinstance(value, str) and value.strip().isdigit():
-                value = int(value.strip())
-            if not isinstance(value, int) or not low <= value <= high:
+            # A JSON number or a numeric string, whole (`3000`, `"3000"`, `3000.0`, `"3e3"`).
+            if isinstance(value, str):
+                try:
+                    value = float(value.strip())
+                except ValueError:
+                    raise ValueError(message) from None
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise ValueError(message)
             return value
 
@@ -422,6 +432,12 @@ class BridgeService:
             persisted["runtimeProfile"] = changes["runtime_profile"]
             persisted.update({k: PROFILES[changes["runtime_profile"]][k] for k in IDENTITY_FIELDS})
             applied += ["runtimeProfile", *IDENTITY_FIELDS]
+            if (changes["runtime_profile"] != self.settings.runtime_profile and not self.settings.model
+                    and not any(k in raw for k in ("model", "agentModel", "hermesModel"))):
+                # A new profile on a bridge with no model gets the default one (as the reference).
+                changes.update(model=BridgeSettings.model, model_source="default")
+                persisted["model"] = BridgeSettings.model
+                applied += ["model", "hermesModel"]
         if "runtimeAdapter" in raw:
             changes["runtime_adapter"] = parse_adapter(text(raw["runtimeAdapter"], "runtimeAdapter"))
             persisted["runtimeAdapter"] = changes["runtime_adapter"]
@@ -432,7 +448,7 @@ class BridgeService:
                 if key not in applied:
                     applied.append(key)
         if found := first("baseUrl", "agentBaseUrl", "hermesBaseUrl"):
-            changes["base_url"] = text(found[1], "baseUrl")
+            changes["base_url"] = text(found[1], found[0])
             changes["base_url_source"] = "settings"
             persisted["baseUrl"] = changes["base_url"]
             applied += ["baseUrl", "hermesBaseUrl"]
@@ -442,13 +458,13 @@ class BridgeService:
             persisted["apiKey"] = key
             applied.append("apiKey")
         if found := first("model", "agentModel", "hermesModel"):
-            changes["model"] = text(found[1], "model")
+            changes["model"] = text(found[1], found[0])
             changes["model_source"] = "settings"
             persisted["model"] = changes["model"]
             applied += ["model", "hermesModel"]
         if found := first("requestTimeoutMs", "timeoutMs"):
-            changes["request_timeout_ms"] = integer(found[1], "requestTimeoutMs", 1, 10**9,
-                                                    "requestTimeoutMs must be a positive integer.")
+            changes["request_timeout_ms"] = integer(found[1], found[0], 1, 10**9,
+                                                    f"{found[0]} must be a positive integer.")
             persisted["requestTimeoutMs"] = changes["request_timeout_ms"]
             applied.append("requestTimeoutMs")
         if "fanoutConcurrency" in raw:
@@ -503,7 +519,7 @@ class BridgeService:
             if _host_key(host) != _host_key(self.settings.host):
                 restart.append("host")
         if "port" in raw:
-            port = integer(raw["port"], "port", 0, 65535, "port must be an integer between 0 and 65535.")
+            port = integer(raw["port"], "port", 0, 65535, "port must be an integer port from 0 to 65535.")
             persisted["port"] = port
             if port != self.settings.port:
                 restart.append("port")

@@ -249,3 +249,33 @@ async def test_acp_command_that_cannot_start(bridge_client: BridgeFactory, serve
     evidence_only = await send(client, {"query": QUESTION, "mode": "evidence-only",
                                         "knowledgeSources": [source("wiki", serve_url)]})
     assert result_of(evidence_only)["citations"]  # evidence-only never needs the runtime
+
+
+async def test_config_values_are_read_as_the_reference_reads_them(bridge_client: BridgeFactory) -> None:
+    client = await bridge_client(model="")
+
+    async def put(body: dict[str, Any], status: int = 200) -> dict[str, Any]:
+        response = await client.put("/settings/config.json", json=body)
+        payload: dict[str, Any] = await response.json()
+        assert response.status == status, payload
+        return payload
+
+    saved = await put({"timeoutMs": 2500.0, "port": "8790", "runtimeName": 42})
+    assert saved["settings"]["runtimeConnection"]["requestTimeoutMs"] == 2500
+    assert saved["settings"]["runtime"]["name"] == "42" and saved["restartRequired"] == ["port"]
+    for body, message in (({"port": 70000}, "port must be an integer port from 0 to 65535."),
+                          ({"timeoutMs": 0}, "timeoutMs must be a positive integer."),
+                          ({"agentModel": " "}, "agentModel must be a non-empty string."),
+                          ({"runtimeId": {"x": 1}}, "runtimeId must be a non-empty string.")):
+        assert (await put(body, 400))["error"]["message"] == message
+    # A new profile on a bridge without a model brings the default model back.
+    switched = await put({"runtimeProfile": "deepagents"})
+    assert {"model", "hermesModel"} <= set(switched["applied"])
+    assert switched["settings"]["runtimeConnection"]["model"] == "hermes-agent"
+    assert switched["settings"]["runtimeConnection"]["modelSource"] == "default"
+
+
+async def test_a_mode_that_is_not_text_is_refused(bridge_client: BridgeFactory) -> None:
+    client = await bridge_client()
+    payload = await send(client, {"query": QUESTION, "mode": 5, "knowledgeSources": []}, status=400)
+    assert payload["error"]["code"] == "bad_request"

@@ -51,6 +51,14 @@ def wiki(our_serve: Service, source_id: str = "wiki") -> dict[str, Any]:
             "url": our_serve.url}
 
 
+def test_the_ready_line_has_the_contracts_fields(bridge: Service) -> None:
+    ready = bridge.extra["ready"]
+    assert {"event", "url", "baseUrl", "baseUrlSource", "modelConfigured", "modelSource", "hermesBaseUrl",
+            "hermesModelConfigured", "publicBind", "bridgeAuthConfigured", "configuredAllowedOrigins",
+            "sourcePolicy", "runtimeProfile", "settingsPersistence"} <= set(ready)
+    assert ready["baseUrlSource"] == "env" and ready["hermesBaseUrl"] == ready["baseUrl"]
+
+
 def test_413_on_message_send_carries_the_ids(bridge: Service) -> None:
     body = json.dumps({"query": "x" * (3 * 1024 * 1024)})
     response = httpx.post(f"{bridge.url}/message:send", content=body, timeout=30,
