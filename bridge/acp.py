@@ -8,6 +8,7 @@ the agent's message chunks until the prompt's answer arrives. The whole turn has
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 from collections.abc import Sequence
@@ -209,10 +210,8 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
     for send in (process.terminate, process.kill):
         if process.returncode is not None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):  # exited already: wait() still collects it
             send()
-        except ProcessLookupError:
-            pass  # it has exited already: wait() below still collects its exit status
         try:
             async with asyncio.timeout(SHUTDOWN_SECONDS):
                 await process.wait()
