@@ -340,7 +340,8 @@ class BridgeService:
     def _require_store(self) -> SettingsStore:
         if self.store is None:
             raise CodedError(409, "settings_persistence_disabled",
-                             "Settings persistence is not configured for this bridge.")
+                             "Settings persistence is not enabled. Start the bridge with "
+                             "LLMWIKI_AGENT_BRIDGE_CONFIG_PATH (or --config).")
         return self.store
 
     def _persist(self, config: dict[str, Any] | None = None,
@@ -373,7 +374,7 @@ class BridgeService:
     def put_config(self, body: Any, host_header: str | None = None) -> dict[str, Any]:
         self._require_store()
         if not isinstance(body, dict):
-            raise CodedError(400, "invalid_bridge_settings", "Settings body must be a JSON object.")
+            raise CodedError(400, "bad_request", "Settings config body must be a JSON object.")
         raw = body["config"] if isinstance(body.get("config"), dict) else body
         try:
             changes, persisted, applied, restart = self._config_changes(raw)

@@ -279,3 +279,20 @@ async def test_a_mode_that_is_not_text_is_refused(bridge_client: BridgeFactory) 
     client = await bridge_client()
     payload = await send(client, {"query": QUESTION, "mode": 5, "knowledgeSources": []}, status=400)
     assert payload["error"]["code"] == "bad_request"
+
+
+async def test_settings_and_tool_call_bodies_as_the_reference_reads_them(
+        bridge_client: BridgeFactory) -> None:
+    client = await bridge_client()
+    response = await client.put("/settings/config.json", json=[1])
+    assert response.status == 400
+    assert (await response.json())["error"] == {"code": "bad_request",
+                                                "message": "Settings config body must be a JSON object."}
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "llmwiki_list_sources", "arguments": "not an object"}}
+    answer = await (await client.post("/mcp", json=call)).json()
+    assert answer["result"]["structuredContent"]["llmwiki_sources"]["totalSourceCount"] == 0
+    unsaved = await bridge_client(config_path=None)
+    response = await unsaved.put("/settings/config.json", json={})
+    assert response.status == 409
+    assert (await response.json())["error"]["code"] == "settings_persistence_disabled"
