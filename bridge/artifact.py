@@ -565,8 +565,8 @@ def evidence_only_answer(citations: Sequence[Citation], graph: Graph | EvidenceG
     lines.append("")
     if citations:
         lines.append("Citations:")
-        for number, citation in enumerate(citations[:8], start=1):
-            lines.append(f"- [{number}](#citation-{number}) {citation.id}: {citation.title}")
+        # Exactly the reference's lines (contract 4.6): no anchors in this mode.
+        lines += [f"- {citation.id}: {citation.title}" for citation in citations[:8]]
         if len(citations) > 8:
             lines.append(f"- {len(citations) - 8} additional citation(s) omitted from this summary.")
     else:

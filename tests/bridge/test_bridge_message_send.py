@@ -92,7 +92,7 @@ async def test_evidence_only_artifact_shape(bridge_client: BridgeFactory, serve_
     assert lines[1].startswith("Graph: ")
     assert lines[2].startswith("Source bundles: sample-operations-wiki:sha256:")
     assert lines[3:5] == ["", "Citations:"]
-    assert lines[5] == f"- [1](#citation-1) {citations[0]['id']}: {citations[0]['title']}"
+    assert lines[5] == f"- {citations[0]['id']}: {citations[0]['title']}"  # no anchors (contract 4.6)
     assert "Source failures" not in answer
 
 
