@@ -811,12 +811,13 @@ class BridgeService:
         if outcomes and failed == len(outcomes) and mode != "evidence-only":
             answer = artifact.fail_closed_answer(failed)
             steps.append(step("bridge-source-fail-closed", "Fail closed without runtime", "done",
-                              detail="No selected Knowledge Source returned evidence; the runtime was "
-                                     "not called."))
+                              detail=f"Skipped the runtime call because all {failed} selected ready "
+                                     "Knowledge Source(s) failed."))
         elif mode == "evidence-only":
             answer = artifact.evidence_only_answer(citations, graph, bundles, len(answered), failed)
             steps.append(step("bridge-evidence-only-answer", "Build evidence-only answer", "done",
-                              detail="Built the answer from source evidence without calling the runtime."))
+                              detail="Built an evidence-only result without calling the configured "
+                                     "runtime."))
         else:
             runtime = await self._runtime_answer(outcomes, request, citations, merged.model(), steps,
                                                  diagnostics, request_id, trace_id, transport)
@@ -851,9 +852,10 @@ class BridgeService:
         settings = self.settings  # one snapshot: a live settings change does not split a run
         step_id, step_label = RUNTIME_STEPS[settings.runtime_adapter]
         runtime_step = step(step_id, step_label, "running",
-                            detail="Calling the configured OpenAI-compatible runtime."
-                            if settings.runtime_adapter == "chat-completions"
-                            else "Calling the configured DeepAgents ACP runtime adapter.")
+                            detail="Sending grounded evidence to the configured OpenAI-compatible chat "
+                                   "completions endpoint." if settings.runtime_adapter == "chat-completions"
+                            else "Sending grounded evidence to the configured DeepAgents ACP runtime "
+                                 "adapter.")
         steps.append(runtime_step)
         started = time.perf_counter()
         answered = [AnsweredSource(o.source, o.evidence, o.bundle) for o in outcomes
@@ -885,14 +887,14 @@ class BridgeService:
                                        diagnostics, request_id, trace_id) from None
         runtime_step.status = "done"
         runtime_step.latency_ms = round((time.perf_counter() - started) * 1000)
-        detail = (f"Chat completions runtime returned an answer grounded in {len(runtime.citations)} "
-                  "citation(s).") if settings.runtime_adapter == "chat-completions" else (
-            f"DeepAgents ACP runtime adapter returned an answer grounded in {len(runtime.citations)} "
-            "citation(s).")
+        # The reference's wording (contract 4.4), plus the tool calls a hybrid run made.
+        detail = ("The chat completions endpoint" if settings.runtime_adapter == "chat-completions"
+                  else "The DeepAgents ACP runtime adapter") + " returned a grounded markdown answer."
+        if runtime.anchors_appended:
+            detail += (" The bridge appended bounded fallback citation anchors because the runtime "
+                       "returned none.")
         if request.mode == "hybrid" and settings.runtime_adapter == "chat-completions":
             detail += f" The runtime made {runtime.tool_calls} source tool call(s)."
-        if runtime.anchors_appended:
-            detail += " Appended fallback citation anchors."
         runtime_step.detail = detail
         return runtime
 
