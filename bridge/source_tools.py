@@ -19,6 +19,7 @@ from bridge.registry import (
     settings_view,
 )
 from bridge.retrieval import IntentError, parse_intent, plan_for, unsupported_message
+from bridge.run_request import query_text
 from bridge.service import BridgeService
 from bridge.sources.client import SourceClient, UnsupportedOperation, client_for
 from bridge.sources.transport import SourceCallError
@@ -249,10 +250,10 @@ def _include_drafts(args: JsonObject) -> bool:
 
 
 def _query(tool: str, args: JsonObject) -> str:
-    query = args.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise ToolArgumentError(f"{tool} requires a non-empty query string.")
-    return query.strip()
+    query = query_text(args.get("query"))  # a number is read as text, as in /message:send
+    if not query:
+        raise ToolArgumentError(f"{tool} arguments.query is required.")  # the reference's words
+    return query
 
 
 def _names(value: Any, what: str) -> list[str]:
@@ -586,9 +587,9 @@ class SourceTools:
 
     async def read(self, args: JsonObject) -> JsonObject:
         tool = "llmwiki_read"
-        given = _either(args, "pageId", "page_id")
-        if not isinstance(given, str) or not given.strip():
-            raise ToolArgumentError("llmwiki_read requires pageId (or page_id) as a non-empty string.")
+        given = query_text(_either(args, "pageId", "page_id"))  # `7` is page "7", as the reference reads it
+        if not given:
+            raise ToolArgumentError("llmwiki_read arguments.pageId is required.")
         candidates = self.candidates(args)
         owner = self._owner(given, candidates)
         source_id = self._source_id(args)
@@ -629,7 +630,7 @@ class SourceTools:
             requested += _names(args.get(key), key)
         requested = list(dict.fromkeys(requested))
         if not requested:
-            raise ToolArgumentError("llmwiki_graph_neighbors requires nodeId or nodeIds.")
+            raise ToolArgumentError("llmwiki_graph_neighbors arguments.nodeId or nodeIds is required.")
         relations = list(dict.fromkeys(_names(args.get("relation"), "relation")
                                        + _names(args.get("relations"), "relations")))
         given_direction = args.get("direction")

@@ -298,3 +298,15 @@ async def test_settings_and_tool_call_bodies_as_the_reference_reads_them(
     response = await unsaved.put("/settings/config.json", json={})
     assert response.status == 409
     assert (await response.json())["error"]["code"] == "settings_persistence_disabled"
+
+
+async def test_source_tools_read_a_number_as_text(bridge_client: BridgeFactory, serve_url: str) -> None:
+    client = await bridge_client()
+    sources = [source("wiki", serve_url)]
+    for name, arguments in (("llmwiki_search", {"query": 2026}), ("llmwiki_read", {"pageId": 404404})):
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": name, "arguments": {**arguments, "knowledgeSources": sources}}}
+        answer = await (await client.post("/mcp", json=call)).json()
+        assert answer["result"]["isError"] is False, answer
+    value = answer["result"]["structuredContent"]["llmwiki_read"]
+    assert value["pageId"] == "404404" and value["page"]["found"] is False
