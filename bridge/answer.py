@@ -6,9 +6,11 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bridge import artifact
+from bridge.acp import AcpFailure, acp_answer, prompt_text
 from bridge.artifact import safe_id, safe_trace_text, step
 from bridge.prompt import AnsweredSource, compact_json, evidence_bundle, runtime_messages
 from bridge.registry import SourceDescriptor
@@ -27,6 +29,11 @@ from common.bridge_schemas import Citation, Diagnostic, Graph, Observation, Trac
 
 RUNTIME_STEP_ID = "runtime-chat-completions"
 RUNTIME_STEP_LABEL = "Call chat completions"
+# The runtime step of each adapter (contract 4.4).
+RUNTIME_STEPS = {"chat-completions": (RUNTIME_STEP_ID, RUNTIME_STEP_LABEL),
+                 "deepagents-acp": ("runtime-deepagents-acp", "Call DeepAgents ACP runtime")}
+ADAPTER_FAILED_MESSAGE = "Runtime adapter request failed."
+ADAPTER_NO_ANSWER_TEXT = "The runtime adapter returned no answer text."
 TOOL_NAMES = ("llmwiki_search", "llmwiki_read", "llmwiki_graph_neighbors")
 MAX_TOOL_ROUNDS = 3  # model turns that may call tools; one more turn (without tools) must answer
 MAX_TOOL_CALLS = 8  # tool calls per run, across rounds
@@ -308,3 +315,45 @@ async def runtime_answer(settings: BridgeSettings, transport: SourceTransport | 
     return RuntimeAnswer(answer=answer, citations=evidence.citations,
                          graph=artifact.merge_graphs(evidence.graphs),
                          tool_calls=runner.count if runner else 0, anchors_appended=appended)
+
+
+async def acp_runtime_answer(settings: BridgeSettings, *, query: str, history: Sequence[tuple[str, str]],
+                             conversation_context: dict[str, Any] | None,
+                             answered: Sequence[AnsweredSource], failed: Sequence[SourceDescriptor],
+                             citations: Sequence[Citation], graph: Graph) -> RuntimeAnswer:
+    """The deepagents-acp adapter: the same prompt as chat completions, as one ACP turn (hybrid
+    runs too: the agent has no bridge tools). Raises AcpFailure."""
+    bundle = evidence_bundle(query, citations, answered, failed, graph, conversation_context)
+    prompt = prompt_text(runtime_messages(query, history, bundle))
+    text = await acp_answer(settings.deepagents_acp_command, settings.acp_args,
+                            settings.deepagents_acp_cwd or Path.cwd(), prompt, settings.timeout_seconds)
+    answer, appended = with_fallback_anchors(text.strip() or ADAPTER_NO_ANSWER_TEXT, len(citations))
+    return RuntimeAnswer(answer=answer, citations=list(citations), graph=graph, anchors_appended=appended)
+
+
+def acp_diagnostic(settings: BridgeSettings, failure: AcpFailure) -> Diagnostic:
+    """Contract 4.5's adapter diagnostic: process facts and redacted stderr, never the prompt."""
+    observations: list[tuple[str, str]] = []
+    if failure.timeout:
+        observations.append(("timeout", "true"))
+    if failure.invalid_json:
+        observations.append(("invalidJson", "true"))
+    if failure.exit_code is not None:
+        observations.append(("processExitCode", str(failure.exit_code)))
+    if failure.signal_name is not None:
+        observations.append(("processSignal", failure.signal_name))
+    if failure.stderr:
+        observations.append(("stderr", failure.stderr))
+    if failure.stderr_truncated:
+        observations.append(("stderrTruncated", "true"))
+    observations += [("runtimeProfile", settings.runtime_profile),
+                     ("runtimeAdapter", settings.runtime_adapter),
+                     ("timeoutMs", str(settings.request_timeout_ms)),
+                     ("redaction", "urls, headers, credentials, prompts, paths")]
+    return Diagnostic(
+        severity="error", scope="runtime", phase=settings.runtime_adapter, protocol="acp",
+        subject=safe_id(settings.identity()["runtimeId"]), retryable=failure.exit_code is None,
+        observations=[Observation(name=n, value=safe_trace_text(v)) for n, v in observations],
+        remediation=("Check the DeepAgents ACP command at /settings (LLMWIKI_AGENT_BRIDGE_DEEPAGENTS_ACP_*), "
+                     "or retry with orchestrationMode evidence-only."),
+        message=safe_trace_text(failure.message))

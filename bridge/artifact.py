@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 from collections.abc import Sequence
@@ -380,23 +381,55 @@ def _safe_uri(value: Any) -> str | None:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+def _flag(value: Any) -> bool | None:
+    """A JSON boolean, or the strings "true"/"false" as the reference reads them."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
+
+
+def _number(value: Any) -> int | None:
+    """A count given as a number or a numeric string (fractions truncated)."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return int(value)
+
+
+def _raw_origins(origins: Any) -> RawOriginsSummary | None:
+    """An object gives its flags and counts (a label list counts even when empty); a list or a
+    comma string gives how many origins it names."""
+    if isinstance(origins, (list, str)):
+        items = origins if isinstance(origins, list) else origins.split(",")
+        count = sum(1 for item in items if str(item).strip())
+        return RawOriginsSummary(origin_count=count) if count else None
+    if not isinstance(origins, dict):
+        return None
+    labels = next((origins[key] for key in ("public_root_labels", "publicRootLabels")
+                   if isinstance(origins.get(key), list)), None)
+    counts = (_number(origins.get(key)) for key in ("origin_count", "originCount", "count"))
+    metadata_only = (_flag(origins.get(key)) for key in ("metadata_only", "metadataOnly"))
+    summary = RawOriginsSummary(
+        enabled=_flag(origins.get("enabled")),
+        metadata_only=next((f for f in metadata_only if f is not None), None),
+        origin_count=next((c for c in counts if c is not None), None),
+        public_root_label_count=len(labels) if labels is not None else None)
+    return summary if summary.model_dump(exclude_none=True) else None
+
+
 def source_bundle(raw: JsonObject, source: SourceDescriptor) -> SourceBundle:
     """The strict allow-list: roots, locators, linked pages and unknown keys are dropped."""
     projection_raw = as_object(raw.get("projection"))
     merged = {**raw, **projection_raw}
     refs_raw = _first(raw, "source_refs", "sourceRefs")
     refs = refs_raw if isinstance(refs_raw, list) else []
-    origins = _first(raw, "raw_origins", "rawOrigins")
-    raw_origins: RawOriginsSummary | None = None
-    if isinstance(origins, dict):
-        labels = origins.get("public_root_labels") or origins.get("publicRootLabels")
-        raw_origins = RawOriginsSummary(
-            enabled=origins.get("enabled") if isinstance(origins.get("enabled"), bool) else None,
-            metadata_only=_first(origins, "metadata_only", "metadataOnly"),
-            origin_count=_count(_first(origins, "origin_count", "originCount")),
-            public_root_label_count=len(labels) if isinstance(labels, list) else None)
-    elif isinstance(origins, list):
-        raw_origins = RawOriginsSummary(origin_count=len(origins))
+    raw_origins = _raw_origins(_first(raw, "raw_origins", "rawOrigins"))
     capabilities = raw.get("capabilities")
     projection = ProjectionSummary(
         signature=_str(_first(merged, "signature", "projection_signature", "projectionSignature")) or None,
@@ -532,8 +565,8 @@ def evidence_only_answer(citations: Sequence[Citation], graph: Graph | EvidenceG
     lines.append("")
     if citations:
         lines.append("Citations:")
-        for number, citation in enumerate(citations[:8], start=1):
-            lines.append(f"- [{number}](#citation-{number}) {citation.id}: {citation.title}")
+        # Exactly the reference's lines (contract 4.6): no anchors in this mode.
+        lines += [f"- {citation.id}: {citation.title}" for citation in citations[:8]]
         if len(citations) > 8:
             lines.append(f"- {len(citations) - 8} additional citation(s) omitted from this summary.")
     else:

@@ -17,7 +17,7 @@ SCHEMA = "llmwiki.agent-bridge.audit.v1"
 EVENT = "llmwiki.agent_bridge.request"
 AUDITED_ROUTES = frozenset({
     "/message:send", "/mcp", "/sources", "/settings", "/settings.json", "/settings/config.json",
-    "/settings/sources.json", "/.well-known/agent-card.json", "/health"})
+    "/settings/sources.json", "/.well-known/agent-card.json", "/health", "/sources/probe"})
 KNOWN_MCP_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "server/discover",
                                "notifications/initialized"})
 # What handlers may add to the line; anything else they note is ignored.

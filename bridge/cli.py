@@ -66,7 +66,8 @@ def ready_event(settings: BridgeSettings, port: int) -> dict[str, Any]:
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     return {"event": "ready", "url": f"http://{host}:{port}", "baseUrl": redact_url(settings.base_url),
             "baseUrlSource": settings.base_url_source, "modelConfigured": bool(settings.model),
-            "modelSource": settings.model_source, "publicBind": settings.public_bind,
+            "modelSource": settings.model_source, "hermesBaseUrl": redact_url(settings.base_url),
+            "hermesModelConfigured": bool(settings.model), "publicBind": settings.public_bind,
             "bridgeAuthConfigured": bool(settings.bearer_token),
             "configuredAllowedOrigins": len(settings.allowed_origins),
             "sourcePolicy": settings.source_policy, "runtimeProfile": settings.runtime_profile,
@@ -124,12 +125,26 @@ async def registry_report(settings: BridgeSettings, command: str, probe: bool) -
     if command != "status":
         return view
     identity = settings.identity()
+    connection = service.settings_document()["runtimeConnection"]
+    if probe:  # `status --probe` checks the runtime too (contract 7.4), as /health?probe=1 does
+        connection["reachability"] = (await service.probed_health())["runtimeConnection"]["reachability"]
     return {"bridge": "llmwiki-agent-bridge",
-            "runtime": {"profile": settings.runtime_profile, "adapter": "chat-completions",
+            "runtime": {"profile": settings.runtime_profile, "adapter": settings.runtime_adapter,
                         "id": identity["runtimeId"], "runtime": identity["runtime"],
                         "agentRuntime": identity["agentRuntime"]},
-            "runtimeConnection": service.settings_document()["runtimeConnection"],
+            "runtimeConnection": connection,
             "sourceRegistry": view, "persistence": service.persistence()}
+
+
+def _reachability_line(reachability: dict[str, Any]) -> list[str]:
+    """What `status --probe` found of the runtime, in one line (nothing when it was not probed)."""
+    if not reachability.get("checked"):
+        return []
+    if reachability.get("ok"):
+        return [f"Runtime probe: reachable (HTTP {reachability.get('httpStatus')})"]
+    if reachability.get("reachable"):
+        return [f"Runtime probe: answered HTTP {reachability.get('httpStatus')}"]
+    return [f"Runtime probe: unreachable ({reachability.get('reason', 'request_failed')})"]
 
 
 def _text_report(report: dict[str, Any], command: str) -> str:
@@ -140,6 +155,7 @@ def _text_report(report: dict[str, Any], command: str) -> str:
         lines += [f"Bridge: {report['bridge']}",
                   f"Runtime: {runtime['profile']} / {runtime['adapter']} ({connection['modelSource']} "
                   f"model, {connection['baseUrlSource']} base URL)",
+                  *_reachability_line(connection.get("reachability", {})),
                   "Persistence: " + ("configured" if report["persistence"]["enabled"] else "not configured")]
     lines.append(f"Sources: {view['registeredCount']} registered, {view['selectedCount']} selected, "
                  f"{view['readyCount']} ready ({view['healthBasis']})")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,8 +103,7 @@ def parse_run_request(envelope: Any, default_mode: str = DEFAULT_MODE) -> RunReq
         except GuidanceError as exc:
             raise RunRequestError("invalid_retrieval_guidance", str(exc)) from None
 
-    raw_query = data.get("query")
-    query = (raw_query.strip() if isinstance(raw_query, str) else "") or message_text(message)
+    query = query_text(data.get("query")) or message_text(message)
     if not query:
         raise RunRequestError("bad_request", "A2A request data.query or message text is required.")
     mode = _mode(data, envelope, message, default_mode)
@@ -116,6 +115,34 @@ def parse_run_request(envelope: Any, default_mode: str = DEFAULT_MODE) -> RunReq
     return RunRequest(query=query, mode=mode, intent=intent,
                       inline_sources=tuple(normalize_inline(inline)) if inline is not None else None,
                       conversation=conversation, context=context)
+
+
+def query_text(value: Any) -> str:
+    """`data.query` trimmed; a number or a boolean is read as the reference reads it (`42` is
+    "42", `1.0` is "1", `true` is "true"), anything else as no query."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e21 else repr(value)
+    return ""
+
+
+EXCLUDED_FOREIGN_MESSAGE = ("retrieval.search.excludePageIds contains a source-prefixed page id for an "
+                            "unselected source.")
+
+
+def check_excluded_page_ids(intent: RetrievalIntent | None, selected_ids: Sequence[str]) -> None:
+    """Contract 3.10: an excluded id that contains `:` must start with a selected source's id and
+    `:` (so an unprefixed `page:x` is refused too, as the reference refuses it)."""
+    excluded = intent.search.exclude_page_ids if intent is not None and intent.search is not None else None
+    prefixes = tuple(f"{source_id}:" for source_id in selected_ids)
+    for page_id in excluded or ():
+        if ":" in page_id and not page_id.startswith(prefixes):
+            raise RunRequestError("invalid_retrieval_intent", EXCLUDED_FOREIGN_MESSAGE)
 
 
 # ----------------------------------------------------------------------------- the A2A message
@@ -165,7 +192,7 @@ def _mode(data: dict[str, Any], envelope: dict[str, Any], message: Any, default_
     candidates = (data.get("orchestrationMode"), data.get("mode"), envelope.get("orchestrationMode"),
                   envelope.get("mode"), _metadata(envelope).get("orchestrationMode"),
                   _metadata(message).get("orchestrationMode"))
-    mode = next((m.strip() for m in candidates if isinstance(m, str) and m.strip()), default_mode)
+    mode = next((text for text in map(query_text, candidates) if text), default_mode)
     if mode not in MODES:
         raise RunRequestError("bad_request",
                               "orchestrationMode must be one of: evidence-only, delegated-runtime, hybrid.")

@@ -14,13 +14,22 @@ from typing import Any
 import structlog
 
 from bridge import artifact, audit
-from bridge.answer import RUNTIME_STEP_ID, RUNTIME_STEP_LABEL, RuntimeAnswer, runtime_answer
+from bridge.acp import AcpFailure
+from bridge.answer import (
+    ADAPTER_FAILED_MESSAGE,
+    RUNTIME_STEPS,
+    RuntimeAnswer,
+    acp_diagnostic,
+    acp_runtime_answer,
+    runtime_answer,
+)
 from bridge.artifact import EvidenceGraph, SourceEvidence, safe_id, safe_trace_text, step
 from bridge.fanout import fan_out
 from bridge.guidance import GuidanceCheck, check_guidance, guidance_diagnostic
 from bridge.iolog import IoLog, current_scope, io_scope
 from bridge.policy import CorsPolicy, SourcePolicy
 from bridge.prompt import AnsweredSource
+from bridge.redaction import redact_text
 from bridge.registry import (
     SourceDescriptor,
     SourceValidationError,
@@ -39,13 +48,21 @@ from bridge.retrieval import (
     plan_for,
     unsupported_message,
 )
-from bridge.run_request import RunRequest, RunRequestError, parse_run_request
+from bridge.run_request import (
+    RunRequest,
+    RunRequestError,
+    check_excluded_page_ids,
+    parse_run_request,
+    query_text,
+)
 from bridge.runtime import CHAT_FAILED_MESSAGE, RuntimeFailure, model_configured, runtime_diagnostic
+from bridge.runtime import probe as probe_runtime
 from bridge.settings import (
     PROFILES,
     BridgeSettings,
     SettingsError,
     check_bind_policy,
+    parse_adapter,
     parse_env_bool,
     parse_io_log_mode,
     parse_origins,
@@ -75,6 +92,10 @@ log = structlog.get_logger("llmwiki.bridge.service")
 
 # How many sources' recent path times a bridge keeps (for the fan-out's start order).
 PATH_TIMES_KEPT = 1024
+
+# Identity keys of PUT /settings/config.json and the settings fields they set.
+IDENTITY_FIELDS = {"runtimeId": "runtime_id", "runtimeName": "runtime_name", "runtime": "runtime",
+                   "agentRuntime": "agent_runtime", "providerOrganization": "provider_organization"}
 
 ENDPOINTS = {"health": "/health", "sources": "/sources", "agentCard": "/.well-known/agent-card.json",
              "messageSend": "/message:send", "mcp": "/mcp", "settings": "/settings",
@@ -145,6 +166,9 @@ class BridgeService:
         self._io = IoLog()
         # Each source's recent path time (seconds, smoothed), by protocol and URL: see start_order.
         self._path_seconds: dict[tuple[str, str], float] = {}
+        # The last live probe's health of each source (by id, protocol and URL), for views that
+        # do not probe. In memory only: the bridge's one persistent state is its settings file.
+        self._last_probes: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ policies
 
@@ -184,11 +208,26 @@ class BridgeService:
         return {"enabled": self.store is not None, "configPathConfigured": self.store is not None,
                 "registeredSources": len(self.sources), "fileStatus": self.settings_file_status}
 
+    async def probed_health(self) -> dict[str, Any]:
+        """`/health?probe=1`: the runtime checked live. A runtime that cannot be reached, or that
+        answers with an error, makes the status `degraded`, so the answer never reads as "ok"
+        when runtime-backed runs would fail (evidence-only runs still work)."""
+        document = self.health()
+        settings = self.settings
+        if settings.runtime_adapter != "chat-completions":
+            reachability = {"checked": False, "basis": "adapter_not_probeable", "protocol": "acp"}
+        else:
+            reachability = await probe_runtime(settings)
+        document["runtimeConnection"]["reachability"] = reachability
+        if reachability.get("checked") and reachability.get("ok") is not True:
+            document["status"] = "degraded"
+        return document
+
     def health(self) -> dict[str, Any]:
         s = self.settings
         identity = s.identity()
         return {"status": "ok", "runtime": "llmwiki-agent-bridge", "runtimeProfile": s.runtime_profile,
-                "runtimeAdapter": "chat-completions", "runtimeId": identity["runtimeId"],
+                "runtimeAdapter": s.runtime_adapter, "runtimeId": identity["runtimeId"],
                 "agentRuntime": identity["agentRuntime"], "modelConfigured": model_configured(s),
                 "hermesModelConfigured": model_configured(s),
                 "configuredAllowedOrigins": len(s.allowed_origins), "sourcePolicy": s.source_policy,
@@ -204,7 +243,7 @@ class BridgeService:
             port = int(host_header.rsplit(":", 1)[-1])
         return {
             "bridge": "llmwiki-agent-bridge", "endpoints": dict(ENDPOINTS),
-            "runtime": {"profile": s.runtime_profile, "adapter": "chat-completions",
+            "runtime": {"profile": s.runtime_profile, "adapter": s.runtime_adapter,
                         "id": identity["runtimeId"], "name": identity["runtimeName"],
                         "runtime": identity["runtime"], "agentRuntime": identity["agentRuntime"],
                         "providerOrganization": identity["providerOrganization"]},
@@ -229,45 +268,80 @@ class BridgeService:
         return {"sources": [settings_view(s) for s in self.sources], "persistence": self.persistence()}
 
     async def sources_view(self, probe: bool, *, local: bool = False) -> dict[str, Any]:
+        """`GET /sources`; without a probe each entry still shows its last probe's result."""
         if not probe:
-            return registry_view(self.sources, self.source_policy, local=local)
+            view = registry_view(self.sources, self.source_policy, local=local)
+            for source, entry in zip(self.sources, view["sources"], strict=True):
+                last = self._last_probes.get(_probe_key(source))
+                if last is not None:
+                    entry["lastProbe"] = last
+            return view
         policy = self.source_policy
         # Readiness already limits protocols to the three this bridge has clients for.
         targets = [(i, s) for i, s in enumerate(self.sources) if readiness(s, policy).ready]
         transport = self.transport()
 
         async def probe_one(target: tuple[int, SourceDescriptor]) -> dict[str, Any]:
-            read = await client_for(transport, target[1]).probe()
-            if read.raw is None:
-                error = read.error or SourceCallError("probe failed")
-                # `message` says what failed in the source's own safe words (no URL, no body).
-                health: dict[str, Any] = {"ok": False, "basis": "live_probe", "checkedAt": now_iso(),
-                                          "reason": "probe_failed", "message": safe_trace_text(error.message)}
-                if error.http_status is not None:
-                    health["httpStatus"] = str(error.http_status)
-                if error.timeout:
-                    health["timeout"] = True
-                health.update(retryable=error.retryable, redacted=True)
-                return {"health": health}
-            raw = read.raw
-            merged = {**raw, **artifact.as_object(raw.get("projection"))}
-            metadata = {key: merged[name] for key, name in (
-                ("bundleId", "bundle_id"), ("adapter", "adapter"), ("implementation", "implementation"),
-                ("pageCount", "page_count"), ("approvedPageCount", "approved_page_count"))
-                if isinstance(merged.get(name), (str, int)) and merged.get(name) != ""}
-            return {"health": {"ok": True, "basis": "live_probe", "checkedAt": now_iso(),
-                               "endpoint": read.endpoint}, "metadata": metadata}
+            return await self._probe(transport, target[1])
 
         results = await fan_out(targets, probe_one, self.settings.fanout_concurrency)
         probes = {index: result for (index, _), result in zip(targets, results, strict=True)}
         return registry_view(self.sources, policy, probes, local=local)
+
+    async def probe_draft(self, body: Any) -> dict[str, Any]:
+        """`POST /sources/probe`: one source as the settings page has it, saved or not. It is probed
+        as if selected and ready; the source policy applies as to every source call."""
+        raw = body.get("source") if isinstance(body, dict) and isinstance(body.get("source"), dict) else body
+        try:
+            [source] = normalize_registered([raw])
+        except SourceValidationError as exc:
+            raise CodedError(400, "bad_request", str(exc)) from None
+        source = dataclasses.replace(source, selected=True, status="ready")
+        policy = self.source_policy
+        state = readiness(source, policy)
+        probe: dict[str, Any] | None = None
+        if state.ready:
+            probe = await self._probe(self.transport(), source)
+        [entry] = registry_view([source], policy, {0: probe} if probe else None)["sources"]
+        return {"schemaVersion": "llmwiki.agent-bridge.source-probe.v1", "source": entry}
+
+    async def _probe(self, transport: SourceTransport, source: SourceDescriptor) -> dict[str, Any]:
+        """One live probe: the health entry (remembered for later views) and bundle metadata."""
+        read = await client_for(transport, source).probe()
+        if read.raw is None:
+            error = read.error or SourceCallError("The source answered without source bundle metadata.")
+            health: dict[str, Any] = {"ok": False, "basis": "live_probe", "checkedAt": now_iso(),
+                                      "reason": "probe_failed"}
+            if error.http_status is not None:
+                health["httpStatus"] = str(error.http_status)
+            if error.timeout:
+                health["timeout"] = True
+            # What failed, in words (redacted: no URLs, tokens or paths), for the settings page.
+            health.update(retryable=error.retryable, redacted=True, message=probe_message(error.message))
+            self._remember_probe(source, health)
+            return {"health": health}
+        raw = read.raw
+        merged = {**raw, **artifact.as_object(raw.get("projection"))}
+        metadata = {key: merged[name] for key, name in (
+            ("bundleId", "bundle_id"), ("adapter", "adapter"), ("implementation", "implementation"),
+            ("pageCount", "page_count"), ("approvedPageCount", "approved_page_count"))
+            if isinstance(merged.get(name), (str, int)) and merged.get(name) != ""}
+        health = {"ok": True, "basis": "live_probe", "checkedAt": now_iso(), "endpoint": read.endpoint}
+        self._remember_probe(source, health)
+        return {"health": health, "metadata": metadata}
+
+    def _remember_probe(self, source: SourceDescriptor, health: dict[str, Any]) -> None:
+        if len(self._last_probes) >= PATH_TIMES_KEPT:
+            del self._last_probes[next(iter(self._last_probes))]  # the oldest entry
+        self._last_probes[_probe_key(source)] = health
 
     # ------------------------------------------------------------------ settings writes
 
     def _require_store(self) -> SettingsStore:
         if self.store is None:
             raise CodedError(409, "settings_persistence_disabled",
-                             "Settings persistence is not configured for this bridge.")
+                             "Settings persistence is not enabled. Start the bridge with "
+                             "LLMWIKI_AGENT_BRIDGE_CONFIG_PATH (or --config).")
         return self.store
 
     def _persist(self, config: dict[str, Any] | None = None,
@@ -300,7 +374,7 @@ class BridgeService:
     def put_config(self, body: Any, host_header: str | None = None) -> dict[str, Any]:
         self._require_store()
         if not isinstance(body, dict):
-            raise CodedError(400, "invalid_bridge_settings", "Settings body must be a JSON object.")
+            raise CodedError(400, "bad_request", "Settings config body must be a JSON object.")
         raw = body["config"] if isinstance(body.get("config"), dict) else body
         try:
             changes, persisted, applied, restart = self._config_changes(raw)
@@ -325,11 +399,11 @@ class BridgeService:
             return next(((k, raw[k]) for k in keys if k in raw), None)
 
         def text(value: Any, name: str, allow_empty: bool = False) -> str:
-            if value is None and allow_empty:
-                return ""
-            if not isinstance(value, str) or (not value.strip() and not allow_empty):
+            # Numbers and booleans are read as text (`String(value)`), as the reference reads them.
+            given = query_text(value) if not isinstance(value, (dict, list)) else ""
+            if not given and not (allow_empty and not isinstance(value, (dict, list))):
                 raise ValueError(f"{name} must be a non-empty string.")
-            return value.strip()
+            return given
 
         def boolean(value: Any, name: str) -> bool:
             if isinstance(value, bool):
@@ -340,22 +414,42 @@ class BridgeService:
             raise ValueError(f"{name} must be a boolean.")
 
         def integer(value: Any, name: str, low: int, high: int, message: str) -> int:
-            if isinstance(value, bool):
-                raise ValueError(message)
-            if isinstance(value, str) and value.strip().isdigit():
-                value = int(value.strip())
-            if not isinstance(value, int) or not low <= value <= high:
+            # A JSON number or a numeric string, whole (`3000`, `"3000"`, `3000.0`, `"3e3"`).
+            if isinstance(value, str):
+                try:
+                    value = float(value.strip())
+                except ValueError:
+                    raise ValueError(message) from None
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise ValueError(message)
             return value
 
         if "runtimeProfile" in raw:
+            # A profile resets the identity to its defaults, in the file too (contract 2.6.5).
             changes["runtime_profile"] = parse_profile(text(raw["runtimeProfile"], "runtimeProfile"))
+            changes.update(dict.fromkeys(IDENTITY_FIELDS.values()))
             persisted["runtimeProfile"] = changes["runtime_profile"]
-            persisted.update({k: v for k, v in PROFILES[changes["runtime_profile"]].items() if k != "model"})
-            applied += ["runtimeProfile", "runtimeId", "runtimeName", "runtime", "agentRuntime",
-                        "providerOrganization"]
+            persisted.update({k: PROFILES[changes["runtime_profile"]][k] for k in IDENTITY_FIELDS})
+            applied += ["runtimeProfile", *IDENTITY_FIELDS]
+            if (changes["runtime_profile"] != self.settings.runtime_profile and not self.settings.model
+                    and not any(k in raw for k in ("model", "agentModel", "hermesModel"))):
+                # A new profile on a bridge with no model gets the default one (as the reference).
+                changes.update(model=BridgeSettings.model, model_source="default")
+                persisted["model"] = BridgeSettings.model
+                applied += ["model", "hermesModel"]
+        if "runtimeAdapter" in raw:
+            changes["runtime_adapter"] = parse_adapter(text(raw["runtimeAdapter"], "runtimeAdapter"))
+            persisted["runtimeAdapter"] = changes["runtime_adapter"]
+            applied.append("runtimeAdapter")
+        for key, name in IDENTITY_FIELDS.items():  # after the profile: an explicit value wins
+            if key in raw:
+                changes[name] = persisted[key] = text(raw[key], key)
+                if key not in applied:
+                    applied.append(key)
         if found := first("baseUrl", "agentBaseUrl", "hermesBaseUrl"):
-            changes["base_url"] = text(found[1], "baseUrl")
+            changes["base_url"] = text(found[1], found[0])
             changes["base_url_source"] = "settings"
             persisted["baseUrl"] = changes["base_url"]
             applied += ["baseUrl", "hermesBaseUrl"]
@@ -365,13 +459,13 @@ class BridgeService:
             persisted["apiKey"] = key
             applied.append("apiKey")
         if found := first("model", "agentModel", "hermesModel"):
-            changes["model"] = text(found[1], "model")
+            changes["model"] = text(found[1], found[0])
             changes["model_source"] = "settings"
             persisted["model"] = changes["model"]
             applied += ["model", "hermesModel"]
         if found := first("requestTimeoutMs", "timeoutMs"):
-            changes["request_timeout_ms"] = integer(found[1], "requestTimeoutMs", 1, 10**9,
-                                                    "requestTimeoutMs must be a positive integer.")
+            changes["request_timeout_ms"] = integer(found[1], found[0], 1, 10**9,
+                                                    f"{found[0]} must be a positive integer.")
             persisted["requestTimeoutMs"] = changes["request_timeout_ms"]
             applied.append("requestTimeoutMs")
         if "fanoutConcurrency" in raw:
@@ -426,7 +520,7 @@ class BridgeService:
             if _host_key(host) != _host_key(self.settings.host):
                 restart.append("host")
         if "port" in raw:
-            port = integer(raw["port"], "port", 0, 65535, "port must be an integer between 0 and 65535.")
+            port = integer(raw["port"], "port", 0, 65535, "port must be an integer port from 0 to 65535.")
             persisted["port"] = port
             if port != self.settings.port:
                 restart.append("port")
@@ -469,6 +563,10 @@ class BridgeService:
         candidates = (list(request.inline_sources) if request.inline_sources is not None
                       else list(self.sources))
         selected = [s for s in candidates if readiness(s).ready]
+        try:  # before any source call: a foreign-prefixed exclusion is the caller's mistake
+            check_excluded_page_ids(intent, [s.id for s in selected])
+        except RunRequestError as exc:
+            raise fail(exc.status, exc.code, exc.message) from None
         policy = self.source_policy
         audit.note(orchestrationMode=mode, selectedSourceCount=sum(1 for s in candidates if s.selected),
                    selectedReadySourceCount=sum(1 for s in selected if readiness(s, policy).ready),
@@ -623,6 +721,7 @@ class BridgeService:
             tool.status = "error"
             tool.detail = f"{label} could not be queried by the bridge."
             tool.error = "Source query failed."
+            tool.citation_ids, tool.citation_refs = [], []  # every source step has them (the seeds)
             tool.diagnostic = diagnostic
             tool.latency_ms = round((time.perf_counter() - started) * 1000)
             outcome.failed = True
@@ -712,19 +811,21 @@ class BridgeService:
         if outcomes and failed == len(outcomes) and mode != "evidence-only":
             answer = artifact.fail_closed_answer(failed)
             steps.append(step("bridge-source-fail-closed", "Fail closed without runtime", "done",
-                              detail="No selected Knowledge Source returned evidence; the runtime was "
-                                     "not called."))
+                              detail=f"Skipped the runtime call because all {failed} selected ready "
+                                     "Knowledge Source(s) failed."))
         elif mode == "evidence-only":
             answer = artifact.evidence_only_answer(citations, graph, bundles, len(answered), failed)
             steps.append(step("bridge-evidence-only-answer", "Build evidence-only answer", "done",
-                              detail="Built the answer from source evidence without calling the runtime."))
+                              detail="Built an evidence-only result without calling the configured "
+                                     "runtime."))
         else:
             runtime = await self._runtime_answer(outcomes, request, citations, merged.model(), steps,
                                                  diagnostics, request_id, trace_id, transport)
             answer, citations, graph = runtime.answer, runtime.citations, runtime.graph
         steps.append(step("bridge-final-answer", "Return A2A artifact", "done",
                           detail="Returned a structured llmwiki_agent_result artifact."))
-        audit.note(runtimeCalled=any(s.id == RUNTIME_STEP_ID for s in steps), citationCount=len(citations),
+        audit.note(runtimeCalled=any(s.id.startswith("runtime-") for s in steps),
+                   citationCount=len(citations),
                    sourceBundleCount=len(bundles), graphNodeCount=len(graph.nodes), artifactCount=1,
                    diagnosticCount=len(diagnostics))
         wired: dict[int, JsonObject] = {}
@@ -749,39 +850,75 @@ class BridgeService:
         """delegated-runtime / hybrid: the runtime step around one runtime answer; any runtime
         failure is the contract's 502 with every step and diagnostic gathered so far."""
         settings = self.settings  # one snapshot: a live settings change does not split a run
-        runtime_step = step(RUNTIME_STEP_ID, RUNTIME_STEP_LABEL, "running",
-                            detail="Calling the configured OpenAI-compatible runtime.")
+        step_id, step_label = RUNTIME_STEPS[settings.runtime_adapter]
+        runtime_step = step(step_id, step_label, "running",
+                            detail="Sending grounded evidence to the configured OpenAI-compatible chat "
+                                   "completions endpoint." if settings.runtime_adapter == "chat-completions"
+                            else "Sending grounded evidence to the configured DeepAgents ACP runtime "
+                                 "adapter.")
         steps.append(runtime_step)
         started = time.perf_counter()
+        answered = [AnsweredSource(o.source, o.evidence, o.bundle) for o in outcomes
+                    if o.evidence is not None]
+        failed = [o.source for o in outcomes if o.failed]
         try:
-            runtime = await runtime_answer(
-                settings, transport, hybrid=request.mode == "hybrid", query=request.query,
-                history=request.conversation, conversation_context=request.context.wire(),
-                answered=[AnsweredSource(o.source, o.evidence, o.bundle) for o in outcomes
-                          if o.evidence is not None],
-                failed=[o.source for o in outcomes if o.failed], citations=citations, graph=graph,
-                steps=steps, diagnostics=diagnostics)
+            if settings.runtime_adapter == "deepagents-acp":
+                runtime = await acp_runtime_answer(
+                    settings, query=request.query, history=request.conversation,
+                    conversation_context=request.context.wire(), answered=answered, failed=failed,
+                    citations=citations, graph=graph)
+            else:
+                runtime = await runtime_answer(
+                    settings, transport, hybrid=request.mode == "hybrid", query=request.query,
+                    history=request.conversation, conversation_context=request.context.wire(),
+                    answered=answered, failed=failed, citations=citations, graph=graph,
+                    steps=steps, diagnostics=diagnostics)
         except RuntimeFailure as exc:
             log.warning("chat_completions_failed", reason=exc.message, http_status=exc.http_status,
                         timeout=exc.timeout)
-            diagnostic = runtime_diagnostic(settings, exc)
-            diagnostics.append(diagnostic)
-            runtime_step.status, runtime_step.error = "error", CHAT_FAILED_MESSAGE
-            runtime_step.detail, runtime_step.diagnostic = safe_trace_text(exc.message), diagnostic
-            runtime_step.latency_ms = round((time.perf_counter() - started) * 1000)
-            audit.note(runtimeCalled=True, citationCount=len(citations), diagnosticCount=len(diagnostics))
-            raise RunError(502, "chat_completions_failed", CHAT_FAILED_MESSAGE, request_id, trace_id,
-                           steps, diagnostics) from None
+            raise self._runtime_failed(runtime_step, started, runtime_diagnostic(settings, exc), exc.message,
+                                       "chat_completions_failed", CHAT_FAILED_MESSAGE, citations, steps,
+                                       diagnostics, request_id, trace_id) from None
+        except AcpFailure as exc:
+            log.warning("runtime_adapter_failed", adapter=settings.runtime_adapter, reason=exc.message,
+                        timeout=exc.timeout, exit_code=exc.exit_code)
+            raise self._runtime_failed(runtime_step, started, acp_diagnostic(settings, exc), exc.message,
+                                       "runtime_adapter_failed", ADAPTER_FAILED_MESSAGE, citations, steps,
+                                       diagnostics, request_id, trace_id) from None
         runtime_step.status = "done"
         runtime_step.latency_ms = round((time.perf_counter() - started) * 1000)
-        detail = (f"Chat completions runtime returned an answer grounded in {len(runtime.citations)} "
-                  "citation(s).")
-        if request.mode == "hybrid":
-            detail += f" The runtime made {runtime.tool_calls} source tool call(s)."
+        # The reference's wording (contract 4.4), plus the tool calls a hybrid run made.
+        detail = ("The chat completions endpoint" if settings.runtime_adapter == "chat-completions"
+                  else "The DeepAgents ACP runtime adapter") + " returned a grounded markdown answer."
         if runtime.anchors_appended:
-            detail += " Appended fallback citation anchors."
+            detail += (" The bridge appended bounded fallback citation anchors because the runtime "
+                       "returned none.")
+        if request.mode == "hybrid" and settings.runtime_adapter == "chat-completions":
+            detail += f" The runtime made {runtime.tool_calls} source tool call(s)."
         runtime_step.detail = detail
         return runtime
+
+    @staticmethod
+    def _runtime_failed(runtime_step: TraceStep, started: float, diagnostic: Diagnostic, reason: str,
+                        code: str, message: str, citations: list[Citation], steps: list[TraceStep],
+                        diagnostics: list[Diagnostic], request_id: str, trace_id: str) -> RunError:
+        """The contract's 502 (5.6) with every step and diagnostic gathered so far."""
+        diagnostics.append(diagnostic)
+        runtime_step.status, runtime_step.error = "error", message
+        runtime_step.detail, runtime_step.diagnostic = safe_trace_text(reason), diagnostic
+        runtime_step.latency_ms = round((time.perf_counter() - started) * 1000)
+        audit.note(runtimeCalled=True, citationCount=len(citations), diagnosticCount=len(diagnostics))
+        return RunError(502, code, message, request_id, trace_id, steps, diagnostics)
+
+
+def _probe_key(source: SourceDescriptor) -> tuple[str, str, str]:
+    return source.id, source.protocol, source.url
+
+
+def probe_message(message: str) -> str:
+    """A source failure as the settings page may show it: redacted, one line, at most 240 chars."""
+    text = " ".join(redact_text(message).split())
+    return text if len(text) <= 240 else text[:237] + "..."
 
 
 def _host_key(host: str) -> str:

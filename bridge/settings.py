@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
+import shlex
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -23,6 +25,14 @@ IO_LOG_MODES = ("off", "file", "logger")
 # Relative to the working directory (contract 1.2); used only when the I/O log is on.
 DEFAULT_IO_LOG_PATH = Path(".runtime-logs") / "llmwiki-agent-bridge-io.jsonl"
 ORCHESTRATION_MODES = ("evidence-only", "delegated-runtime", "hybrid")
+RUNTIME_ADAPTERS = ("chat-completions", "deepagents-acp")
+_ADAPTER_ALIASES = {"chatcompletions": "chat-completions", "openai": "chat-completions",
+                    "openaicompatible": "chat-completions", "deepagentsacp": "deepagents-acp",
+                    "acp": "deepagents-acp"}
+# The ACP agent the reference launches by default (contract 1.2); spawned without a shell.
+DEFAULT_ACP_COMMAND = "npx"
+DEFAULT_ACP_ARGS = ("--yes", "deepagents-acp")
+IDENTITY_KEYS = ("runtimeId", "runtimeName", "runtime", "agentRuntime", "providerOrganization")
 _POLICY_ALIASES = {"private-http": "private-http", "default": "private-http", "open": "private-http",
                    "allowlist": "allowlist", "public-https": "public-https"}
 
@@ -54,6 +64,16 @@ class BridgeSettings:
     model: str = "hermes-agent"
     api_key: str | None = None
     runtime_profile: str = "hermes"
+    runtime_adapter: str = "chat-completions"
+    # Identity overrides (contract 1.8): each one replaces its profile default when set.
+    runtime_id: str | None = None
+    runtime_name: str | None = None
+    runtime: str | None = None
+    agent_runtime: str | None = None
+    provider_organization: str | None = None
+    deepagents_acp_command: str = DEFAULT_ACP_COMMAND
+    deepagents_acp_args: tuple[str, ...] | None = None  # None: the default args
+    deepagents_acp_cwd: Path | None = None  # None: the bridge's working directory
     bearer_token: str | None = None
     allow_public_bind: bool = False
     allow_insecure_public_bind: bool = False
@@ -92,6 +112,8 @@ class BridgeSettings:
             raise SettingsError(f"Unsupported LLMWiki Agent Bridge source policy: {self.source_policy}.")
         if self.runtime_profile not in PROFILES:
             raise SettingsError(f"Unsupported LLMWiki Agent Bridge runtime profile: {self.runtime_profile}.")
+        if self.runtime_adapter not in RUNTIME_ADAPTERS:
+            raise SettingsError(f"Unsupported LLMWiki Agent Bridge runtime adapter: {self.runtime_adapter}.")
         if self.max_body_bytes < 1024:
             raise SettingsError("max_body_bytes must be at least 1024.")
         if self.log_format not in ("auto", "json", "console"):
@@ -119,9 +141,18 @@ class BridgeSettings:
                 "ioLogPathConfigured": self.io_log_path is not None}
 
     def identity(self) -> dict[str, str]:
+        """The profile's identity with each explicit override applied on top."""
         preset = PROFILES[self.runtime_profile]
-        return {k: preset[k] for k in ("runtimeId", "runtimeName", "runtime", "agentRuntime",
-                                       "providerOrganization")}
+        overrides = (self.runtime_id, self.runtime_name, self.runtime, self.agent_runtime,
+                     self.provider_organization)
+        return {key: value or preset[key] for key, value in zip(IDENTITY_KEYS, overrides, strict=True)}
+
+    @property
+    def acp_args(self) -> tuple[str, ...]:
+        """A configured command takes its args as given; the default command its default args."""
+        if self.deepagents_acp_args is not None:
+            return self.deepagents_acp_args
+        return DEFAULT_ACP_ARGS if self.deepagents_acp_command == DEFAULT_ACP_COMMAND else ()
 
 
 # ----------------------------------------------------------------------------- parsers
@@ -176,6 +207,32 @@ def parse_profile(value: str) -> str:
     if profile is None:
         raise ValueError(f"Unsupported LLMWiki Agent Bridge runtime profile: {value.strip()}.")
     return profile
+
+
+def parse_adapter(value: str) -> str:
+    """Contract 1.3: spaces, `_` and `-` ignored, any case; `openai`/`acp` and the like are aliases."""
+    key = value.strip().lower().replace(" ", "").replace("_", "").replace("-", "")
+    adapter = _ADAPTER_ALIASES.get(key)
+    if adapter is None:
+        raise ValueError(f"Unsupported LLMWiki Agent Bridge runtime adapter: {value.strip()}.")
+    return adapter
+
+
+def parse_command_args(value: str) -> tuple[str, ...]:
+    """A JSON string array (when it starts with `[`) or a whitespace-separated list with quotes."""
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            raise ValueError("must be a JSON array of strings") from None
+        if not isinstance(parsed, list) or not all(isinstance(item, str) for item in parsed):
+            raise ValueError("must be a JSON array of strings")
+        return tuple(parsed)
+    try:
+        return tuple(shlex.split(text))
+    except ValueError:
+        raise ValueError("has an unclosed quote") from None
 
 
 def normalize_origin(value: str, *, http_only: bool = False) -> str | None:
@@ -251,6 +308,36 @@ OPTIONS: tuple[Option, ...] = (
     _option("runtime_profile", "--runtime-profile", "LLMWIKI_AGENT_BRIDGE_RUNTIME_PROFILE", parse_profile,
            "Runtime identity preset: hermes (default), deepagents or generic.",
            ("HERMES_A2A_BRIDGE_RUNTIME_PROFILE",), ("runtimeProfile",)),
+    _option("runtime_adapter", "--runtime-adapter", "LLMWIKI_AGENT_BRIDGE_RUNTIME_ADAPTER", parse_adapter,
+           "How the runtime is called: chat-completions (default, OpenAI-compatible) or deepagents-acp "
+           "(a DeepAgents ACP agent launched per run over stdio).",
+           ("HERMES_A2A_BRIDGE_RUNTIME_ADAPTER",), ("runtimeAdapter",)),
+    _option("runtime_id", "--runtime-id", "LLMWIKI_AGENT_BRIDGE_RUNTIME_ID", _text,
+           "Runtime id reported by the agent card, /health and /settings.json (default: the profile's).",
+           ("HERMES_A2A_BRIDGE_RUNTIME_ID",), ("runtimeId",)),
+    _option("runtime_name", "--runtime-name", "LLMWIKI_AGENT_BRIDGE_RUNTIME_NAME", _text,
+           "Runtime name, the agent card's name (default: the profile's).",
+           ("HERMES_A2A_BRIDGE_RUNTIME_NAME",), ("runtimeName",)),
+    _option("runtime", "--runtime", "LLMWIKI_AGENT_BRIDGE_RUNTIME", _text,
+           "Runtime label of the agent card (default: the profile's).",
+           ("HERMES_A2A_BRIDGE_RUNTIME",), ("runtime",)),
+    _option("agent_runtime", "--agent-runtime", "LLMWIKI_AGENT_BRIDGE_AGENT_RUNTIME", _text,
+           "Agent runtime label of the agent card and /health (default: the profile's).",
+           ("HERMES_A2A_BRIDGE_AGENT_RUNTIME",), ("agentRuntime",)),
+    _option("provider_organization", "--provider-organization",
+           "LLMWIKI_AGENT_BRIDGE_PROVIDER_ORGANIZATION", _text,
+           "Provider organization of the agent card (default: the profile's).",
+           ("HERMES_A2A_BRIDGE_PROVIDER_ORGANIZATION",), ("providerOrganization",)),
+    _option("deepagents_acp_command", "--deepagents-acp-command",
+           "LLMWIKI_AGENT_BRIDGE_DEEPAGENTS_ACP_COMMAND", _text,
+           "Executable of the deepagents-acp adapter, run without a shell (default npx)."),
+    _option("deepagents_acp_args", "--deepagents-acp-args", "LLMWIKI_AGENT_BRIDGE_DEEPAGENTS_ACP_ARGS",
+           parse_command_args,
+           "Its arguments: a JSON string array or a quoted, space-separated list (default "
+           "--yes deepagents-acp with the default command, none with another)."),
+    _option("deepagents_acp_cwd", "--deepagents-acp-cwd", "LLMWIKI_AGENT_BRIDGE_DEEPAGENTS_ACP_CWD",
+           lambda v: Path(v.strip()).expanduser().resolve(),
+           "Working directory of the ACP agent and its session (default: the bridge's)."),
     _option("bearer_token", "--bearer-token", "LLMWIKI_AGENT_BRIDGE_BEARER_TOKEN", _text,
            "When set, every bridge request needs `Authorization: Bearer <token>`.",
            ("HERMES_A2A_BRIDGE_BEARER_TOKEN",), ("bridgeBearerToken",), secret=True),

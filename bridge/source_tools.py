@@ -19,6 +19,7 @@ from bridge.registry import (
     settings_view,
 )
 from bridge.retrieval import IntentError, parse_intent, plan_for, unsupported_message
+from bridge.run_request import query_text
 from bridge.service import BridgeService
 from bridge.sources.client import SourceClient, UnsupportedOperation, client_for
 from bridge.sources.transport import SourceCallError
@@ -139,10 +140,16 @@ def _schema(properties: JsonObject, required: Sequence[str] = (), **extra: Any) 
     return {**schema, **extra}
 
 
-_QUERY = {"type": "string", "minLength": 1}
-_MODE = {"type": "string", "enum": ["evidence-only", "delegated-runtime", "hybrid"],
-         "default": "delegated-runtime"}
-_ID_LIST = {"type": "array", "items": {"type": "string"}}
+_MODES = ["evidence-only", "delegated-runtime", "hybrid"]
+_RUN_QUERY = _text("The question to answer from the selected Knowledge Sources.", minLength=1)
+_QUERY = _text("What to look for in the Knowledge Source.", minLength=1)
+_MODE = {"type": "string", "enum": _MODES, "default": "delegated-runtime",
+         "description": "evidence-only answers from the sources without calling the runtime; "
+                        "delegated-runtime (the default) and hybrid ask the configured runtime."}
+_MODE_ALIAS = {**_MODE, "description": "Alias of orchestrationMode."}
+_NODE_ID = _text("A graph node id; <sourceId>:<nodeId> goes to that source only.", minLength=1)
+_NODE_IDS = {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1},
+             "description": "Graph node ids (prefixed ids go to their source only)."}
 
 DESCRIPTIONS = {
     "llmwiki_agent_run": (
@@ -182,7 +189,7 @@ DESCRIPTIONS = {
 
 INPUT_SCHEMAS: dict[str, JsonObject] = {
     "llmwiki_agent_run": _schema({
-        "query": _QUERY, "orchestrationMode": _MODE, "mode": _MODE, "retrieval": RETRIEVAL_SCHEMA,
+        "query": _RUN_QUERY, "orchestrationMode": _MODE, "mode": _MODE_ALIAS, "retrieval": RETRIEVAL_SCHEMA,
         "retrievalGuidance": GUIDANCE_SCHEMA, "knowledgeSources": _SOURCES,
         "knowledge_sources": _SOURCES}, ["query"]),
     "llmwiki_list_sources": _schema(dict(SELECTION)),
@@ -190,15 +197,18 @@ INPUT_SCHEMAS: dict[str, JsonObject] = {
                                 "retrieval": RETRIEVAL_SCHEMA, **DRAFTS}, ["query"]),
     "llmwiki_search": _schema({"query": _QUERY, **SELECTION, "limit": _limit(CONTEXT_LIMIT),
                                "retrieval": RETRIEVAL_SCHEMA, **DRAFTS}, ["query"]),
-    "llmwiki_read": _schema({"pageId": {"type": "string", "minLength": 1},
-                             "page_id": {"type": "string", "minLength": 1}, **SELECTION, **DRAFTS},
+    "llmwiki_read": _schema({"pageId": _text("A page id or path; <sourceId>:<pageId> picks the source.",
+                                             minLength=1),
+                             "page_id": _text("Alias of pageId.", minLength=1), **SELECTION, **DRAFTS},
                             anyOf=[{"required": ["pageId"]}, {"required": ["page_id"]}]),
     "llmwiki_graph": _schema({**SELECTION, "limit": _limit(GRAPH_LIMIT), **DRAFTS}),
     "llmwiki_graph_neighbors": _schema(
-        {"nodeId": {"type": "string"}, "node_id": {"type": "string"}, "nodeIds": _ID_LIST,
-         "node_ids": _ID_LIST, **SELECTION,
+        {"nodeId": _NODE_ID, "node_id": {**_NODE_ID, "description": "Alias of nodeId."},
+         "nodeIds": _NODE_IDS, "node_ids": {**_NODE_IDS, "description": "Alias of nodeIds."}, **SELECTION,
          "direction": {"type": "string", "enum": list(DIRECTIONS), "default": "both"},
-         "relation": {"type": "string"}, "relations": _ID_LIST,
+         "relation": _text("Only edges with this relation (e.g. links_to).", minLength=1),
+         "relations": {"type": "array", "items": {"type": "string", "minLength": 1},
+                       "description": "Only edges with one of these relations."},
          "depth": {"type": "integer", "minimum": 1, "maximum": 4, "default": 1},
          "limit": _limit(GRAPH_LIMIT), **DRAFTS},
         anyOf=[{"required": [key]} for key in ("nodeId", "node_id", "nodeIds", "node_ids")]),
@@ -240,10 +250,10 @@ def _include_drafts(args: JsonObject) -> bool:
 
 
 def _query(tool: str, args: JsonObject) -> str:
-    query = args.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise ToolArgumentError(f"{tool} requires a non-empty query string.")
-    return query.strip()
+    query = query_text(args.get("query"))  # a number is read as text, as in /message:send
+    if not query:
+        raise ToolArgumentError(f"{tool} arguments.query is required.")  # the reference's words
+    return query
 
 
 def _names(value: Any, what: str) -> list[str]:
@@ -577,9 +587,9 @@ class SourceTools:
 
     async def read(self, args: JsonObject) -> JsonObject:
         tool = "llmwiki_read"
-        given = _either(args, "pageId", "page_id")
-        if not isinstance(given, str) or not given.strip():
-            raise ToolArgumentError("llmwiki_read requires pageId (or page_id) as a non-empty string.")
+        given = query_text(_either(args, "pageId", "page_id"))  # `7` is page "7", as the reference reads it
+        if not given:
+            raise ToolArgumentError("llmwiki_read arguments.pageId is required.")
         candidates = self.candidates(args)
         owner = self._owner(given, candidates)
         source_id = self._source_id(args)
@@ -620,7 +630,7 @@ class SourceTools:
             requested += _names(args.get(key), key)
         requested = list(dict.fromkeys(requested))
         if not requested:
-            raise ToolArgumentError("llmwiki_graph_neighbors requires nodeId or nodeIds.")
+            raise ToolArgumentError("llmwiki_graph_neighbors arguments.nodeId or nodeIds is required.")
         relations = list(dict.fromkeys(_names(args.get("relation"), "relation")
                                        + _names(args.get("relations"), "relations")))
         given_direction = args.get("direction")

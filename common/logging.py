@@ -25,15 +25,18 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     """Key-value events to stderr: JSON lines unless stderr is a terminal (or fmt says)."""
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
-    renderer: Any = (structlog.processors.JSONRenderer() if use_json
-                     else structlog.dev.ConsoleRenderer(colors=False))
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
+            *json_processors(),
+        ] if use_json else [
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.dev.ConsoleRenderer(colors=False),  # renders exc_info as a traceback itself
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
@@ -41,6 +44,14 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     )
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def json_processors() -> list[Any]:
+    """The JSON tail: `exc_info` becomes a structured `exception` (type, message, frames) instead of
+    `"exc_info": true`. Frame locals are left out: they may hold page text, queries or keys."""
+    tracebacks = structlog.processors.ExceptionRenderer(
+        structlog.tracebacks.ExceptionDictTransformer(show_locals=False))
+    return [tracebacks, structlog.processors.JSONRenderer()]
 
 
 def request_id_for(request: web.Request) -> str:

@@ -20,7 +20,6 @@ from bridge.iolog import header_summary, io_scope
 from bridge.protocols import a2a, mcp
 from bridge.protocols.settings_page import settings_html
 from bridge.registry import SourceDescriptor, normalize_registered
-from bridge.runtime import probe as probe_runtime
 from bridge.service import BridgeService
 from bridge.settings import BridgeSettings, check_bind_policy
 from bridge.settings_store import SettingsFileError, SettingsStore
@@ -124,13 +123,13 @@ async def _guarded(request: web.Request, handler: Handler, service: BridgeServic
         audit.note(authorized=True)
     length = request.content_length
     if length is not None and length > service.settings.max_body_bytes:
-        return _too_large().response()
+        return _too_large(request)
     try:
         return await handler(request)
     except HttpError as exc:
         return exc.response()
     except web.HTTPRequestEntityTooLarge:
-        return _too_large().response()
+        return _too_large(request)
     except (web.HTTPNotFound, web.HTTPMethodNotAllowed):
         return CodedError(404, "not_found", "Not found.").response()
     except web.HTTPException as exc:
@@ -145,8 +144,12 @@ def _open_route(request: web.Request) -> bool:
     return request.method == "GET" and request.path == "/settings"
 
 
-def _too_large() -> CodedError:
-    return CodedError(413, "body_too_large", "Request body is too large.")
+def _too_large(request: web.Request) -> web.Response:
+    """413; on `/message:send` with the request and trace ids, as its every error has them."""
+    body = CodedError(413, "body_too_large", "Request body is too large.").body()
+    if request.path == a2a.SEND_PATH:
+        body.update(requestId=request[REQUEST_ID], traceId=_trace_id(request))
+    return json_response(body, status=413)
 
 
 async def json_body(request: web.Request) -> Any:
@@ -166,14 +169,19 @@ def _probe_requested(request: web.Request) -> bool:
 async def health(request: web.Request) -> web.Response:
     """Never touches sources; `?probe` adds one live `GET <runtime>/models` (contract 2.6.1)."""
     service = _service(request)
-    document = service.health()
     if _probe_requested(request):
-        document["runtimeConnection"]["reachability"] = await probe_runtime(service.settings)
-    return json_response(document)
+        return json_response(await service.probed_health())
+    return json_response(service.health())
 
 
 async def sources(request: web.Request) -> web.Response:
     return json_response(await _service(request).sources_view(_probe_requested(request)))
+
+
+async def probe_source(request: web.Request) -> web.Response:
+    """The settings page's Test: one source as typed, before it is saved."""
+    body = await json_body(request)
+    return json_response(await _service(request).probe_draft(body))
 
 
 async def settings_json(request: web.Request) -> web.Response:
@@ -204,6 +212,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/health", health, allow_head=False)
     app.router.add_get("/settings", settings_html, allow_head=False)
     app.router.add_get("/sources", sources, allow_head=False)
+    app.router.add_post("/sources/probe", probe_source)
     app.router.add_get("/settings.json", settings_json, allow_head=False)
     app.router.add_put("/settings/config.json", put_config)
     app.router.add_get("/settings/sources.json", get_sources_json, allow_head=False)

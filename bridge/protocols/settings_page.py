@@ -39,7 +39,7 @@ def build_page(html: str, css: str, js: str) -> SettingsPage:
         f"script-src {_sha256_source(script)}",
         f"style-src {_sha256_source(style)}",
         "connect-src 'self'",
-        "img-src 'self'",
+        "img-src 'self' data:",  # the favicon is inline, so a browser asks for no /favicon.ico
         "base-uri 'none'",
         "form-action 'none'",
         "frame-ancestors 'none'",

@@ -17,6 +17,8 @@
   const state = {
     token: null,          // the bridge bearer token, when the bridge asked for one
     settings: null,       // the last GET /settings.json document
+    health: null,         // the last GET /health?probe=1 document (the runtime checked live)
+    lastProbes: new Map(),  // source id -> health of its last live test (GET /sources lastProbe)
     saved: [],            // the registered sources, as last read or saved
     rows: [],             // the source rows being edited
     nextKey: 1,
@@ -138,6 +140,29 @@
     applySources(Array.isArray(registry.sources) ? registry.sources : []);
     renderOverview();
     showUnlocked();
+    await refreshStatus();
+  }
+
+  // The live part of the overview: the runtime probed now, each source's last test. A failure
+  // here leaves the rest of the page usable, so it is reported in the overview, not as an alert.
+  async function refreshStatus() {
+    try {
+      state.health = await api('GET', '/health?probe=1');
+    } catch (error) {
+      state.health = {status: 'unknown', error: `${error.message}${error.code ? ` (${error.code})` : ''}`};
+    }
+    await refreshLastProbes();
+    renderOverview();
+  }
+
+  async function refreshLastProbes() {
+    try {
+      const view = await api('GET', '/sources');
+      state.lastProbes = new Map((view.sources || []).filter((entry) => entry.lastProbe)
+        .map((entry) => [entry.id, entry.lastProbe]));
+    } catch (_) {
+      state.lastProbes = new Map();  // the overview then says the sources were not tested
+    }
   }
 
   async function start() {
@@ -206,10 +231,16 @@
       ? 'model set' : 'no model');
     const key = connection.apiKeyConfigured ? 'API key saved' : 'no API key';
     $('metric-runtime').textContent = `${profile}: ${model}, ${key}`;
+    const runtimeState = runtimeStatus();
+    $('metric-runtime-status').textContent = runtimeState.text;
+    $('metric-runtime-status').className = `metric-status ${runtimeState.ok ? 'status-ok' : 'status-problem'}`;
 
     const selected = state.saved.filter((source) => source.selected !== false).length;
     $('metric-sources').textContent =
       `${plural(state.saved.length, 'registered', 'registered')}, ${selected} selected`;
+    const sourcesState = sourcesStatus();
+    $('metric-sources-status').textContent = sourcesState.text;
+    $('metric-sources-status').className = `metric-status ${sourcesState.ok ? 'status-ok' : 'status-problem'}`;
 
     const auth = settings.bridgeAuth && settings.bridgeAuth.bearerTokenConfigured
       ? 'Bearer token required' : 'No bearer token';
@@ -220,7 +251,11 @@
       policy.configuredAllowedSourceOrigins || 0, 'allowed origin', 'allowed origins')}`;
 
     const hero = $('overview-hero');
-    if (selected > 0) {
+    if (selected > 0 && !runtimeState.ok && runtimeState.checked) {
+      hero.textContent = `The runtime is not usable (${runtimeState.text}): runtime-backed answers will `
+        + 'fail until step 1 is fixed. Evidence-only checks in step 3 work now.';
+      hero.className = 'hero hero-todo';
+    } else if (selected > 0) {
       hero.textContent = 'Bridge is ready for local verification: run the setup check in step 3.';
       hero.className = 'hero hero-ready';
     } else {
@@ -242,6 +277,46 @@
     note.textContent = persistenceText;
   }
 
+  function humanize(reason) {
+    return String(reason || 'unknown').replace(/_/g, ' ');
+  }
+
+  // What /health?probe=1 found: checked says whether the runtime was reached for at all.
+  function runtimeStatus() {
+    const health = state.health;
+    if (!health) {
+      return {ok: false, checked: false, text: 'Checking the runtime…'};
+    }
+    if (health.error) {
+      return {ok: false, checked: false, text: `Runtime not checked: ${health.error}`};
+    }
+    const reach = (health.runtimeConnection || {}).reachability || {};
+    if (!reach.checked) {
+      return {ok: true, checked: false, text: reach.basis === 'adapter_not_probeable'
+        ? `Not checked: the ${health.runtimeAdapter} adapter cannot be probed; run a check in step 3.`
+        : 'Not checked.'};
+    }
+    if (reach.ok) {
+      return {ok: true, checked: true, text: `Reachable (HTTP ${reach.httpStatus}).`};
+    }
+    if (reach.reachable) {
+      return {ok: false, checked: true, text: `Reachable, but it answered HTTP ${reach.httpStatus}; `
+        + 'check the API key and base URL.'};
+    }
+    return {ok: false, checked: true, text: `Unreachable: ${humanize(reach.reason)}.`};
+  }
+
+  function sourcesStatus() {
+    const tested = state.saved.map((source) => state.lastProbes.get(source.id)).filter(Boolean);
+    if (tested.length === 0) {
+      return {ok: true, text: state.saved.length ? 'Not tested yet: use Test in step 2.' : ''};
+    }
+    const failed = tested.filter((health) => !health.ok).length;
+    const text = `Last test: ${tested.length - failed} reachable, ${failed} not reachable`
+      + (tested.length < state.saved.length ? `, ${state.saved.length - tested.length} not tested.` : '.');
+    return {ok: failed === 0, text};
+  }
+
   async function onReloadOverview() {
     await whileBusy($('reload-overview'), async () => {
       try {
@@ -250,6 +325,7 @@
         state.settings = settings;
         state.saved = Array.isArray(registry.sources) ? registry.sources : [];
         renderOverview();
+        await refreshStatus();
         announce('Overview reloaded.');
       } catch (error) {
         handleError('The overview could not be reloaded', error);
@@ -394,6 +470,7 @@
       applySettings(result.settings, {keepNetwork: true});
       renderOverview();
       announce('Runtime saved. It applies to the next run.');
+      await refreshStatus();
     }
   }
 
@@ -672,8 +749,9 @@
       try {
         const result = await api('PUT', '/settings/sources.json', {sources});
         applySources(Array.isArray(result.sources) ? result.sources : []);
-        renderOverview();
         announce(`Saved ${plural(state.saved.length, 'Knowledge Source', 'Knowledge Sources')}.`);
+        await refreshLastProbes();  // a row tested before saving keeps its result
+        renderOverview();
       } catch (error) {
         handleError('The sources were not saved', error);
       }
@@ -687,10 +765,11 @@
 
   function probeText(entry) {
     const health = entry.health || {};
-    const humanize = (reason) => String(reason || 'unknown').replace(/_/g, ' ');
     if (health.basis !== 'live_probe') {
-      return {ok: false, text: `Not tested live (${humanize(health.reason || 'not probed')}).`
-        + ' Only selected llmwiki-http sources the source policy allows are probed.'};
+      const why = health.reason === 'source_policy_blocked'
+        ? 'the bridge\'s source policy does not allow this URL (see Advanced settings)'
+        : humanize(health.reason || 'not probed');
+      return {ok: false, text: `Not tested: ${why}.`};
     }
     if (health.ok) {
       const details = [`read ${health.endpoint || 'the source'}`];
@@ -709,34 +788,35 @@
     if (health.timeout) {
       facts.push('timed out');
     }
-    const extra = facts.length ? ` (${facts.join(', ')})` : '';
-    return {ok: false, text: `Not reachable: ${humanize(health.reason)}${extra}.`};
+    const what = facts.length ? ` (${facts.join(', ')})` : '';
+    const why = health.message ? String(health.message) : humanize(health.reason);
+    const retry = health.retryable ? ' Check that it is running, then test again.' : '';
+    return {ok: false, text: `Not reachable${what}: ${why}${retry}`};
   }
 
+  // Tests the row as it is typed (saved or not): the bridge probes it under its source policy.
   async function testSource(row, button, probe) {
-    if (isChanged(row)) {
-      probe.className = 'probe probe-pending';
-      probe.textContent = 'Save sources first: the test checks the saved registry.';
+    if (row.url.trim() === '') {
+      probe.className = 'probe probe-failed';
+      probe.textContent = 'Enter the URL of the Knowledge Source first.';
       return;
     }
     probe.className = 'probe probe-pending';
     probe.textContent = 'Testing…';
     await whileBusy(button, async () => {
       try {
-        const view = await api('GET', '/sources?probe=1');
-        const entry = (view.sources || []).find((source) => source.id === row.original.id);
-        if (!entry) {
-          probe.className = 'probe probe-failed';
-          probe.textContent = 'This source is not in the saved registry any more. Reload the page.';
-          return;
-        }
-        const outcome = probeText(entry);
+        const answer = await api('POST', '/sources/probe', {source: descriptorFrom(row)});
+        const outcome = probeText(answer.source || {});
         probe.className = `probe ${outcome.ok ? 'probe-ok' : 'probe-failed'}`;
         probe.textContent = outcome.text;
+        await refreshLastProbes();
+        renderOverview();
       } catch (error) {
         probe.className = 'probe probe-failed';
-        probe.textContent = 'The test could not run.';
-        handleError('The source test failed', error);
+        probe.textContent = `The test could not run: ${error.message}${error.code ? ` (${error.code})` : ''}`;
+        if (error.status === 401) {
+          handleError('The source test failed', error);
+        }
       }
     });
   }
@@ -768,6 +848,137 @@
     return item;
   }
 
+  // ------------------------------------------------------------------ answer Markdown
+  // The answer is Markdown from a model or a source, so it is untrusted: it is turned into DOM
+  // nodes whose text is only ever set as text (never parsed as HTML), links go only to http(s)
+  // URLs or to this page's citation list, and images are shown as their text.
+
+  const INLINE = /`([^`\n]+)`|!?\[([^\]\n]+)\]\(([^)\s]+)\)|\*\*([^*\n]+)\*\*|__([^_\n]+)__|\*([^*\s][^*\n]*)\*/g;
+
+  function linkTarget(target, citationCount) {
+    const anchor = /^#citation-([1-9][0-9]*)$/.exec(target);
+    if (anchor) {
+      return Number(anchor[1]) <= citationCount ? target : null;
+    }
+    return /^https?:\/\/[^\s]+$/i.test(target) ? target : null;
+  }
+
+  function inlineNodes(text, citationCount) {
+    const nodes = [];
+    let last = 0;
+    for (const match of text.matchAll(INLINE)) {
+      if (match.index > last) {
+        nodes.push(document.createTextNode(text.slice(last, match.index)));
+      }
+      const [whole, code, label, target, strong, strongUnderscore, em] = match;
+      let node;
+      if (code !== undefined) {
+        node = document.createElement('code');
+        node.textContent = code;
+      } else if (label !== undefined) {
+        const href = whole.startsWith('!') ? null : linkTarget(target, citationCount);
+        if (href === null) {
+          node = document.createTextNode(whole);
+        } else {
+          node = document.createElement('a');
+          node.href = href;
+          node.append(...inlineNodes(label, citationCount));
+          if (href.startsWith('#')) {
+            node.className = 'citation-anchor';
+            node.setAttribute('aria-label', `Citation ${href.slice('#citation-'.length)}`);
+          } else {
+            node.rel = 'noopener noreferrer';
+          }
+        }
+      } else {
+        node = document.createElement(em !== undefined ? 'em' : 'strong');
+        node.append(...inlineNodes(em !== undefined ? em : (strong !== undefined ? strong : strongUnderscore),
+          citationCount));
+      }
+      nodes.push(node);
+      last = match.index + whole.length;
+    }
+    if (last < text.length) {
+      nodes.push(document.createTextNode(text.slice(last)));
+    }
+    return nodes;
+  }
+
+  function lineNodes(lines, citationCount) {
+    const nodes = [];
+    lines.forEach((line, index) => {
+      if (index > 0) {
+        nodes.push(document.createElement('br'));
+      }
+      nodes.push(...inlineNodes(line, citationCount));
+    });
+    return nodes;
+  }
+
+  function markdownNodes(markdown, citationCount) {
+    const blocks = [];
+    const lines = String(markdown).replace(/\r\n?/g, '\n').split('\n');
+    let paragraph = [];
+    let list = null;
+    const flush = () => {
+      if (paragraph.length) {
+        const p = document.createElement('p');
+        p.append(...lineNodes(paragraph, citationCount));
+        blocks.push(p);
+        paragraph = [];
+      }
+      list = null;
+    };
+    for (let i = 0; i < lines.length; i += 1) {
+      const line = lines[i];
+      if (/^\s*```/.test(line)) {
+        flush();
+        const code = [];
+        for (i += 1; i < lines.length && !/^\s*```/.test(lines[i]); i += 1) {
+          code.push(lines[i]);
+        }
+        const pre = document.createElement('pre');
+        const inner = document.createElement('code');
+        inner.textContent = code.join('\n');
+        pre.append(inner);
+        blocks.push(pre);
+        continue;
+      }
+      const heading = /^\s{0,3}(#{1,6})\s+(.*)$/.exec(line);
+      const item = /^\s*(?:([-*+])|(\d+)[.)])\s+(.*)$/.exec(line);
+      if (line.trim() === '') {
+        flush();
+      } else if (heading) {
+        flush();
+        // The answer sits under the page's h3/h4 headings, so its own start at h5.
+        const h = document.createElement(heading[1].length === 1 ? 'h5' : 'h6');
+        h.append(...inlineNodes(heading[2], citationCount));
+        blocks.push(h);
+      } else if (item) {
+        if (paragraph.length) {
+          const kept = list;
+          flush();
+          list = kept;
+        }
+        const tag = item[2] !== undefined ? 'ol' : 'ul';
+        if (!list || list.tagName.toLowerCase() !== tag) {
+          list = document.createElement(tag);
+          blocks.push(list);
+        }
+        const li = document.createElement('li');
+        li.append(...inlineNodes(item[3], citationCount));
+        list.append(li);
+      } else {
+        if (list) {
+          list = null;
+        }
+        paragraph.push(line);
+      }
+    }
+    flush();
+    return blocks;
+  }
+
   function renderResult(result) {
     const citations = Array.isArray(result.citations) ? result.citations : [];
     const steps = Array.isArray(result.steps) ? result.steps : [];
@@ -781,11 +992,16 @@
       summary += ` ${plural(failed, 'step', 'steps')} reported an error; see the trace steps.`;
     }
     $('verify-summary').textContent = summary;
-    $('verify-answer').textContent = String(result.answer || '');
-    $('verify-citations').replaceChildren(...citations.map((citation) => listItem([
-      ['citation-title', citation.title || 'Untitled'],
-      ['citation-meta', [citation.id, citation.path].filter(Boolean).join(' · ')],
-    ])));
+    $('verify-answer').replaceChildren(...markdownNodes(result.answer || '', citations.length));
+    $('verify-citations').replaceChildren(...citations.map((citation, index) => {
+      const item = listItem([
+        ['citation-title', citation.title || 'Untitled'],
+        ['citation-meta', [citation.id, citation.path].filter(Boolean).join(' · ')],
+      ]);
+      item.id = `citation-${index + 1}`;  // where the answer's [n](#citation-n) anchors lead
+      item.tabIndex = -1;
+      return item;
+    }));
     if (citations.length === 0) {
       $('verify-citations').replaceChildren(listItem([['citation-meta', 'No citations were returned.']]));
     }

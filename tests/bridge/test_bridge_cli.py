@@ -123,3 +123,14 @@ def test_sources_with_a_corrupt_file_fail_cleanly(tmp_path: Path,
     path.write_text("{", encoding="utf-8")
     assert main(["status", "--config", str(path)]) == 0
     assert "Sources: 0 registered" in capsys.readouterr().out
+
+
+def test_status_probe_checks_the_runtime(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _registry_file(tmp_path, "http://127.0.0.1:9/")  # its runtime: port 1, nothing there
+    assert main(["status", "--json", "--config", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out)["runtimeConnection"]["reachability"]["checked"] is False
+    assert main(["status", "--probe", "--json", "--config", str(path)]) == 0
+    reachability = json.loads(capsys.readouterr().out)["runtimeConnection"]["reachability"]
+    assert reachability["checked"] is True and reachability["reachable"] is False
+    assert main(["status", "--probe", "--config", str(path)]) == 0
+    assert "Runtime probe: unreachable (request_failed)" in capsys.readouterr().out.splitlines()

@@ -92,7 +92,7 @@ async def test_evidence_only_artifact_shape(bridge_client: BridgeFactory, serve_
     assert lines[1].startswith("Graph: ")
     assert lines[2].startswith("Source bundles: sample-operations-wiki:sha256:")
     assert lines[3:5] == ["", "Citations:"]
-    assert lines[5] == f"- [1](#citation-1) {citations[0]['id']}: {citations[0]['title']}"
+    assert lines[5] == f"- {citations[0]['id']}: {citations[0]['title']}"  # no anchors (contract 4.6)
     assert "Source failures" not in answer
 
 
@@ -365,7 +365,8 @@ async def test_query_variants_go_only_to_guided_sources(bridge_client: BridgeFac
     # the bundle read during discovery is reused, not read twice
     assert sum(1 for s in result["steps"] if s["id"] == "source-manifest-legacy") == 1
 
-    strict = {**retrieval, "fallback": "none"}
+    # (without the exclusion naming sample-wiki, which is not selected here: that alone is a 400)
+    strict = {**retrieval, "fallback": "none", "search": {**retrieval["search"], "excludePageIds": ["p9"]}}
     refused = await send(client, {"query": QUESTION, "mode": "evidence-only", "retrieval": strict,
                                   "knowledgeSources": [source("legacy", str(legacy.make_url("")))]},
                          status=400)

@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 import re
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import aiohttp
 import pytest
 
 from bridge.protocols.settings_page import settings_page
+from tests.support.fake_openai import running_fake_openai
 
 REPO = Path(__file__).resolve().parents[2]
 STATIC = REPO / "bridge" / "static"
@@ -79,10 +81,12 @@ def test_page_references_no_external_url() -> None:
             host = urlsplit(url if ":" in url.split("//")[0] else f"http:{url}").hostname
             assert host in NAMED_HOSTS, f"{name} names {url}"
         assert "@import" not in text and "url(" not in text
-    # Nothing is loaded from anywhere: no external scripts, stylesheets, images, fonts or frames.
-    assert not re.search(r"<(script|link|img|iframe|object|embed)\b[^>]*\b(src|href)=", page)
+    # Nothing is loaded from anywhere: no external scripts, stylesheets, images, fonts or frames
+    # (the favicon is an empty inline one, so the browser does not ask for /favicon.ico either).
+    assert not re.search(r"<(script|link|img|iframe|object|embed)\b[^>]*\b(src|href)=\"(?!data:,\")", page)
     assert re.findall(r"\bhref=\"([^\"]*)\"", page) == [
-        "#runtime-section", "#runtime-section", "#sources-section", "#verify-section", "#advanced-section"]
+        "data:,", "#runtime-section", "#runtime-section", "#sources-section", "#verify-section",
+        "#advanced-section"]
     script = texts["settings.js"]
     # The token lives in page memory only.
     for storage in ("localStorage", "sessionStorage", "document.cookie", "indexedDB"):
@@ -136,6 +140,8 @@ async def test_guided_setup_end_to_end(page: Any, start_bridge: BridgeStarter, s
     await expect(page.locator("#runtime-api-key-help")).to_contain_text("An API key is saved")
     await expect(page.locator("#metric-runtime")).to_have_text(
         "Generic OpenAI-compatible: model tiny-model, API key saved")
+    # Nothing listens on port 9: the overview says so instead of "ready".
+    await expect(page.locator("#metric-runtime-status")).to_have_text("Unreachable: request failed.")
 
     # Step 2: two sources; a repeated id is flagged while typing, and the bridge refuses it (409).
     rows = page.locator("#source-rows > li")
@@ -168,11 +174,14 @@ async def test_guided_setup_end_to_end(page: Any, start_bridge: BridgeStarter, s
     await expect(page.locator("#status")).to_have_text("Saved 2 Knowledge Sources.")
     await expect(page.locator("#alert")).to_have_text("")
     await expect(page.locator("#metric-sources")).to_have_text("2 registered, 2 selected")
-    await expect(page.locator("#overview-hero")).to_contain_text("Bridge is ready for local verification")
+    await expect(page.locator("#overview-hero")).to_contain_text(
+        "The runtime is not usable (Unreachable: request failed.)")
 
-    # Testing a source probes it live through GET /sources?probe=1.
+    # Testing a source probes it live through POST /sources/probe; the overview keeps the result.
     await first.get_by_role("button", name="Test source 1").click()
     await expect(first.locator("[data-probe]")).to_contain_text("Reachable: read source-bundle")
+    await expect(page.locator("#metric-sources-status")).to_have_text(
+        "Last test: 1 reachable, 0 not reachable, 1 not tested.")
 
     # Step 3: the whole path, evidence-only (no model needed): a cited answer.
     await page.get_by_label("Answer mode").select_option("evidence-only")
@@ -411,3 +420,83 @@ async def test_without_a_settings_file_the_page_says_so(page: Any, start_bridge:
     await page.get_by_label("Model", exact=True).fill("other-model")
     await page.get_by_role("button", name="Save runtime").click()
     await expect(page.locator("#alert")).to_contain_text("(settings_persistence_disabled)")
+
+
+# ---------------------------------------------------------------------------- a first-time user
+
+INJECTED_ANSWER = (
+    "## Release steps\n"
+    "**Ship** after the checklist [1](#citation-1), never [99](#citation-99).\n"
+    "<img src=x onerror=\"document.title='pwned'\"> and [a trap](javascript:document.title='pwned')\n"
+    "\n"
+    "- run the `release` script\n"
+    "- tag it\n")
+
+
+def _dead_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+async def test_first_run_tests_unsaved_rows_and_renders_the_answer_safely(
+        page: Any, start_bridge: BridgeStarter, serve_urls: tuple[str, str]) -> None:
+    expect = _expect()
+    console: list[str] = []  # every console error, "Failed to load resource" (a 404) included
+    dialogs: list[str] = []
+    page.on("console", lambda message: console.append(message.text) if message.type == "error" else None)
+    page.on("dialog", lambda dialog: dialogs.append(dialog.message))
+    sample_url, _vault_url = serve_urls
+    async with running_fake_openai() as fake:
+        fake.answer(INJECTED_ANSWER)
+        bridge = await start_bridge(base_url=fake.url, model="fake-model")
+        await _open(page, bridge)
+        await expect(page.locator("#metric-runtime-status")).to_have_text("Reachable (HTTP 200).")
+        await expect(page.locator("#metric-sources-status")).to_have_text("")
+        assert console == [], console  # a clean first load: no 404 favicon, no script error
+        # Headless Chromium asks for no favicon anyway; a desktop browser would ask for
+        # /favicon.ico (a 404) unless the page declares its own icon inline.
+        icon = await page.evaluate("() => document.querySelector('link[rel=icon]')?.href")
+        assert icon == "data:,"
+
+        # Test works on the draft row before anything is saved, and says what failed.
+        row = page.locator("#source-rows > li").first
+        await row.get_by_label("URL", exact=True).fill(f"http://127.0.0.1:{_dead_port()}")
+        await row.get_by_role("button", name="Test source 1").click()
+        probe = row.locator("[data-probe]")
+        await expect(probe).to_have_class(re.compile("probe-failed"))
+        await expect(probe).to_contain_text("Not reachable: Local Wiki")
+        await expect(probe).to_contain_text("could not be reached. Check that it is running")
+        assert "127.0.0.1" not in (await probe.text_content() or "")  # redacted: no URL
+        await row.get_by_label("URL", exact=True).fill(sample_url)
+        await row.get_by_role("button", name="Test source 1").click()
+        await expect(probe).to_contain_text("Reachable: read source-bundle")
+        await expect(page.locator("#sources-summary")).to_contain_text("unsaved changes")
+        await page.get_by_role("button", name="Save sources").click()
+        await expect(page.locator("#status")).to_have_text("Saved 1 Knowledge Source.")
+        await expect(page.locator("#metric-sources-status")).to_have_text(
+            "Last test: 1 reachable, 0 not reachable.")
+        await expect(page.locator("#overview-hero")).to_contain_text("Bridge is ready for local verification")
+
+        # The runtime's Markdown answer is rendered, its citation anchors link to the list, and
+        # nothing in it becomes HTML.
+        await page.get_by_label("Answer mode").select_option("delegated-runtime")
+        await page.get_by_role("button", name="Run setup check").click()
+        answer = page.locator("#verify-answer")
+        await expect(answer.locator("h6")).to_have_text("Release steps")
+        await expect(answer.locator("strong")).to_have_text("Ship")
+        await expect(answer.locator("ul > li")).to_have_count(2)
+        await expect(answer.locator("code")).to_have_text("release")
+        anchor = answer.locator("a.citation-anchor")
+        await expect(anchor).to_have_count(1)  # [99] names no citation: it stays text
+        await expect(anchor).to_have_attribute("href", "#citation-1")
+        await expect(answer).to_contain_text("<img src=x onerror=")
+        await expect(answer).to_contain_text("[a trap](javascript:")
+        assert await answer.locator("img, script, [onerror]").count() == 0
+        assert await page.locator("a[href^='javascript']").count() == 0
+        await anchor.click()
+        await expect(page.locator("#verify-citations > li#citation-1")).to_be_visible()
+        assert page.url.endswith("#citation-1")
+        assert await page.title() == "LLMWiki Agent Bridge Settings" and dialogs == []
+    assert console == [], console
