@@ -19,7 +19,7 @@ from bridge.artifact import EvidenceGraph, SourceEvidence, safe_id, safe_trace_t
 from bridge.fanout import fan_out
 from bridge.guidance import GuidanceCheck, check_guidance, guidance_diagnostic
 from bridge.iolog import IoLog, current_scope, io_scope
-from bridge.policy import CorsPolicy, SourcePolicy
+from bridge.policy import BrowserPolicy, SourcePolicy
 from bridge.prompt import AnsweredSource
 from bridge.registry import (
     SourceDescriptor,
@@ -141,6 +141,7 @@ class BridgeService:
         self.settings_file_status = store.status if store else "disabled"
         self.http: SourceHttpClient | None = None
         self._io = IoLog()
+        self._browser_policy: tuple[BridgeSettings | None, BrowserPolicy] = (None, BrowserPolicy())
         # Each source's recent path time (seconds, smoothed), by protocol and URL: see start_order.
         self._path_seconds: dict[tuple[str, str], float] = {}
 
@@ -151,8 +152,12 @@ class BridgeService:
         return SourcePolicy(self.settings.source_policy, self.settings.allowed_source_origins)
 
     @property
-    def cors_policy(self) -> CorsPolicy:
-        return CorsPolicy(self.settings.allowed_origins)
+    def browser_policy(self) -> BrowserPolicy:
+        """Host and Origin checks from the live settings (a settings change applies at once)."""
+        s = self.settings
+        if self._browser_policy[0] is not s:
+            self._browser_policy = (s, BrowserPolicy(s.allowed_origins, s.accepted_hosts))
+        return self._browser_policy[1]
 
     @property
     def io(self) -> IoLog:

@@ -53,8 +53,8 @@ def bearer_matches(header: str | None, token: str) -> bool:
 
 
 def setup_bridge_pipeline(app: web.Application) -> None:
-    """Origin check, preflight, bearer check, body cap, then the handler; every error becomes the
-    bridge's coded body, and every response carries the CORS headers."""
+    """Host check, origin check, preflight, bearer check, body cap, then the handler; every error
+    becomes the bridge's coded body, and every response carries the CORS headers."""
 
     @web.middleware
     async def pipeline(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -76,9 +76,13 @@ def setup_bridge_pipeline(app: web.Application) -> None:
 
 
 async def _checked(request: web.Request, handler: Handler, service: BridgeService) -> web.StreamResponse:
-    """Origin, preflight, then the guarded handler; the CORS headers on whatever comes back."""
+    """Host, origin, preflight, then the guarded handler; the CORS headers on whatever comes back.
+    The Host check comes first: a page whose name was rebound to 127.0.0.1 sends its own name."""
+    policy = service.browser_policy
+    if not policy.host_allowed(request.headers.get("Host", "")):
+        return host_not_allowed().response()
     origin = request.headers.get("Origin")
-    allowed_origin = origin is not None and service.cors_policy.allows(origin, request.host)
+    allowed_origin = origin is not None and policy.origin_allowed(origin)
     if origin is not None:
         audit.note(originAllowed=allowed_origin)
     if origin is not None and not allowed_origin:
@@ -142,6 +146,10 @@ async def _guarded(request: web.Request, handler: Handler, service: BridgeServic
 def _open_route(request: web.Request) -> bool:
     """The settings page itself holds no settings; the JSON endpoints it calls need the token."""
     return request.method == "GET" and request.path == "/settings"
+
+
+def host_not_allowed() -> CodedError:
+    return CodedError(421, "host_not_allowed", "Request host is not allowed by the bridge.")
 
 
 def _too_large() -> CodedError:
