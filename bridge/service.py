@@ -8,7 +8,6 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -16,6 +15,7 @@ import structlog
 from bridge import artifact, audit
 from bridge.answer import RUNTIME_STEP_ID, RUNTIME_STEP_LABEL, RuntimeAnswer, runtime_answer
 from bridge.artifact import EvidenceGraph, SourceEvidence, safe_id, safe_trace_text, step
+from bridge.auth import bearer_matches
 from bridge.fanout import fan_out
 from bridge.guidance import GuidanceCheck, check_guidance, guidance_diagnostic
 from bridge.iolog import IoLog, current_scope, io_scope
@@ -43,9 +43,11 @@ from bridge.run_request import RunRequest, RunRequestError, parse_run_request
 from bridge.runtime import CHAT_FAILED_MESSAGE, RuntimeFailure, model_configured, runtime_diagnostic
 from bridge.settings import (
     PROFILES,
+    TOKEN_KEYS,
     BridgeSettings,
     SettingsError,
     check_bind_policy,
+    operator_only_refusal,
     parse_env_bool,
     parse_io_log_mode,
     parse_origins,
@@ -299,11 +301,22 @@ class BridgeService:
         return {"status": "saved", "sources": [settings_view(s) for s in sources],
                 "persistence": self.persistence()}
 
-    def put_config(self, body: Any, host_header: str | None = None) -> dict[str, Any]:
+    def put_config(self, body: Any, host_header: str | None = None,
+                   authorization: str | None = None) -> dict[str, Any]:
+        """`PUT /settings/config.json`. `authorization` is the request's header: replacing or
+        clearing a configured bearer token needs it to carry that token (checked here as well as
+        by the pipeline, so no route to this method can skip it)."""
         self._require_store()
         if not isinstance(body, dict):
             raise CodedError(400, "invalid_bridge_settings", "Settings body must be a JSON object.")
         raw = body["config"] if isinstance(body.get("config"), dict) else body
+        current = self.settings.bearer_token
+        if current and any(k in raw for k in TOKEN_KEYS) and not bearer_matches(authorization, current):
+            raise CodedError(401, "bridge_unauthorized",
+                             "The current bridge bearer token is required to change it.")
+        refused = operator_only_refusal(raw)
+        if refused is not None:
+            raise CodedError(400, "invalid_bridge_settings", refused)
         try:
             changes, persisted, applied, restart = self._config_changes(raw)
             updated = dataclasses.replace(self.settings, **changes)
@@ -406,12 +419,7 @@ class BridgeService:
             changes["io_log_mode"] = parse_io_log_mode(value)
             persisted.update(ioLog=changes["io_log_mode"] != "off", ioLogMode=changes["io_log_mode"])
             applied += ["ioLog", "ioLogMode"]
-        if "ioLogPath" in raw:
-            path = text(raw["ioLogPath"], "ioLogPath", allow_empty=True)
-            changes["io_log_path"] = Path(path).expanduser() if path else None
-            persisted["ioLogPath"] = path
-            applied.append("ioLogPath")
-        if found := first("bridgeBearerToken", "bearerToken"):
+        if found := first(*TOKEN_KEYS):
             token = text(found[1], "bridgeBearerToken", allow_empty=True)
             changes["bearer_token"] = token or None
             persisted["bridgeBearerToken"] = token

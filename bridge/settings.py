@@ -321,7 +321,8 @@ OPTIONS: tuple[Option, ...] = (
            ("ioLogMode", "ioLog", "ioLogEnabled")),
     _option("io_log_path", "--io-log-path", "LLMWIKI_AGENT_BRIDGE_IO_LOG_PATH", lambda v: Path(v.strip()),
            "File of the I/O log in file mode (default .runtime-logs/llmwiki-agent-bridge-io.jsonl in "
-           "the working directory); setting it alone turns the file log on.", (), ("ioLogPath",)),
+           "the working directory); setting it alone turns the file log on. Flag or environment only: "
+           "neither the settings file nor the settings page can name a file to write.", ()),
 )
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 REPORTED_FIELDS = frozenset({"base_url_source", "model_source", "max_body_bytes"})
@@ -417,6 +418,28 @@ def resolve_settings(cli: Mapping[str, Any] | None = None, env: Mapping[str, str
     values["model_source"] = origin.get("model", "default")
     known = {f.name for f in fields(BridgeSettings)}
     return BridgeSettings(**{k: v for k, v in values.items() if k in known})
+
+
+TOKEN_KEYS = ("bridgeBearerToken", "bearerToken")
+# Settings that name a file to write or a program to run, or widen the Host check: set by the
+# operator when the bridge starts, never over HTTP, where whoever reaches the settings endpoint
+# could point the bridge at any path on the machine.
+OPERATOR_ONLY_KEYS = {
+    "ioLogPath": "--io-log-path or LLMWIKI_AGENT_BRIDGE_IO_LOG_PATH",
+    "configPath": "--config or LLMWIKI_AGENT_BRIDGE_CONFIG_PATH",
+    "allowedHosts": "--allowed-host or LLMWIKI_AGENT_BRIDGE_ALLOWED_HOSTS",
+    "deepagentsAcpCommand": "LLMWIKI_AGENT_BRIDGE_DEEPAGENTS_ACP_COMMAND",
+    "deepagentsAcpArgs": "LLMWIKI_AGENT_BRIDGE_DEEPAGENTS_ACP_ARGS",
+    "deepagentsAcpCwd": "LLMWIKI_AGENT_BRIDGE_DEEPAGENTS_ACP_CWD",
+}
+
+
+def operator_only_refusal(raw: Mapping[str, Any]) -> str | None:
+    """The 400 message for a settings write over HTTP that names an operator-only key, else None."""
+    key = next((k for k in OPERATOR_ONLY_KEYS if k in raw), None)
+    if key is None:
+        return None
+    return f"{key} cannot be set over HTTP; set it with {OPERATOR_ONLY_KEYS[key]} when starting the bridge."
 
 
 def check_bind_policy(settings: BridgeSettings) -> None:

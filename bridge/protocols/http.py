@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import re
 import time
@@ -16,6 +15,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver
 
 from bridge import audit
+from bridge.auth import bearer_matches
 from bridge.iolog import header_summary, io_scope
 from bridge.protocols import a2a, mcp
 from bridge.protocols.settings_page import settings_html
@@ -33,7 +33,6 @@ RESOLVER_KEY = web.AppKey("bridge_resolver", AbstractResolver)
 ALLOW_HEADERS = "authorization, content-type"
 ALLOW_METHODS = "GET, POST, PUT, OPTIONS"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-_BEARER = re.compile(r"^bearer[ \t]+(.*)$", re.IGNORECASE | re.DOTALL)
 _PROBE_VALUES = ("", "1", "true", "yes", "on")
 
 log = structlog.get_logger("llmwiki.bridge.http")
@@ -42,14 +41,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def _service(request: web.Request) -> BridgeService:
     return request.app[SERVICE_KEY]
-
-
-def bearer_matches(header: str | None, token: str) -> bool:
-    """`Bearer <token>`, scheme case-insensitive, spaces/tabs before the token skipped; the rest
-    must equal the token exactly, compared in constant time."""
-    match = _BEARER.match(header or "")
-    given = match.group(1).lstrip(" \t") if match else ""
-    return bool(given) and hmac.compare_digest(given.encode("utf-8"), token.encode("utf-8"))
 
 
 def setup_bridge_pipeline(app: web.Application) -> None:
@@ -189,7 +180,8 @@ async def settings_json(request: web.Request) -> web.Response:
 
 async def put_config(request: web.Request) -> web.Response:
     body = await json_body(request)
-    return json_response(_service(request).put_config(body, request.headers.get("Host")))
+    return json_response(_service(request).put_config(body, request.headers.get("Host"),
+                                                      request.headers.get("Authorization")))
 
 
 async def get_sources_json(request: web.Request) -> web.Response:
