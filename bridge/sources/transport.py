@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -20,6 +20,9 @@ from bridge.sources.http_client import ConnectError, HttpClientError, ResponseTo
 from bridge.sources.resolver import PolicyResolver
 from common.errors import json_bytes
 from common.version import __version__
+
+if TYPE_CHECKING:
+    from bridge.sources.client import SourceClient
 
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # a source answer larger than this is a failure, not evidence
 
@@ -51,12 +54,14 @@ class SourceCallError(Exception):
 
 @dataclass(frozen=True)
 class SourceTransport:
-    """What every outbound source call shares: the HTTP client, the policy and the timeout."""
+    """What every outbound source call shares: the HTTP client, the policy, the timeout and the
+    protocol table the bridge was started with (see `bridge.sources.protocols`)."""
 
     http: SourceHttpClient
     policy: SourcePolicy
     timeout_seconds: float
     io: IoLog | None = None  # the I/O debug log, when the operator turned it on
+    clients: Mapping[str, type[SourceClient]] = field(kw_only=True)
 
 
 def source_http_client(policy: Callable[[], SourcePolicy],
@@ -74,34 +79,74 @@ def endpoint_url(base: str, path: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path, parts.query, ""))
 
 
-async def call_json(transport: SourceTransport, method: str, url: str, label: str,
-                    body: dict[str, Any] | None = None) -> Any:
+@dataclass(frozen=True)
+class SourceAnswer:
+    """A source's answer of any status: what protocols that read headers or non-JSON bodies need."""
+
+    status: int
+    headers: Mapping[str, str]  # lower-case names
+    body: bytes
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
+async def call_source(transport: SourceTransport, method: str, url: str, label: str,
+                      body: dict[str, Any] | None = None, headers: Mapping[str, str] | None = None
+                      ) -> SourceAnswer:
     """Check the URL against the source policy first (no connection otherwise), then make the call
-    with the bridge timeout, no redirects followed, and a JSON answer required."""
+    with the bridge timeout and no redirects followed; any status is returned."""
     if not transport.policy.allows(url):
         raise SourceCallError(POLICY_BLOCKED_MESSAGE, policy=True)
-    # The body goes out pre-encoded (compact UTF-8 JSON): cheaper than aiohttp's `json=`.
     data = None if body is None else json_bytes(body)
-    headers = {"Accept": "application/json"} if data is None else {
+    sent = {"Accept": "application/json"} if data is None else {
         "Accept": "application/json", "Content-Type": "application/json"}
+    sent.update(headers or {})
     io = transport.io
-    if io is not None:
-        return await _logged_call(transport, io, method, url, label, body, data, headers)
-    return (await _exchange(transport, method, url, label, data, headers))[1]
+    if io is None:
+        return await _exchange(transport, method, url, label, data, sent)
+    call = IoCall(io, "source", _operation(url, body),
+                  url, {"method": method, "headers": header_summary(sent), "body": body})
+    try:
+        answer = await _exchange(transport, method, url, label, data, sent)
+    except SourceCallError as exc:
+        call.failed(exc, timeout=exc.timeout)
+        raise
+    call.answered({"status": answer.status, "body": _logged_body(answer)})
+    return answer
+
+
+async def call_json(transport: SourceTransport, method: str, url: str, label: str,
+                    body: dict[str, Any] | None = None) -> Any:
+    """`call_source` with a 2xx JSON answer required; anything else is a `SourceCallError`."""
+    answer = await call_source(transport, method, url, label, body)
+    if not answer.ok:
+        raise SourceCallError(f"{label} returned HTTP {answer.status}", http_status=answer.status)
+    return decode_json(answer.body, label)
 
 
 async def _exchange(transport: SourceTransport, method: str, url: str, label: str, data: bytes | None,
-                    headers: dict[str, str]) -> tuple[int, Any]:
-    """The call itself: status and decoded JSON of a 2xx answer, else a `SourceCallError`."""
+                    headers: dict[str, str]) -> SourceAnswer:
     try:
         async with asyncio.timeout(transport.timeout_seconds):
             response = await transport.http.request(method, url, body=data, headers=headers,
                                                     max_bytes=MAX_RESPONSE_BYTES)
     except (TimeoutError, HttpClientError) as exc:
         raise _call_error(exc, label) from None
-    if not 200 <= response.status < 300:
-        raise SourceCallError(f"{label} returned HTTP {response.status}", http_status=response.status)
-    return response.status, decode_json(response.body, label)
+    return SourceAnswer(response.status, response.headers, response.body)
+
+
+def _logged_body(answer: SourceAnswer) -> Any:
+    """The answer as the I/O log shows it: JSON decoded, other text as text (the log bounds it)."""
+    try:
+        return decode_json(answer.body, "")
+    except SourceCallError:
+        return answer.body.decode("utf-8", errors="replace")
 
 
 def _call_error(exc: TimeoutError | HttpClientError, label: str) -> SourceCallError:
@@ -121,20 +166,6 @@ def _operation(url: str, body: dict[str, Any] | None) -> str:
         tool = params.get("name") if isinstance(params, dict) else None
         return f"{body.get('method')}:{tool}" if isinstance(tool, str) else str(body.get("method"))
     return urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1] or "/"
-
-
-async def _logged_call(transport: SourceTransport, io: IoLog, method: str, url: str, label: str,
-                       body: dict[str, Any] | None, data: bytes | None, headers: dict[str, str]) -> Any:
-    """`call_json` with `source.request`, `source.response` or `source.error` events around it."""
-    call = IoCall(io, "source", _operation(url, body), url,
-                  {"method": method, "headers": header_summary(headers), "body": body})
-    try:
-        status, payload = await _exchange(transport, method, url, label, data, headers)
-    except SourceCallError as exc:
-        call.failed(exc, timeout=exc.timeout)
-        raise
-    call.answered({"status": status, "body": payload})
-    return payload
 
 
 def decode_json(raw: bytes, label: str) -> Any:

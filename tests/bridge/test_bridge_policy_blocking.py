@@ -20,6 +20,7 @@ from bridge.registry import normalize_inline
 from bridge.settings import BridgeSettings
 from bridge.sources.a2a_source import MESSAGE_URL_BLOCKED, A2aSourceClient
 from bridge.sources.http_client import ConnectError, HttpClientError, SourceHttpClient, _parsed
+from bridge.sources.protocols import source_clients
 from bridge.sources.resolver import PolicyResolveError, PolicyResolver
 from bridge.sources.transport import SourceCallError, SourceTransport, call_json
 from tests.support.bridge_sources import FakeDns, observations, source
@@ -29,7 +30,8 @@ POLICY = SourcePolicy("public-https")
 
 
 def transport_over(dns: FakeDns) -> SourceTransport:
-    return SourceTransport(SourceHttpClient(PolicyResolver(dns, lambda: POLICY)), POLICY, 5.0)
+    return SourceTransport(SourceHttpClient(PolicyResolver(dns, lambda: POLICY)), POLICY, 5.0,
+                           clients=source_clients())
 
 
 def _private_literal(url: str) -> bool:

@@ -13,6 +13,7 @@ from aiohttp.test_utils import make_mocked_request
 from bridge.protocols import a2a
 from bridge.service import BridgeService
 from bridge.settings import OPERATOR_ONLY_KEYS, BridgeSettings, resolve_settings
+from bridge.sources.protocols import source_clients
 from common.errors import CodedError
 from tests.support.bridge_sources import BridgeFactory, source
 
@@ -99,12 +100,13 @@ async def test_the_card_builds_urls_from_accepted_hosts_only(bridge_client: Brid
                                    headers={"Host": f"localhost:{client.port}"})).json()
     urls = [i["url"] for i in card["supportedInterfaces"]]
     assert urls and all(u.startswith(f"http://localhost:{client.port}") for u in urls)
-    service = BridgeService(BridgeSettings())
+    service = BridgeService(BridgeSettings(), clients=source_clients())
     request = make_mocked_request("GET", "/.well-known/agent-card.json", headers={"Host": "evil.example:1"})
     with pytest.raises(CodedError) as raised:
         a2a._base_url(request, service)
     assert raised.value.status == 421
-    published = BridgeService(BridgeSettings(public_url="https://bridge.example.org"))
+    published = BridgeService(BridgeSettings(public_url="https://bridge.example.org"),
+                              clients=source_clients())
     assert a2a._base_url(request, published) == "https://bridge.example.org"
 
 
@@ -161,7 +163,8 @@ def test_the_service_itself_refuses_a_token_change_without_the_token(config_path
     """Not only the pipeline: a route that reached put_config without the token still could not."""
     from bridge.settings_store import SettingsStore
 
-    service = BridgeService(BridgeSettings(bearer_token="old-token"), [], SettingsStore(config_path))
+    service = BridgeService(BridgeSettings(bearer_token="old-token"), [], SettingsStore(config_path),
+                            clients=source_clients())
     for authorization in (None, "", "Bearer other", "Bearer old-token "):
         for body in ({"bridgeBearerToken": "x"}, {"bearerToken": ""}):
             with pytest.raises(CodedError) as raised:
@@ -171,7 +174,7 @@ def test_the_service_itself_refuses_a_token_change_without_the_token(config_path
     assert service.put_config({"model": "m"}, None, None)["status"] == "saved"  # other keys: pipeline's job
     service.put_config({"bridgeBearerToken": "next"}, None, "bearer  old-token")
     assert service.settings.bearer_token == "next"
-    open_service = BridgeService(BridgeSettings(), [], SettingsStore(config_path))
+    open_service = BridgeService(BridgeSettings(), [], SettingsStore(config_path), clients=source_clients())
     open_service.put_config({"bridgeBearerToken": "first"}, None, None)  # no token yet: setting is open
     assert open_service.settings.bearer_token == "first"
 
