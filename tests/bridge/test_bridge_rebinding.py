@@ -190,3 +190,17 @@ def test_other_settings_fields_name_no_path() -> None:
     by_name = {o.name: o for o in OPTIONS}
     for name in paths:
         assert by_name[name].file_keys == ()  # neither the file nor HTTP can set them
+
+
+async def test_a_refused_host_is_in_the_audit_log_without_the_name(
+        bridge_client: BridgeFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    client = await bridge_client(audit_log=True)
+    capsys.readouterr()
+    hostile = {"Host": "evil-canary.example:1", "Origin": "http://evil-canary.example:1"}
+    response = await client.put("/settings/config.json", json={"model": "x"}, headers=hostile)
+    assert response.status == 421
+    [line] = [json.loads(out) for out in capsys.readouterr().out.splitlines()
+              if out.startswith("{") and '"llmwiki.agent_bridge.request"' in out]
+    assert (line["route"], line["statusCode"], line["errorCode"]) == ("/settings/config.json", 421,
+                                                                      "host_not_allowed")
+    assert "evil-canary" not in json.dumps(line)
