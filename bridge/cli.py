@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         text = f"{option.help} [env {option.env}]"
         if option.is_flag:
             parser.add_argument(option.flag, dest=option.name, action="store_true", default=None, help=text)
-        elif option.name in ("allowed_origins", "allowed_source_origins"):
+        elif option.name in ("allowed_origins", "allowed_hosts", "allowed_source_origins"):
             parser.add_argument(option.flag, dest=option.name, action="append", default=None, help=text)
         else:
             parser.add_argument(option.flag, dest=option.name, default=None, help=text,
@@ -55,7 +55,7 @@ def _argument_type(parse: Any) -> Any:
 def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
     values = {k: v for k, v in vars(args).items()
               if k not in ("command", "json", "probe") and v is not None}
-    for name in ("allowed_origins", "allowed_source_origins"):
+    for name in ("allowed_origins", "allowed_hosts", "allowed_source_origins"):
         if name in values:
             parse = next(o.parse for o in OPTIONS if o.name == name)
             values[name] = parse(",".join(values[name]))

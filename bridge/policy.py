@@ -1,43 +1,32 @@
-"""Which source URLs the bridge may call (source policy) and which browser origins may call it (CORS)."""
+"""Which source URLs the bridge may call (source policy) and which Host names and browser origins
+may call it (the DNS-rebinding and CORS checks)."""
 
 from __future__ import annotations
 
 import functools
-import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from bridge.settings import is_loopback_host, normalize_origin
+from bridge.hosts import (
+    address_of,
+    host_of_authority,
+    is_loopback_address,
+    is_loopback_host,
+    is_public_host,
+    normalize_host,
+)
+from bridge.settings import normalize_origin
+
+__all__ = ["POLICY_BLOCKED_MESSAGE", "BrowserPolicy", "SourcePolicy", "is_public_host"]
 
 POLICY_BLOCKED_MESSAGE = "Knowledge Source URL is not allowed by this bridge source policy."
-
-_PRIVATE_V4 = tuple(ipaddress.ip_network(n) for n in (
-    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
-    "192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24",
-    "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4"))
-_PRIVATE_V6 = tuple(ipaddress.ip_network(n) for n in (
-    "::/128", "::1/128", "fc00::/7", "fe80::/10", "ff00::/8", "2001:db8::/32"))
-
-
-def is_public_host(host: str) -> bool:
-    """True for hosts that are reachable on the public internet by the contract's rules (2.7)."""
-    name = host.strip().strip("[]").rstrip(".").lower()
-    if not name or name == "localhost" or name.endswith((".localhost", ".local", ".internal")):
-        return False
-    try:
-        address = ipaddress.ip_address(name)
-    except ValueError:
-        return "." in name
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    networks = _PRIVATE_V4 if isinstance(address, ipaddress.IPv4Address) else _PRIVATE_V6
-    return not any(address in network for network in networks)
 
 
 @dataclass(frozen=True)
 class SourcePolicy:
     """`private-http` (any http/https URL), `allowlist` (exact origins only) or `public-https`
-    (allowlisted origins, loopback, and https to public hosts). Checked before every outbound call."""
+    (allowlisted origins, loopback, and https to public hosts). Checked before every outbound call,
+    on the host as the client will resolve it (see bridge.hosts)."""
 
     policy: str = "private-http"
     allowed_origins: tuple[str, ...] = ()
@@ -54,6 +43,9 @@ class SourcePolicy:
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
             return False
+        host = normalize_host(parts.hostname)
+        if host is None:
+            return False  # no host the client could reach
         origin = normalize_origin(url, http_only=True)
         if origin is not None and origin in self.allowed_origins:
             return True
@@ -61,14 +53,14 @@ class SourcePolicy:
             return True
         if self.policy == "allowlist":
             return False
-        if is_loopback_host(parts.hostname):
+        if is_loopback_host(host):
             return True
-        return scheme == "https" and is_public_host(parts.hostname)
+        return scheme == "https" and is_public_host(host)
 
     def allows_host(self, host: str) -> bool:
-        """Whether `host` is the host of an allowlisted source origin."""
-        name = host.strip().strip("[]").rstrip(".").lower()
-        return any((urlsplit(o).hostname or "") == name for o in self.allowed_origins)
+        """Whether `host` (normalized first) is the host of an allowlisted source origin."""
+        name = normalize_host(host)
+        return name is not None and name in _origin_hosts(self.allowed_origins)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -77,22 +69,46 @@ def _allows(policy: SourcePolicy, url: str) -> bool:
     return policy._check(url)
 
 
+@functools.lru_cache(maxsize=64)
+def _origin_hosts(origins: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(h for h in (urlsplit(o).hostname for o in origins) if h)
+
+
+def is_loopback_request_host(name: str) -> bool:
+    """The loopback names a `Host` header may carry: `localhost`, 127.0.0.0/8 and ::1. Not
+    `*.localhost`: not every browser keeps those names off DNS, and a name DNS answers can be
+    rebound (a bind host or --allowed-host names one explicitly)."""
+    if name == "localhost":
+        return True
+    address = address_of(name)
+    return address is not None and is_loopback_address(address)
+
+
 @dataclass(frozen=True)
-class CorsPolicy:
-    """No Origin: allowed. Otherwise same-origin with the Host header, a configured origin, or an
-    http(s) loopback origin. `null`, unparsable and userinfo origins are refused."""
+class BrowserPolicy:
+    """`Host`: a loopback name or one of `accepted_hosts` (else 421), so a page whose name was
+    rebound to this machine is refused before anything else. `Origin`: none (curl, servers), a
+    configured origin, an http(s) loopback origin, or one whose host is an accepted host (the
+    settings page served under it). `null`, unparsable and userinfo origins are refused; the
+    `Host` header is never the measure of an origin."""
 
     allowed_origins: tuple[str, ...] = ()
+    accepted_hosts: tuple[str, ...] = ()
 
-    def allows(self, origin: str, host_header: str) -> bool:
+    def host_allowed(self, host_header: str) -> bool:
+        name = host_of_authority(host_header)
+        return name is not None and (is_loopback_request_host(name) or name in self.accepted_hosts)
+
+    def origin_allowed(self, origin: str) -> bool:
         if "@" in origin:
             return False
         normalized = normalize_origin(origin)
         if normalized is None:
             return False
-        if host_header and normalized == normalize_origin(f"http://{host_header}"):
-            return True
         if normalized in self.allowed_origins:
             return True
         parts = urlsplit(normalized)
-        return parts.scheme in ("http", "https") and is_loopback_host(parts.hostname or "")
+        if parts.scheme not in ("http", "https"):
+            return False
+        host = parts.hostname or ""
+        return is_loopback_host(host) or normalize_host(host) in self.accepted_hosts

@@ -8,7 +8,6 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -24,10 +23,11 @@ from bridge.answer import (
     runtime_answer,
 )
 from bridge.artifact import EvidenceGraph, SourceEvidence, safe_id, safe_trace_text, step
+from bridge.auth import bearer_matches
 from bridge.fanout import fan_out
 from bridge.guidance import GuidanceCheck, check_guidance, guidance_diagnostic
 from bridge.iolog import IoLog, current_scope, io_scope
-from bridge.policy import CorsPolicy, SourcePolicy
+from bridge.policy import BrowserPolicy, SourcePolicy
 from bridge.prompt import AnsweredSource
 from bridge.redaction import redact_text
 from bridge.registry import (
@@ -59,9 +59,11 @@ from bridge.runtime import CHAT_FAILED_MESSAGE, RuntimeFailure, model_configured
 from bridge.runtime import probe as probe_runtime
 from bridge.settings import (
     PROFILES,
+    TOKEN_KEYS,
     BridgeSettings,
     SettingsError,
     check_bind_policy,
+    operator_only_refusal,
     parse_adapter,
     parse_env_bool,
     parse_io_log_mode,
@@ -164,6 +166,7 @@ class BridgeService:
         self.settings_file_status = store.status if store else "disabled"
         self.http: SourceHttpClient | None = None
         self._io = IoLog()
+        self._browser_policy: tuple[BridgeSettings | None, BrowserPolicy] = (None, BrowserPolicy())
         # Each source's recent path time (seconds, smoothed), by protocol and URL: see start_order.
         self._path_seconds: dict[tuple[str, str], float] = {}
         # The last live probe's health of each source (by id, protocol and URL), for views that
@@ -177,8 +180,12 @@ class BridgeService:
         return SourcePolicy(self.settings.source_policy, self.settings.allowed_source_origins)
 
     @property
-    def cors_policy(self) -> CorsPolicy:
-        return CorsPolicy(self.settings.allowed_origins)
+    def browser_policy(self) -> BrowserPolicy:
+        """Host and Origin checks from the live settings (a settings change applies at once)."""
+        s = self.settings
+        if self._browser_policy[0] is not s:
+            self._browser_policy = (s, BrowserPolicy(s.allowed_origins, s.accepted_hosts))
+        return self._browser_policy[1]
 
     @property
     def io(self) -> IoLog:
@@ -371,11 +378,22 @@ class BridgeService:
         return {"status": "saved", "sources": [settings_view(s) for s in sources],
                 "persistence": self.persistence()}
 
-    def put_config(self, body: Any, host_header: str | None = None) -> dict[str, Any]:
+    def put_config(self, body: Any, host_header: str | None = None,
+                   authorization: str | None = None) -> dict[str, Any]:
+        """`PUT /settings/config.json`. `authorization` is the request's header: replacing or
+        clearing a configured bearer token needs it to carry that token (checked here as well as
+        by the pipeline, so no route to this method can skip it)."""
         self._require_store()
         if not isinstance(body, dict):
             raise CodedError(400, "bad_request", "Settings config body must be a JSON object.")
         raw = body["config"] if isinstance(body.get("config"), dict) else body
+        current = self.settings.bearer_token
+        if current and any(k in raw for k in TOKEN_KEYS) and not bearer_matches(authorization, current):
+            raise CodedError(401, "bridge_unauthorized",
+                             "The current bridge bearer token is required to change it.")
+        refused = operator_only_refusal(raw)
+        if refused is not None:
+            raise CodedError(400, "invalid_bridge_settings", refused)
         try:
             changes, persisted, applied, restart = self._config_changes(raw)
             updated = dataclasses.replace(self.settings, **changes)
@@ -498,12 +516,7 @@ class BridgeService:
             changes["io_log_mode"] = parse_io_log_mode(value)
             persisted.update(ioLog=changes["io_log_mode"] != "off", ioLogMode=changes["io_log_mode"])
             applied += ["ioLog", "ioLogMode"]
-        if "ioLogPath" in raw:
-            path = text(raw["ioLogPath"], "ioLogPath", allow_empty=True)
-            changes["io_log_path"] = Path(path).expanduser() if path else None
-            persisted["ioLogPath"] = path
-            applied.append("ioLogPath")
-        if found := first("bridgeBearerToken", "bearerToken"):
+        if found := first(*TOKEN_KEYS):
             token = text(found[1], "bridgeBearerToken", allow_empty=True)
             changes["bearer_token"] = token or None
             persisted["bridgeBearerToken"] = token

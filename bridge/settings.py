@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import shlex
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from bridge.hosts import host_of_authority, is_loopback_host, normalize_host
 from common.options import Option, parse_public_url
 
 DEFAULT_HOST = "127.0.0.1"
@@ -24,6 +24,7 @@ SOURCE_POLICIES = ("private-http", "allowlist", "public-https")
 IO_LOG_MODES = ("off", "file", "logger")
 # Relative to the working directory (contract 1.2); used only when the I/O log is on.
 DEFAULT_IO_LOG_PATH = Path(".runtime-logs") / "llmwiki-agent-bridge-io.jsonl"
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 ORCHESTRATION_MODES = ("evidence-only", "delegated-runtime", "hybrid")
 RUNTIME_ADAPTERS = ("chat-completions", "deepagents-acp")
 _ADAPTER_ALIASES = {"chatcompletions": "chat-completions", "openai": "chat-completions",
@@ -79,6 +80,8 @@ class BridgeSettings:
     allow_insecure_public_bind: bool = False
     request_timeout_ms: int = DEFAULT_TIMEOUT_MS
     allowed_origins: tuple[str, ...] = ()
+    # Host header names accepted besides loopback ones (normalized, no port): see accepted_hosts.
+    allowed_hosts: tuple[str, ...] = ()
     source_policy: str = "private-http"
     allowed_source_origins: tuple[str, ...] = ()
     fanout_concurrency: int = 4
@@ -128,6 +131,19 @@ class BridgeSettings:
     @property
     def public_bind(self) -> bool:
         return not is_loopback_host(self.host)
+
+    @property
+    def accepted_hosts(self) -> tuple[str, ...]:
+        """The `Host` names the bridge answers besides `localhost`, 127.0.0.0/8 and ::1: the
+        --allowed-host entries, a bind host that is not a wildcard, the --public-url host and the
+        allowed browser origins' hosts. Anything else is a DNS-rebinding page (421)."""
+        names = list(self.allowed_hosts)
+        if self.host.strip().strip("[]") not in _WILDCARD_HOSTS:
+            names.append(self.host)
+        if self.public_url:
+            names.append(urlsplit(self.public_url).hostname or "")
+        names += [urlsplit(o).hostname or "" for o in self.allowed_origins]
+        return tuple(dict.fromkeys(n for n in (normalize_host(h) for h in names if h) if n))
 
     @property
     def io_log_file(self) -> Path | None:
@@ -250,7 +266,9 @@ def normalize_origin(value: str, *, http_only: bool = False) -> str | None:
     scheme = parts.scheme.lower()
     if http_only and scheme not in ("http", "https"):
         return None
-    host = parts.hostname.lower()
+    host = normalize_host(parts.hostname)  # compared as the network sees it (IDNA, canonical IPs)
+    if host is None:
+        return None
     if ":" in host:
         host = f"[{host}]"
     default_port = {"http": 80, "https": 443}.get(scheme)
@@ -262,22 +280,23 @@ def parse_origins(value: str | list[Any] | tuple[Any, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(o for o in (normalize_origin(i) for i in items) if o))
 
 
+def parse_hosts(value: str | list[Any] | tuple[Any, ...]) -> tuple[str, ...]:
+    """Host names (a port, if given, is ignored), normalized; an entry that is not one is an error."""
+    items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    hosts: list[str] = []
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        host = host_of_authority(item)
+        if host is None:
+            raise ValueError(f"allowed host is not a host name: {item}")
+        hosts.append(host)
+    return tuple(dict.fromkeys(hosts))
+
+
 def parse_source_origins(value: str | list[Any] | tuple[Any, ...]) -> tuple[str, ...]:
     items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
     return tuple(dict.fromkeys(o for o in (normalize_origin(i, http_only=True) for i in items) if o))
-
-
-def is_loopback_host(host: str) -> bool:
-    """localhost, *.localhost, 127.0.0.0/8 and ::1 (brackets and a trailing dot ignored)."""
-    name = host.strip().strip("[]").rstrip(".").lower()
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
 
 
 def _option(name: str, flag: str, env: str, parse: Callable[[str], Any], help: str,
@@ -354,6 +373,10 @@ OPTIONS: tuple[Option, ...] = (
     _option("allowed_origins", "--allowed-origin", "LLMWIKI_AGENT_BRIDGE_ALLOWED_ORIGINS", parse_origins,
            "Extra browser origin allowed by CORS (repeatable; env is comma-separated). Loopback "
            "origins are always allowed.", ("HERMES_A2A_BRIDGE_ALLOWED_ORIGINS",), ("allowedOrigins",)),
+    _option("allowed_hosts", "--allowed-host", "LLMWIKI_AGENT_BRIDGE_ALLOWED_HOSTS", parse_hosts,
+           "Extra Host header name the bridge answers (repeatable; env is comma-separated). "
+           "Loopback names, a non-wildcard bind host, the --public-url host and allowed origins' "
+           "hosts are always accepted; any other Host gets 421.", (), ("allowedHosts",)),
     _option("source_policy", "--source-policy", "LLMWIKI_AGENT_BRIDGE_SOURCE_POLICY", parse_policy,
            "Which source URLs may be called: private-http (default), allowlist or public-https.",
            ("HERMES_A2A_BRIDGE_SOURCE_POLICY",), ("sourcePolicy",)),
@@ -385,7 +408,8 @@ OPTIONS: tuple[Option, ...] = (
            ("ioLogMode", "ioLog", "ioLogEnabled")),
     _option("io_log_path", "--io-log-path", "LLMWIKI_AGENT_BRIDGE_IO_LOG_PATH", lambda v: Path(v.strip()),
            "File of the I/O log in file mode (default .runtime-logs/llmwiki-agent-bridge-io.jsonl in "
-           "the working directory); setting it alone turns the file log on.", (), ("ioLogPath",)),
+           "the working directory); setting it alone turns the file log on. Flag or environment only: "
+           "neither the settings file nor the settings page can name a file to write.", ()),
 )
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 REPORTED_FIELDS = frozenset({"base_url_source", "model_source", "max_body_bytes"})
@@ -414,6 +438,9 @@ def config_path_from(cli: Mapping[str, Any], env: Mapping[str, str]) -> Path:
     return default_config_path(env)
 
 
+_LIST_OPTIONS = ("allowed_origins", "allowed_hosts", "allowed_source_origins")
+
+
 def _from_file(option: Option, raw: Any) -> Any:
     """A settings-file value: JSON types are taken as they are; strings go through the parser."""
     if option.name == "io_log_mode" and isinstance(raw, bool):
@@ -422,7 +449,7 @@ def _from_file(option: Option, raw: Any) -> Any:
         if not isinstance(raw, bool):
             raise ValueError("must be a JSON boolean")
         return raw
-    if option.name in ("allowed_origins", "allowed_source_origins") and isinstance(raw, list):
+    if option.name in _LIST_OPTIONS and isinstance(raw, list):
         return option.parse(",".join(str(v) for v in raw))
     if isinstance(raw, bool):
         raise ValueError("has the wrong type")
@@ -478,6 +505,28 @@ def resolve_settings(cli: Mapping[str, Any] | None = None, env: Mapping[str, str
     values["model_source"] = origin.get("model", "default")
     known = {f.name for f in fields(BridgeSettings)}
     return BridgeSettings(**{k: v for k, v in values.items() if k in known})
+
+
+TOKEN_KEYS = ("bridgeBearerToken", "bearerToken")
+# Settings that name a file to write or a program to run, or widen the Host check: set by the
+# operator when the bridge starts, never over HTTP, where whoever reaches the settings endpoint
+# could point the bridge at any path on the machine.
+OPERATOR_ONLY_KEYS = {
+    "ioLogPath": "--io-log-path or LLMWIKI_AGENT_BRIDGE_IO_LOG_PATH",
+    "configPath": "--config or LLMWIKI_AGENT_BRIDGE_CONFIG_PATH",
+    "allowedHosts": "--allowed-host or LLMWIKI_AGENT_BRIDGE_ALLOWED_HOSTS",
+    "deepagentsAcpCommand": "LLMWIKI_AGENT_BRIDGE_DEEPAGENTS_ACP_COMMAND",
+    "deepagentsAcpArgs": "LLMWIKI_AGENT_BRIDGE_DEEPAGENTS_ACP_ARGS",
+    "deepagentsAcpCwd": "LLMWIKI_AGENT_BRIDGE_DEEPAGENTS_ACP_CWD",
+}
+
+
+def operator_only_refusal(raw: Mapping[str, Any]) -> str | None:
+    """The 400 message for a settings write over HTTP that names an operator-only key, else None."""
+    key = next((k for k in OPERATOR_ONLY_KEYS if k in raw), None)
+    if key is None:
+        return None
+    return f"{key} cannot be set over HTTP; set it with {OPERATOR_ONLY_KEYS[key]} when starting the bridge."
 
 
 def check_bind_policy(settings: BridgeSettings) -> None:

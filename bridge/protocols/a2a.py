@@ -193,9 +193,16 @@ async def dispatch(service: BridgeService, payload: object, request_id: str, tra
 
 # -- routes -------------------------------------------------------------------------------
 
-def _base_url(request: web.Request, public_url: str | None) -> str:
-    """Where clients reach the bridge: the configured public URL, else this request's scheme and Host."""
-    return public_url or f"{request.scheme}://{request.host}"
+def _base_url(request: web.Request, service: BridgeService) -> str:
+    """Where clients reach the bridge: the configured public URL, else this request's scheme and
+    Host, which must be one the bridge accepts (the pipeline refuses others first; the card never
+    hands a client a URL a rebinding page chose)."""
+    if service.settings.public_url:
+        return service.settings.public_url
+    host = request.headers.get("Host", "")
+    if not service.browser_policy.host_allowed(host):
+        raise CodedError(421, "host_not_allowed", "Request host is not allowed by the bridge.")
+    return f"{request.scheme}://{host.strip()}"
 
 
 def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf) -> list[web.RouteDef]:
@@ -204,7 +211,7 @@ def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf) -> li
 
     async def card(request: web.Request) -> web.Response:
         service = service_of(request)
-        return json_response(agent_card(service, _base_url(request, service.settings.public_url)))
+        return json_response(agent_card(service, _base_url(request, service)))
 
     async def send(request: web.Request) -> web.Response:
         request_id, trace_id = request[REQUEST_ID], trace_id_of(request)

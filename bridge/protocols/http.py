@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import re
 import time
@@ -16,6 +15,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver
 
 from bridge import audit
+from bridge.auth import bearer_matches
 from bridge.iolog import header_summary, io_scope
 from bridge.protocols import a2a, mcp
 from bridge.protocols.settings_page import settings_html
@@ -33,7 +33,6 @@ RESOLVER_KEY = web.AppKey("bridge_resolver", AbstractResolver)
 ALLOW_HEADERS = "authorization, content-type"
 ALLOW_METHODS = "GET, POST, PUT, OPTIONS"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-_BEARER = re.compile(r"^bearer[ \t]+(.*)$", re.IGNORECASE | re.DOTALL)
 _PROBE_VALUES = ("", "1", "true", "yes", "on")
 
 log = structlog.get_logger("llmwiki.bridge.http")
@@ -44,17 +43,9 @@ def _service(request: web.Request) -> BridgeService:
     return request.app[SERVICE_KEY]
 
 
-def bearer_matches(header: str | None, token: str) -> bool:
-    """`Bearer <token>`, scheme case-insensitive, spaces/tabs before the token skipped; the rest
-    must equal the token exactly, compared in constant time."""
-    match = _BEARER.match(header or "")
-    given = match.group(1).lstrip(" \t") if match else ""
-    return bool(given) and hmac.compare_digest(given.encode("utf-8"), token.encode("utf-8"))
-
-
 def setup_bridge_pipeline(app: web.Application) -> None:
-    """Origin check, preflight, bearer check, body cap, then the handler; every error becomes the
-    bridge's coded body, and every response carries the CORS headers."""
+    """Host check, origin check, preflight, bearer check, body cap, then the handler; every error
+    becomes the bridge's coded body, and every response carries the CORS headers."""
 
     @web.middleware
     async def pipeline(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -76,9 +67,13 @@ def setup_bridge_pipeline(app: web.Application) -> None:
 
 
 async def _checked(request: web.Request, handler: Handler, service: BridgeService) -> web.StreamResponse:
-    """Origin, preflight, then the guarded handler; the CORS headers on whatever comes back."""
+    """Host, origin, preflight, then the guarded handler; the CORS headers on whatever comes back.
+    The Host check comes first: a page whose name was rebound to 127.0.0.1 sends its own name."""
+    policy = service.browser_policy
+    if not policy.host_allowed(request.headers.get("Host", "")):
+        return host_not_allowed().response()
     origin = request.headers.get("Origin")
-    allowed_origin = origin is not None and service.cors_policy.allows(origin, request.host)
+    allowed_origin = origin is not None and policy.origin_allowed(origin)
     if origin is not None:
         audit.note(originAllowed=allowed_origin)
     if origin is not None and not allowed_origin:
@@ -144,6 +139,10 @@ def _open_route(request: web.Request) -> bool:
     return request.method == "GET" and request.path == "/settings"
 
 
+def host_not_allowed() -> CodedError:
+    return CodedError(421, "host_not_allowed", "Request host is not allowed by the bridge.")
+
+
 def _too_large(request: web.Request) -> web.Response:
     """413; on `/message:send` with the request and trace ids, as its every error has them."""
     body = CodedError(413, "body_too_large", "Request body is too large.").body()
@@ -190,7 +189,8 @@ async def settings_json(request: web.Request) -> web.Response:
 
 async def put_config(request: web.Request) -> web.Response:
     body = await json_body(request)
-    return json_response(_service(request).put_config(body, request.headers.get("Host")))
+    return json_response(_service(request).put_config(body, request.headers.get("Host"),
+                                                      request.headers.get("Authorization")))
 
 
 async def get_sources_json(request: web.Request) -> web.Response:

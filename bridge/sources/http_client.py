@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import ipaddress
 import socket
 import ssl
 import weakref
@@ -324,14 +323,6 @@ def _parsed(url: str) -> tuple[str, str, int, str, str]:
     return scheme, ascii_host, port, target, authority
 
 
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
 class SourceHttpClient:
     """Kept-alive connections by origin, at most `limit` in use at once; every connection to a host
     name goes through `resolver` (the policy resolver), which may refuse it."""
@@ -417,17 +408,15 @@ class SourceHttpClient:
 
     async def _connect(self, scheme: str, host: str, port: int) -> _Connection:
         loop = asyncio.get_running_loop()
-        if _is_ip(host):
-            targets = [(host, port, 0)]
-        else:
-            try:
-                resolved = await self.resolver.resolve(host, port, socket.AF_UNSPEC)
-            except PolicyResolveError:
-                raise ConnectError("The source host is not allowed by the source policy.",
-                                   policy=True) from None
-            except OSError:
-                raise ConnectError("The source host name could not be resolved.") from None
-            targets = [(r["host"], r["port"], r["family"]) for r in resolved]
+        # Address literals go through the resolver too, so the policy sees every address connected to.
+        try:
+            resolved = await self.resolver.resolve(host, port, socket.AF_UNSPEC)
+        except PolicyResolveError:
+            raise ConnectError("The source host is not allowed by the source policy.",
+                               policy=True) from None
+        except OSError:
+            raise ConnectError("The source host name could not be resolved.") from None
+        targets = [(r["host"], r["port"], r["family"]) for r in resolved]
         context = None
         if scheme == "https":
             if self._ssl is None:

@@ -387,10 +387,10 @@
     const logs = settings.observability || {};
     $('advanced-audit-log').checked = Boolean(logs.auditLog);
     $('advanced-io-log').value = logs.ioLogMode || 'off';
-    $('advanced-io-log-path').value = '';
-    $('advanced-io-log-path-help').textContent = logs.ioLogPathConfigured
-      ? 'A file is set (not shown); type a path to replace it.'
-      : 'Default: .runtime-logs/llmwiki-agent-bridge-io.jsonl in the bridge\'s working directory.';
+    $('advanced-io-log-path-help').textContent = (logs.ioLogPathConfigured
+      ? 'The file the operator set (not shown).'
+      : 'Default: .runtime-logs/llmwiki-agent-bridge-io.jsonl in the bridge\'s working directory.')
+      + ' Another file is chosen where the bridge starts: --io-log-path or LLMWIKI_AGENT_BRIDGE_IO_LOG_PATH.';
     Object.assign(advanced, {
       auditLog: $('advanced-audit-log').checked,
       ioLogMode: $('advanced-io-log').value,
@@ -502,10 +502,6 @@
       } else {
         patch[name] = value;
       }
-    }
-    const logPath = $('advanced-io-log-path').value.trim();
-    if (logPath !== '') {
-      patch.ioLogPath = logPath;
     }
     const token = $('advanced-bearer-token').value;
     if ($('advanced-bearer-token-clear').checked) {

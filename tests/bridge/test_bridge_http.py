@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bridge.protocols.http import bearer_matches
+from bridge.auth import bearer_matches
 from tests.support.bridge_sources import BridgeFactory, source
 
 

@@ -236,21 +236,20 @@ def test_io_log_resolution(tmp_path: Path) -> None:
 async def test_observability_settings_are_shown_and_changed_live(
         bridge_client: BridgeFactory, config_path: Path, serve_url: str, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    client: Client = await bridge_client()
+    path = tmp_path / "live.jsonl"  # the operator's choice of file, given when the bridge starts
+    client: Client = await bridge_client(io_log_path=path, io_log_mode="off")
     shown = await (await client.get("/settings.json")).json()
     assert shown["observability"] == {"auditLog": False, "ioLog": False, "ioLogMode": "off",
-                                      "ioLogPathConfigured": False}
-    path = tmp_path / "live.jsonl"
-    saved = await client.put("/settings/config.json",
-                             json={"auditLog": "on", "ioLog": True, "ioLogPath": str(path)})
+                                      "ioLogPathConfigured": True}
+    saved = await client.put("/settings/config.json", json={"auditLog": "on", "ioLog": True})
     body = await saved.json()
     assert saved.status == 200, body
-    assert {"auditLog", "ioLog", "ioLogMode", "ioLogPath"} <= set(body["applied"])
+    assert {"auditLog", "ioLog", "ioLogMode"} <= set(body["applied"])
     assert body["settings"]["observability"] == {"auditLog": True, "ioLog": True, "ioLogMode": "file",
                                                  "ioLogPathConfigured": True}
     stored = json.loads(config_path.read_text())["config"]
-    assert (stored["auditLog"], stored["ioLog"], stored["ioLogMode"], stored["ioLogPath"]) == (
-        True, True, "file", str(path))
+    assert (stored["auditLog"], stored["ioLog"], stored["ioLogMode"]) == (True, True, "file")
+    assert "ioLogPath" not in stored
     assert (await client.post("/message:send", json=run(serve_url))).status == 200
     assert [e["phase"] for e in io_events(path)][0] == "bridge.request"
     assert audit_lines(capsys)[-1]["route"] == "/message:send"

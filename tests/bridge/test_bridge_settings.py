@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bridge.policy import CorsPolicy, SourcePolicy, is_public_host
+from bridge.policy import BrowserPolicy, SourcePolicy, is_public_host
 from bridge.settings import (
     OPTIONS,
     REPORTED_FIELDS,
@@ -180,7 +180,7 @@ def test_public_host_rules() -> None:
 
 
 def test_cors_policy() -> None:
-    policy = CorsPolicy(("https://app.test",))
-    assert policy.allows("http://bridge.test:8788", "bridge.test:8788")  # same origin
-    assert policy.allows("https://app.test", "x") and policy.allows("http://[::1]:3000", "x")
-    assert not policy.allows("https://evil.test", "x") and not policy.allows("null", "x")
+    policy = BrowserPolicy(("https://app.test",), ("bridge.test",))
+    assert policy.origin_allowed("http://bridge.test:8788")  # the page served under an accepted host
+    assert policy.origin_allowed("https://app.test") and policy.origin_allowed("http://[::1]:3000")
+    assert not policy.origin_allowed("https://evil.test") and not policy.origin_allowed("null")

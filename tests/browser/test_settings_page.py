@@ -248,23 +248,21 @@ async def test_advanced_settings_show_restart_notice(page: Any, start_bridge: Br
 
 
 async def test_logs_are_turned_on_from_the_page(page: Any, start_bridge: BridgeStarter,
-                                                config_path: Path, tmp_path: Path) -> None:
+                                                config_path: Path) -> None:
     expect = _expect()
     bridge = await start_bridge()
     await _open(page, bridge)
     await expect(page.get_by_label("I/O debug log")).to_have_value("off")
-    await expect(page.locator("#advanced-io-log-path-help")).to_contain_text("Default: .runtime-logs")
-    log_file = tmp_path / "page-io.jsonl"
+    help_text = page.locator("#advanced-io-log-path-help")
+    await expect(help_text).to_contain_text("Default: .runtime-logs")
+    await expect(help_text).to_contain_text("--io-log-path")  # the file is chosen where it starts
     await page.get_by_label("Write the request audit log").check()
     await page.get_by_label("I/O debug log").select_option("file")
-    await page.get_by_label("I/O log file").fill(str(log_file))
     await page.get_by_role("button", name="Save advanced settings").click()
-    await expect(page.locator("#advanced-io-log-path-help")).to_have_text(
-        "A file is set (not shown); type a path to replace it.")
-    await expect(page.get_by_label("I/O log file")).to_have_value("")
+    await expect(page.locator("#status")).to_contain_text("Advanced settings saved")
     stored = json.loads(config_path.read_text(encoding="utf-8"))["config"]
-    assert (stored["auditLog"], stored["ioLog"], stored["ioLogMode"], stored["ioLogPath"]) == (
-        True, True, "file", str(log_file))
+    assert (stored["auditLog"], stored["ioLog"], stored["ioLogMode"]) == (True, True, "file")
+    assert "ioLogPath" not in stored
     assert "host" not in stored and "sourcePolicy" not in stored  # only what changed was sent
 
 

@@ -46,9 +46,10 @@ def expected_citations(pack: dict[str, Any], source_id: str) -> list[tuple[str, 
 
 
 class FakeDns(AbstractResolver):
-    """Answers from a table, like a DNS server an attacker controls would."""
+    """Answers from a table, like a DNS server an attacker controls would: one address or several
+    (A and AAAA records mixed) per name."""
 
-    def __init__(self, table: dict[str, str]) -> None:
+    def __init__(self, table: dict[str, str | list[str]]) -> None:
         self.table = table
         self.asked: list[str] = []
 
@@ -57,8 +58,11 @@ class FakeDns(AbstractResolver):
         self.asked.append(host)
         if host not in self.table:
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return [{"hostname": host, "host": self.table[host], "port": port, "family": socket.AF_INET,
-                 "proto": 0, "flags": socket.AI_NUMERICHOST}]
+        answer = self.table[host]
+        return [{"hostname": host, "host": address, "port": port,
+                 "family": socket.AF_INET6 if ":" in address else socket.AF_INET,
+                 "proto": 0, "flags": socket.AI_NUMERICHOST}
+                for address in ([answer] if isinstance(answer, str) else answer)]
 
     async def close(self) -> None:
         return None

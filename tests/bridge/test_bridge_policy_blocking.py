@@ -1,0 +1,169 @@
+"""Every `public-https` must-block case is blocked by the bridge itself, before any connection:
+the URL check, the resolver's address check (address literals included) and the A2A card's
+message URL. The autouse network guard fails any test that resolves or connects beyond loopback,
+and a blocked call must say it was the policy (a refused loopback connect would not)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from bridge.hosts import address_of, is_loopback_address, is_public_address, normalize_host
+from bridge.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
+from bridge.protocols.http import create_app
+from bridge.registry import normalize_inline
+from bridge.settings import BridgeSettings
+from bridge.sources.a2a_source import MESSAGE_URL_BLOCKED, A2aSourceClient
+from bridge.sources.http_client import ConnectError, HttpClientError, SourceHttpClient, _parsed
+from bridge.sources.protocols import source_clients
+from bridge.sources.resolver import PolicyResolveError, PolicyResolver
+from bridge.sources.transport import SourceCallError, SourceTransport, call_json
+from tests.support.bridge_sources import FakeDns, observations, source
+from tests.support.policy_cases import HONEST_DNS, MUST_BLOCK, REBINDING_DNS, REBINDING_URLS
+
+POLICY = SourcePolicy("public-https")
+
+
+def transport_over(dns: FakeDns) -> SourceTransport:
+    return SourceTransport(SourceHttpClient(PolicyResolver(dns, lambda: POLICY)), POLICY, 5.0,
+                           clients=source_clients())
+
+
+def _private_literal(url: str) -> bool:
+    """A URL whose host, as the client reads it, is a non-public, non-loopback address."""
+    try:
+        host = _parsed(url)[1]
+    except HttpClientError:
+        return False
+    name = normalize_host(host)
+    address = address_of(name) if name else None
+    return address is not None and not is_public_address(address) and not is_loopback_address(address)
+
+
+ADDRESS_LITERALS = [u for u in MUST_BLOCK if _private_literal(u)]
+
+
+@pytest.mark.parametrize("url", MUST_BLOCK)
+async def test_each_blocked_url_fails_before_connecting(url: str, network_guard: Any) -> None:
+    dns = FakeDns(REBINDING_DNS)
+    transport = transport_over(dns)
+    with pytest.raises(SourceCallError) as raised:
+        await call_json(transport, "GET", url, "Source")
+    await transport.http.close()
+    assert raised.value.policy and raised.value.message == POLICY_BLOCKED_MESSAGE
+    assert dns.asked == [] and network_guard.violations == []
+
+
+@pytest.mark.parametrize("url", ADDRESS_LITERALS)
+async def test_the_client_checks_address_literals_without_the_url_check(url: str, network_guard: Any) -> None:
+    """Even a caller that skipped the URL check cannot connect: the address goes through the
+    policy resolver like any name (the bug was that `１０.０.０.１` became a literal after IDNA and
+    was connected to directly)."""
+    dns = FakeDns({})
+    async with SourceHttpClient(PolicyResolver(dns, lambda: POLICY)) as http:
+        with pytest.raises(ConnectError) as raised:
+            await http.request("GET", url, max_bytes=1024)
+    assert raised.value.policy
+    assert dns.asked == [] and network_guard.violations == []  # a literal is never looked up
+
+
+def test_the_literal_table_covers_every_trick() -> None:
+    assert len(ADDRESS_LITERALS) >= 330
+    written = [urlsplit(u).hostname or "" for u in ADDRESS_LITERALS]
+    assert any(not h.isascii() for h in written) and any(h.startswith("::") for h in written)
+
+
+@pytest.mark.parametrize("url", REBINDING_URLS)
+async def test_names_answered_with_private_addresses_are_refused(url: str, network_guard: Any) -> None:
+    dns = FakeDns(REBINDING_DNS)
+    transport = transport_over(dns)
+    with pytest.raises(SourceCallError) as raised:
+        await call_json(transport, "GET", url, "Source")
+    await transport.http.close()
+    assert raised.value.policy, raised.value.message
+    assert dns.asked == [_parsed(url)[1]]  # the URL passed; the answer was refused
+    assert network_guard.violations == []
+
+
+@pytest.mark.parametrize("name", list(HONEST_DNS))
+async def test_honest_answers_pass_the_resolver(name: str) -> None:
+    resolver = PolicyResolver(FakeDns(HONEST_DNS), lambda: POLICY)
+    answer = HONEST_DNS[name]
+    assert [r["host"] for r in await resolver.resolve(name, 443)] == (
+        [answer] if isinstance(answer, str) else answer)
+
+
+async def test_the_resolver_checks_only_under_public_https() -> None:
+    dns = FakeDns(REBINDING_DNS)
+    for policy in ("private-http", "allowlist"):
+        resolver = PolicyResolver(dns, lambda p=policy: SourcePolicy(p))  # type: ignore[misc]
+        assert (await resolver.resolve("wiki.localhost", 80))[0]["host"] == "10.0.0.1"
+    allowlisted = PolicyResolver(dns, lambda: SourcePolicy("public-https", ("http://wiki.localhost:8765",)))
+    assert (await allowlisted.resolve("wiki.localhost", 8765))[0]["host"] == "10.0.0.1"
+    with pytest.raises(PolicyResolveError):
+        await PolicyResolver(FakeDns({"empty.example.com": []}), lambda: POLICY).resolve("empty.example.com")
+
+
+# -- the same through the running bridge ----------------------------------------------------
+
+SAMPLE = ["https://１０.０.０.１/", "https://①⓪.⓪.⓪.①/", "https://10。0。0。1/", "https://[::10.0.0.1]/",
+          "https://[64:ff9b::a9fe:a9fe]/", "https://[2002:c0a8:101::1]/", "https://[::ffff:0:10.0.0.1]/",
+          "https://0xa9.0xfe.0xa9.0xfe/", "https://2852039166/", "https://evil.ｌｏｃａｌｈｏｓｔ/",
+          "http://wiki.localhost:8765/", "https://rebind-0.example.com/", "https://mixed.example.com/",
+          "https://nat64.example.com/"]
+
+
+async def test_runs_through_the_bridge_block_every_sample(config_path: Any, network_guard: Any) -> None:
+    dns = FakeDns(REBINDING_DNS)
+    app = create_app(BridgeSettings(source_policy="public-https", config_path=config_path), None, dns)
+    inline = [source(f"s{i}", url) for i, url in enumerate(SAMPLE)]
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        response = await client.post("/message:send", json={
+            "query": "release", "mode": "evidence-only", "knowledgeSources": inline})
+        assert response.status == 200
+        result = (await response.json())["artifacts"][0]["parts"][0]["data"]
+    tools = [s for s in result["steps"] if s["id"].startswith("tool-")]
+    assert [t["status"] for t in tools] == ["error"] * len(SAMPLE)
+    for tool in tools:
+        assert observations(tool["diagnostic"])["policy"] == "source-url", tool
+    assert result["citations"] == [] and network_guard.violations == []
+    text = json.dumps(result, ensure_ascii=False)
+    assert "10.0.0.1" not in text and "１０" not in text  # no URL or address leaks into the answer
+
+
+@pytest.mark.parametrize("target", ["https://１０.０.０.１/message:send", "https://①⑨②.①⑥⑧.⓪.①/send",
+                                    "https://[::169.254.169.254]/send", "https://10.1/send",
+                                    "https://[64:ff9b::a00:1]/send", "https://rebind-4.example.com/send"])
+async def test_a2a_card_message_urls_are_normalized_before_the_check(
+        target: str, aiohttp_server: Any, network_guard: Any) -> None:
+    """The card is on loopback (allowed); the message URL it names only looks harmless as text."""
+    posted: list[str] = []
+
+    async def card(request: web.Request) -> web.Response:
+        return web.json_response({"url": target})
+
+    async def message(request: web.Request) -> web.Response:
+        posted.append(request.path)
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_get("/.well-known/agent-card.json", card)
+    app.router.add_post("/{tail:.*}", message)
+    server = await aiohttp_server(app)
+    dns = FakeDns(REBINDING_DNS)
+    transport = transport_over(dns)
+    [descriptor] = normalize_inline([{**source("agent", str(server.make_url("")).rstrip("/")),
+                                      "protocol": "a2a"}])
+    with pytest.raises(SourceCallError) as raised:
+        await A2aSourceClient(transport, descriptor).context({"query": "release"})
+    await transport.http.close()
+    assert raised.value.policy and posted == [] and network_guard.violations == []
+    if "rebind" in target:  # looks public: the resolver refuses the private answer at connect time
+        assert raised.value.message == POLICY_BLOCKED_MESSAGE and dns.asked == ["rebind-4.example.com"]
+    else:
+        assert raised.value.message == MESSAGE_URL_BLOCKED and dns.asked == []
