@@ -186,9 +186,9 @@ def test_other_settings_fields_name_no_path() -> None:
     from bridge.settings import OPTIONS
 
     paths = {f.name for f in fields(BridgeSettings) if "Path" in str(f.type)}
-    assert paths == {"config_path", "io_log_path"}
+    assert paths == {"config_path", "io_log_path", "deepagents_acp_cwd"}
     by_name = {o.name: o for o in OPTIONS}
-    for name in paths:
+    for name in paths | {"deepagents_acp_command", "deepagents_acp_args"}:  # what the bridge runs, too
         assert by_name[name].file_keys == ()  # neither the file nor HTTP can set them
 
 
