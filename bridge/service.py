@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import structlog
 
 from bridge import artifact, audit
@@ -55,7 +56,6 @@ from bridge.settings import (
 )
 from bridge.settings_store import SettingsFileError, SettingsStore
 from bridge.sources.client import SourceClient, client_for
-from bridge.sources.http_client import SourceHttpClient
 from bridge.sources.http_source import BundleRead
 from bridge.sources.transport import SourceCallError, SourceTransport
 from common.bridge_schemas import (
@@ -139,7 +139,7 @@ class BridgeService:
         self.sources = list(sources or [])
         self.store = store
         self.settings_file_status = store.status if store else "disabled"
-        self.http: SourceHttpClient | None = None
+        self.http: aiohttp.ClientSession | None = None
         self._io = IoLog()
         # Each source's recent path time (seconds, smoothed), by protocol and URL: see start_order.
         self._path_seconds: dict[tuple[str, str], float] = {}
