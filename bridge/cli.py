@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import signal
 import sys
@@ -88,15 +87,6 @@ async def serve(settings: BridgeSettings) -> None:
             if isinstance(address, tuple) and len(address) >= 2:
                 port = int(address[1])
                 break
-        # Everything built so far (modules, the app, validators) lives as long as the process: out
-        # of the cyclic collector's reach, no later collection traverses it again (a full one took
-        # tens of milliseconds in the middle of a request).
-        gc.freeze()
-        # A run decodes its sources' answers into tens of thousands of containers that live until
-        # its answer is written; at the default threshold (700) the young generation was
-        # collected again and again while they lived (0.46 ms of CPU a run). At 20,000 nearly all
-        # are freed by reference counting before a collection comes (0.02 ms a run).
-        gc.set_threshold(20_000)
         sys.stdout.write(json.dumps(ready_event(settings, port), separators=(",", ":")) + "\n")
         sys.stdout.flush()
         stop = asyncio.Event()
