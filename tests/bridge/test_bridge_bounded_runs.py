@@ -1,4 +1,4 @@
-"""Bounded runs: a cap on sources, one run deadline, per-source failures of
+"""Bounded runs: caps on sources and runtime answers, one run deadline, per-source failures of
 every kind, and hanging sources that cannot cost other runs their healthy sources."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from bridge import service as service_module
+from bridge.runtime import CHAT_FAILED_MESSAGE, TOO_LARGE_MESSAGE
 from bridge.sources import transport
 from tests.support.bridge_sources import BridgeFactory, Client, source
 
@@ -171,6 +172,55 @@ async def test_a_registry_selecting_more_than_the_cap_is_refused(bridge_client: 
     body = await send(client, {"data": {"query": QUESTION, "orchestrationMode": "evidence-only"}}, status=400)
     assert body["error"]["code"] == "bad_request"
     assert "at most 2 Knowledge Sources" in body["error"]["message"]
+
+
+async def runtime_app(answer: Callable[[web.Request], Any]) -> AsyncIterator[str]:
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", answer)
+    async with TestServer(app, host="127.0.0.1") as server:
+        yield str(server.make_url("/v1"))
+
+
+def completion(content: str) -> dict[str, Any]:
+    return {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": "stop"}]}
+
+
+@pytest.mark.parametrize("shape", ["content-length", "streamed", "error-status", "fits"])
+async def test_runtime_answers_over_the_cap_fail_the_runtime_call(
+        bridge_client: BridgeFactory, serve_url: str, shape: str) -> None:
+    cap = 64 * 1024
+    sent = 0
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        nonlocal sent
+        if shape == "fits":
+            return web.json_response(completion("Branch and release [1](#citation-1)."))
+        if shape == "content-length":
+            return web.json_response(completion("x" * (2 * cap)))
+        response = web.StreamResponse(status=500 if shape == "error-status" else 200)
+        response.content_type = "application/json"
+        await response.prepare(request)
+        await response.write(b'{"choices": [{"message": {"content": "')
+        while sent < 50 * 1024 * 1024:  # the 50 MB answer of issue 12
+            await response.write(b"x" * 65536)
+            sent += 65536
+        await response.write(b'"}}]}')
+        return response
+
+    async for base_url in runtime_app(answer):
+        client = await bridge_client(base_url=base_url, model="m", max_runtime_answer_bytes=cap)
+        if shape == "fits":
+            result = result_of(await send(client, run(source("good", serve_url), mode="delegated-runtime")))
+            assert result["answer"].startswith("Branch and release")
+            return
+        body = await send(client, run(source("good", serve_url), mode="delegated-runtime"), status=502)
+        assert body["error"] == {"code": "chat_completions_failed", "message": CHAT_FAILED_MESSAGE}
+        runtime_step = next(s for s in body["steps"] if s["id"].startswith("runtime-")
+                            or s.get("error") == CHAT_FAILED_MESSAGE)
+        assert runtime_step["detail"] == TOO_LARGE_MESSAGE
+        assert sent < 16 * 1024 * 1024  # cut off, not read to the end
 
 
 # ----------------------------------------------------------------------------- the run deadline
