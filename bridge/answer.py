@@ -21,7 +21,7 @@ from bridge.runtime import (
     tool_arguments,
 )
 from bridge.settings import BridgeSettings
-from bridge.sources.client import client_for
+from bridge.sources.client import SourceClient, client_for
 from bridge.sources.transport import SourceCallError, SourceTransport
 from common.bridge_schemas import Citation, Diagnostic, Graph, Observation, TraceStep
 
@@ -265,7 +265,9 @@ async def runtime_answer(settings: BridgeSettings, transport: SourceTransport | 
         raise RuntimeFailure("No runtime model or base URL is configured.", configuration=True)
     evidence = _Evidence(list(citations), [graph])
     bundle = evidence_bundle(query, citations, answered, failed, graph, conversation_context)
-    sources = [a.source for a in answered]
+    # Tools only for sources whose protocol can run them (an A2A source answers context only).
+    sources = [a.source for a in answered if transport is not None
+               and "search" in transport.clients.get(a.source.protocol, SourceClient).operations]
     tools = tool_schemas(sources) if hybrid and sources and transport is not None else None
     runner = _ToolRunner(transport, sources, evidence, steps, diagnostics, settings) if tools and transport \
         else None

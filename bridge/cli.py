@@ -103,10 +103,11 @@ async def registry_report(settings: BridgeSettings, command: str, probe: bool) -
     from bridge.protocols.http import load_registry
     from bridge.service import BridgeService
     from bridge.settings_store import SettingsStore
+    from bridge.sources.protocols import source_clients
     from bridge.sources.transport import source_http_client
 
     store = SettingsStore(settings.config_path) if settings.config_path else None
-    service = BridgeService(settings, load_registry(store), store)
+    service = BridgeService(settings, load_registry(store), store, clients=source_clients())
     async with source_http_client(lambda: service.source_policy) as client:
         service.http = client
         view = await service.sources_view(probe, local=True)

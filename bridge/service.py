@@ -57,6 +57,7 @@ from bridge.settings import (
 from bridge.settings_store import SettingsFileError, SettingsStore
 from bridge.sources.client import SourceClient, client_for
 from bridge.sources.http_source import BundleRead
+from bridge.sources.protocols import SourceClients
 from bridge.sources.transport import SourceCallError, SourceTransport
 from common.bridge_schemas import (
     Citation,
@@ -135,8 +136,9 @@ class BridgeService:
     """Owns the live settings and registry; every handler goes through it."""
 
     def __init__(self, settings: BridgeSettings, sources: list[SourceDescriptor] | None = None,
-                 store: SettingsStore | None = None) -> None:
+                 store: SettingsStore | None = None, *, clients: SourceClients) -> None:
         self.settings = settings
+        self.clients = clients
         self.sources = list(sources or [])
         self.store = store
         self.settings_file_status = store.status if store else "disabled"
@@ -168,7 +170,7 @@ class BridgeService:
             raise RuntimeError("the bridge's source client is not open")
         io = self.io
         return SourceTransport(self.http, self.source_policy, self.settings.timeout_seconds,
-                               io if io.enabled else None)
+                               io if io.enabled else None, clients=self.clients)
 
     # ------------------------------------------------------------------ views
 
@@ -239,8 +241,9 @@ class BridgeService:
             read = await client_for(transport, target[1]).probe()
             if read.raw is None:
                 error = read.error or SourceCallError("probe failed")
+                # `message` says what failed in the source's own safe words (no URL, no body).
                 health: dict[str, Any] = {"ok": False, "basis": "live_probe", "checkedAt": now_iso(),
-                                          "reason": "probe_failed"}
+                                          "reason": "probe_failed", "message": safe_trace_text(error.message)}
                 if error.http_status is not None:
                     health["httpStatus"] = str(error.http_status)
                 if error.timeout:

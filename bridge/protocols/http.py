@@ -24,6 +24,7 @@ from bridge.runtime import probe as probe_runtime
 from bridge.service import BridgeService
 from bridge.settings import BridgeSettings, check_bind_policy
 from bridge.settings_store import SettingsFileError, SettingsStore
+from bridge.sources.protocols import source_clients
 from bridge.sources.transport import source_http_client
 from common.errors import CodedError, HttpError, json_response
 from common.json_read import JsonTooDeep, loads_bounded
@@ -242,7 +243,7 @@ def create_app(settings: BridgeSettings, sources: list[SourceDescriptor] | None 
     store = SettingsStore(settings.config_path) if settings.config_path is not None else None
     registry = sources if sources is not None else load_registry(store)
     app = web.Application(client_max_size=settings.max_body_bytes)
-    app[SERVICE_KEY] = BridgeService(settings, registry, store)
+    app[SERVICE_KEY] = BridgeService(settings, registry, store, clients=source_clients())
     if resolver is not None:
         app[RESOLVER_KEY] = resolver
     setup_request_context(app, "bridge")

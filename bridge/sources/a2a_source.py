@@ -12,7 +12,7 @@ import structlog
 
 from bridge.artifact import safe_id
 from bridge.registry import SourceDescriptor
-from bridge.sources.client import Prepare, SourceClient, register_client
+from bridge.sources.client import Prepare, SourceClient
 from bridge.sources.http_source import BundleRead
 from bridge.sources.transport import SourceCallError, SourceTransport, call_json, endpoint_url
 
@@ -157,7 +157,6 @@ def synthetic_context(payload: Mapping[str, Any], source_name: str) -> dict[str,
             "limitations": [f"{NO_ARTIFACT} Message: {text}" if text else NO_ARTIFACT]}
 
 
-@register_client
 class A2aSourceClient(SourceClient):
     """`a2a`: an agent that answers an A2A-style `{"data": {"query"}}` message. Context only."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
 from bridge.artifact import bundle_capabilities, safe_trace_text
@@ -18,6 +18,9 @@ from bridge.sources.transport import SourceCallError, SourceTransport, call_json
 Prepare = Callable[[dict[str, Any]], None]
 
 
+ALL_OPERATIONS = frozenset({"search", "read", "graph", "neighbors", "bundle"})
+
+
 class SourceClient:
     """The operations a source may support. Every method raises `SourceCallError` (safe message)
     on failure; an operation a protocol lacks raises `UnsupportedOperation`. Payloads are the
@@ -25,6 +28,8 @@ class SourceClient:
 
     protocol = ""
     bundle_kind = ""  # in bundle step details: "Read safe<kind> source bundle metadata."
+    # What the protocol can do beyond a run's context: the runtime's source tools need these.
+    operations: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, transport: SourceTransport, source: SourceDescriptor) -> None:
         self.transport = transport
@@ -104,6 +109,7 @@ class HttpSourceClient(SourceClient):
     """`llmwiki-http`: serve's HTTP routes."""
 
     protocol = "llmwiki-http"
+    operations = ALL_OPERATIONS
 
     def _url(self, path: str, query: list[tuple[str, str]] | None = None) -> str:
         url = endpoint_url(self.source.url, path)
@@ -176,20 +182,30 @@ def _flag(value: bool) -> str:
     return "true" if value else "false"
 
 
-_CLIENTS: dict[str, type[SourceClient]] = {HttpSourceClient.protocol: HttpSourceClient}
+class UnknownProtocolClient(SourceClient):
+    """A source whose protocol this bridge has no client for: every operation is that source's
+    failure (a failed step, a probe with its reason), never an error of the whole request."""
 
+    def __init__(self, transport: SourceTransport, source: SourceDescriptor) -> None:
+        super().__init__(transport, source)
+        self.protocol = source.protocol
 
-def register_client(cls: type[SourceClient]) -> type[SourceClient]:
-    """Protocol modules register their client class here (decorator)."""
-    _CLIENTS[cls.protocol] = cls
-    return cls
+    def _unsupported(self) -> SourceCallError:
+        name = safe_trace_text(self.protocol)
+        return SourceCallError(f"Knowledge Source protocol {name!r} is not supported.", upstream_error=True)
+
+    async def bundle(self) -> BundleRead:
+        return BundleRead(attempted=True, error=self._unsupported())
+
+    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None, *,
+                          prepare: Prepare | None = None) -> dict[str, Any]:
+        raise self._unsupported()
+
+    async def context(self, body: dict[str, Any]) -> dict[str, Any]:
+        raise self._unsupported()
 
 
 def client_for(transport: SourceTransport, source: SourceDescriptor) -> SourceClient:
-    """The client for the source's protocol; an unknown protocol gets a client that supports nothing."""
-    cls = _CLIENTS.get(source.protocol)
-    if cls is None:
-        unsupported = SourceClient(transport, source)
-        unsupported.protocol = source.protocol
-        return unsupported
+    """The client for the source's protocol, from the table the bridge was started with."""
+    cls = transport.clients.get(source.protocol, UnknownProtocolClient)
     return cls(transport, source)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from bridge.sources.client import SourceClient, register_client
+from bridge.sources.client import ALL_OPERATIONS, SourceClient
 from bridge.sources.http_source import BundleRead, has_bundle_metadata
-from bridge.sources.transport import SourceCallError, SourceTransport, call_json
+from bridge.sources.transport import SourceAnswer, SourceCallError, SourceTransport, call_source, decode_json
+from common.version import __version__
 
 BUNDLE_TOOL = "llmwiki_source_bundle"
 CONTEXT_TOOL = "llmwiki_context"
@@ -25,14 +28,70 @@ TOOL_ERROR = "MCP tool reported an error result."
 # One counter for the whole process: ids never repeat across sources or runs (contract 3.8).
 _request_ids = itertools.count(1)
 
+LEGACY, MODERN, HANDSHAKE = "legacy", "2026-07-28", "handshake"
+MODERN_VERSION = "2026-07-28"
+HANDSHAKE_VERSION = "2025-11-25"  # what we offer in `initialize`; the server may answer an older one
+STREAM_ACCEPT = "application/json, text/event-stream"
+META = "io.modelcontextprotocol/"
+# JSON-RPC errors that say "not in this form" rather than "this call failed": parse error, invalid
+# request, unknown method, header mismatch (-32020), unsupported version (-32022), and the SDKs'
+# "bad request" (-32000, e.g. a missing session).
+_FORM_ERRORS = frozenset({-32700, -32600, -32601, -32020, -32022, -32000})
+_CLIENT_INFO = {"name": "llmwiki-agent-bridge", "version": __version__}
+
+
+@dataclass(frozen=True)
+class Form:
+    """How one endpoint is spoken to: legacy bare JSON-RPC (serve's raw-payload `/mcp`), the
+    sessionless 2026-07-28 form, or a handshake-era session (`version`, maybe a session id)."""
+
+    kind: str
+    version: str = ""
+    session: str = ""
+
+
+class _Forms:
+    """What worked last for each endpoint URL, so a run does not negotiate again (bounded)."""
+
+    def __init__(self, limit: int = 1024) -> None:
+        self.limit = limit
+        self._known: OrderedDict[str, Form] = OrderedDict()
+
+    def get(self, url: str) -> Form | None:
+        form = self._known.get(url)
+        if form is not None:
+            self._known.move_to_end(url)
+        return form
+
+    def put(self, url: str, form: Form) -> None:
+        self._known[url] = form
+        self._known.move_to_end(url)
+        while len(self._known) > self.limit:
+            self._known.popitem(last=False)
+
+    def forget(self, url: str) -> None:
+        self._known.pop(url, None)
+
+
+_forms = _Forms()
+
 
 def mcp_url(base: str) -> str:
-    """`<base>/mcp`, or the base itself when its path already ends with `/mcp`."""
+    """The endpoint for a source URL: as given when its path ends with `/mcp` or `/mcp/stream`
+    (trailing slashes trimmed), else `<base>/mcp`."""
     parts = urlsplit(base)
     path = parts.path.rstrip("/")
-    if not path.endswith("/mcp"):
+    if not (path.endswith("/mcp") or path.endswith("/mcp/stream")):
         path += "/mcp"
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def first_forms(url: str) -> tuple[str, ...]:
+    """The forms to try, in order: `/mcp` is serve's legacy raw-payload endpoint first; any other
+    endpoint is Streamable HTTP, sessionless first (one request), then the handshake."""
+    if urlsplit(url).path.endswith("/mcp"):
+        return (LEGACY, MODERN, HANDSHAKE)
+    return (MODERN, HANDSHAKE)
 
 
 def tool_value(result: dict[str, Any], tool: str) -> Any:
@@ -61,15 +120,136 @@ def tool_value(result: dict[str, Any], tool: str) -> Any:
     return result
 
 
+class _WrongForm(Exception):
+    """The endpoint did not take the request in this form; another form may work."""
+
+    def __init__(self, error: SourceCallError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _message(answer: SourceAnswer, request_id: int | None, label: str) -> dict[str, Any]:
+    """The JSON-RPC message of an answer: the body itself, or the event-stream event that answers
+    `request_id` (servers may send notifications first)."""
+    if answer.content_type == "text/event-stream":
+        for data in _event_data(answer.body):
+            message = decode_json(data, label)
+            if isinstance(message, dict) and message.get("id") == request_id and request_id is not None:
+                return message
+        raise SourceCallError(f"{label} returned no answer in its event stream", invalid_json=True)
+    message = decode_json(answer.body, label)
+    if not isinstance(message, dict):
+        raise SourceCallError(f"{label} returned invalid JSON", invalid_json=True)
+    return message
+
+
+def _event_data(body: bytes) -> list[bytes]:
+    """The `data` of each server-sent event (multi-line data joined with newlines)."""
+    events: list[bytes] = []
+    lines: list[bytes] = []
+    for raw in body.replace(b"\r\n", b"\n").split(b"\n") + [b""]:
+        if not raw:
+            if lines:
+                events.append(b"\n".join(lines))
+                lines = []
+        elif raw.startswith(b"data:"):
+            lines.append(raw[5:].removeprefix(b" "))
+    return events
+
+
+async def _rpc(transport: SourceTransport, url: str, form: Form, method: str, params: dict[str, Any],
+               label: str, *, notification: bool = False) -> tuple[dict[str, Any], SourceAnswer]:
+    """One JSON-RPC request in `form`; a rejection of the form raises `_WrongForm`."""
+    request_id = None if notification else next(_request_ids)
+    body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
+    if request_id is not None:
+        body["id"] = request_id
+    headers: dict[str, str] = {}
+    if form.kind != LEGACY:
+        headers["Accept"] = STREAM_ACCEPT
+        headers["MCP-Protocol-Version"] = form.version or HANDSHAKE_VERSION
+    if form.kind == MODERN:
+        headers["Mcp-Method"] = method
+        if isinstance(params.get("name"), str):
+            headers["Mcp-Name"] = params["name"]
+    if form.session:
+        headers["Mcp-Session-Id"] = form.session
+    answer = await call_source(transport, "POST", url, label, body, headers)
+    if notification:
+        if not answer.ok:
+            raise _WrongForm(SourceCallError(f"{label} returned HTTP {answer.status}",
+                                             http_status=answer.status))
+        return {}, answer
+    try:
+        message = _message(answer, request_id, label)
+    except SourceCallError as exc:
+        unreadable = exc if answer.ok else SourceCallError(f"{label} returned HTTP {answer.status}",
+                                                           http_status=answer.status)
+        raise (_WrongForm(unreadable) if 400 <= answer.status < 500 else unreadable) from None
+    error = message.get("error")
+    if error is not None:
+        code = error.get("code") if isinstance(error, dict) else None
+        failure = SourceCallError(JSON_RPC_ERROR, json_rpc_error=True,
+                                  http_status=None if answer.ok else answer.status)
+        raise _WrongForm(failure) if code in _FORM_ERRORS or not answer.ok else failure
+    if not answer.ok:
+        raise _WrongForm(SourceCallError(f"{label} returned HTTP {answer.status}", http_status=answer.status))
+    return message, answer
+
+
+def _meta() -> dict[str, Any]:
+    return {f"{META}protocolVersion": MODERN_VERSION, f"{META}clientCapabilities": {},
+            f"{META}clientInfo": _CLIENT_INFO}
+
+
+async def _handshake(transport: SourceTransport, url: str, label: str) -> Form:
+    """`initialize`, then `notifications/initialized`, in the version the server chose."""
+    offer = Form(HANDSHAKE, HANDSHAKE_VERSION)
+    message, answer = await _rpc(transport, url, offer, "initialize",
+                                 {"protocolVersion": HANDSHAKE_VERSION, "capabilities": {},
+                                  "clientInfo": _CLIENT_INFO}, label)
+    result = message.get("result")
+    version = result.get("protocolVersion") if isinstance(result, dict) else None
+    form = Form(HANDSHAKE, version if isinstance(version, str) and version else HANDSHAKE_VERSION,
+                answer.headers.get("mcp-session-id", ""))
+    await _rpc(transport, url, form, "notifications/initialized", {}, label, notification=True)
+    return form
+
+
+async def _call_in(transport: SourceTransport, url: str, form: Form, tool: str,
+                   arguments: dict[str, Any], label: str) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": tool, "arguments": arguments}
+    if form.kind == MODERN:
+        params["_meta"] = _meta()
+    message, _ = await _rpc(transport, url, form, "tools/call", params, label)
+    return message
+
+
 async def call_tool(transport: SourceTransport, url: str, tool: str, arguments: dict[str, Any]) -> Any:
-    """One sessionless `tools/call` (serve's `/mcp` needs no `initialize` first)."""
-    body = {"jsonrpc": "2.0", "id": next(_request_ids), "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments}}
-    envelope = await call_json(transport, "POST", url, f"mcp {tool}", body)
-    if not isinstance(envelope, dict):
-        raise SourceCallError(f"mcp {tool} returned invalid JSON", invalid_json=True)
-    if envelope.get("error") is not None:
-        raise SourceCallError(JSON_RPC_ERROR, json_rpc_error=True)
+    """One `tools/call` in the form this endpoint takes: the one that worked last, else each form
+    of `first_forms` in turn until one is accepted. The first form's failure is the one reported."""
+    label = f"mcp {tool}"
+    known = _forms.get(url)
+    kinds = ((known.kind,) if known is not None else ()) + tuple(
+        k for k in first_forms(url) if known is None or k != known.kind)
+    first: SourceCallError | None = None
+    for kind in kinds:
+        try:
+            if known is not None and kind == known.kind:
+                form = known
+            else:
+                form = await _handshake(transport, url, label) if kind == HANDSHAKE else Form(
+                    kind, MODERN_VERSION if kind == MODERN else "")
+            envelope = await _call_in(transport, url, form, tool, arguments, label)
+        except _WrongForm as wrong:
+            first = first or wrong.error
+            if known is not None and kind == known.kind:
+                _forms.forget(url)
+            continue
+        _forms.put(url, form)
+        break
+    else:
+        raise first or SourceCallError(NO_RESULT, upstream_error=True)
     result = envelope.get("result")
     if not isinstance(result, dict):
         raise SourceCallError(NO_RESULT, upstream_error=True)
@@ -78,12 +258,12 @@ async def call_tool(transport: SourceTransport, url: str, tool: str, arguments: 
     return tool_value(result, tool)
 
 
-@register_client
 class McpSourceClient(SourceClient):
     """`mcp`: a Knowledge Source reached through its MCP tools."""
 
     protocol = "mcp"
     bundle_kind = " MCP"
+    operations = ALL_OPERATIONS
 
     @property
     def url(self) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import ssl
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -20,6 +20,9 @@ from bridge.sources.resolver import PolicyResolveError, PolicyResolver
 from common.errors import json_bytes
 from common.json_read import JsonTooDeep, loads_bounded
 from common.version import __version__
+
+if TYPE_CHECKING:
+    from bridge.sources.client import SourceClient
 
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # a source answer larger than this is a failure, not evidence
 # Connections open at once to one source host (host and port). A host that hangs holds at most
@@ -55,12 +58,14 @@ class SourceCallError(Exception):
 
 @dataclass(frozen=True)
 class SourceTransport:
-    """What every outbound source call shares: the HTTP session, the policy and the timeout."""
+    """What every outbound source call shares: the HTTP session, the policy, the timeout and the
+    protocol table the bridge was started with (see `bridge.sources.protocols`)."""
 
     http: aiohttp.ClientSession
     policy: SourcePolicy
     timeout_seconds: float
     io: IoLog | None = None  # the I/O debug log, when the operator turned it on
+    clients: Mapping[str, type[SourceClient]] = field(kw_only=True)
 
 
 def source_http_client(policy: Callable[[], SourcePolicy], resolver: AbstractResolver | None = None, *,
@@ -86,38 +91,70 @@ def endpoint_url(base: str, path: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path, parts.query, ""))
 
 
-async def call_json(transport: SourceTransport, method: str, url: str, label: str,
-                    body: dict[str, Any] | None = None) -> Any:
+@dataclass(frozen=True)
+class SourceAnswer:
+    """A source's answer of any status: what protocols that read headers or non-JSON bodies need."""
+
+    status: int
+    headers: Mapping[str, str]  # lower-case names
+    body: bytes
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
+async def call_source(transport: SourceTransport, method: str, url: str, label: str,
+                      body: dict[str, Any] | None = None, headers: Mapping[str, str] | None = None
+                      ) -> SourceAnswer:
     """Check the URL against the source policy first (no connection otherwise), then make the call
-    with the bridge timeout, no redirects followed, and a JSON answer required."""
+    with the bridge timeout and no redirects followed; any status is returned."""
     if not transport.policy.allows(url):
         raise SourceCallError(POLICY_BLOCKED_MESSAGE, policy=True)
     data = None if body is None else json_bytes(body)
-    headers = {"Accept": "application/json"} if data is None else {
+    sent = {"Accept": "application/json"} if data is None else {
         "Accept": "application/json", "Content-Type": "application/json"}
+    sent.update(headers or {})
     io = transport.io
-    if io is not None:
-        return await _logged_call(transport, io, method, url, label, body, data, headers)
-    return (await _exchange(transport, method, url, label, data, headers))[1]
+    if io is None:
+        return await _exchange(transport, method, url, label, data, sent)
+    call = IoCall(io, "source", _operation(url, body),
+                  url, {"method": method, "headers": header_summary(sent), "body": body})
+    try:
+        answer = await _exchange(transport, method, url, label, data, sent)
+    except SourceCallError as exc:
+        call.failed(exc, timeout=exc.timeout)
+        raise
+    call.answered({"status": answer.status, "body": _logged_body(answer)})
+    return answer
+
+
+async def call_json(transport: SourceTransport, method: str, url: str, label: str,
+                    body: dict[str, Any] | None = None) -> Any:
+    """`call_source` with a 2xx JSON answer required; anything else is a `SourceCallError`."""
+    answer = await call_source(transport, method, url, label, body)
+    if not answer.ok:
+        raise SourceCallError(f"{label} returned HTTP {answer.status}", http_status=answer.status)
+    return decode_json(answer.body, label)
 
 
 async def _exchange(transport: SourceTransport, method: str, url: str, label: str, data: bytes | None,
-                    headers: dict[str, str]) -> tuple[int, Any]:
-    """The call itself: status and decoded JSON of a 2xx answer, else a `SourceCallError`."""
+                    headers: dict[str, str]) -> SourceAnswer:
+    """The call itself, whatever its status; every failure a `SourceCallError`."""
     failure: SourceCallError | None = None
     try:
         async with asyncio.timeout(transport.timeout_seconds):
-            status, raw = await _fetch(transport.http, method, url, data, headers)
+            return await _fetch(transport.http, method, url, data, headers)
     except AnswerTooLarge:
         failure = SourceCallError(f"{label} returned too much data")
     except Exception as exc:  # noqa: BLE001 - whatever a source or its URL causes is its failure
         failure = _call_error(exc, label)
     # Raised here, outside the handlers: the error carries no context (and no frame) of the read.
-    if failure is not None:
-        raise failure
-    if not 200 <= status < 300:
-        raise SourceCallError(f"{label} returned HTTP {status}", http_status=status)
-    return status, decode_json(raw, label)
+    raise failure
 
 
 class AnswerTooLarge(Exception):
@@ -125,13 +162,10 @@ class AnswerTooLarge(Exception):
 
 
 async def _fetch(http: aiohttp.ClientSession, method: str, url: str, data: bytes | None,
-                 headers: dict[str, str]) -> tuple[int, bytes]:
-    """Status and body of one exchange, the body read as it streams in and dropped at the cap
-    (closing the connection), so an oversized answer never sits whole in memory. Only 2xx
-    bodies are read."""
+                 headers: dict[str, str]) -> SourceAnswer:
+    """One exchange, its body read as it streams in and dropped at the cap (closing the
+    connection), so an oversized answer never sits whole in memory."""
     async with http.request(method, url, data=data, headers=headers, allow_redirects=False) as response:
-        if not 200 <= response.status < 300:
-            return response.status, b""
         limit = MAX_RESPONSE_BYTES
         if response.content_length is not None and response.content_length > limit:
             raise AnswerTooLarge
@@ -143,7 +177,19 @@ async def _fetch(http: aiohttp.ClientSession, method: str, url: str, data: bytes
                 chunks.clear()
                 raise AnswerTooLarge
             chunks.append(chunk)
-        return response.status, b"".join(chunks)
+        names: dict[str, str] = {}
+        for name, value in response.headers.items():
+            key = name.lower()
+            names[key] = f"{names[key]}, {value}" if key in names else value
+        return SourceAnswer(response.status, names, b"".join(chunks))
+
+
+def _logged_body(answer: SourceAnswer) -> Any:
+    """The answer as the I/O log shows it: JSON decoded, other text as text (the log bounds it)."""
+    try:
+        return decode_json(answer.body, "")
+    except SourceCallError:
+        return answer.body.decode("utf-8", errors="replace")
 
 
 def _call_error(exc: Exception, label: str) -> SourceCallError:
@@ -164,20 +210,6 @@ def _operation(url: str, body: dict[str, Any] | None) -> str:
         tool = params.get("name") if isinstance(params, dict) else None
         return f"{body.get('method')}:{tool}" if isinstance(tool, str) else str(body.get("method"))
     return urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1] or "/"
-
-
-async def _logged_call(transport: SourceTransport, io: IoLog, method: str, url: str, label: str,
-                       body: dict[str, Any] | None, data: bytes | None, headers: dict[str, str]) -> Any:
-    """`call_json` with `source.request`, `source.response` or `source.error` events around it."""
-    call = IoCall(io, "source", _operation(url, body), url,
-                  {"method": method, "headers": header_summary(headers), "body": body})
-    try:
-        status, payload = await _exchange(transport, method, url, label, data, headers)
-    except SourceCallError as exc:
-        call.failed(exc, timeout=exc.timeout)
-        raise
-    call.answered({"status": status, "body": payload})
-    return payload
 
 
 def decode_json(raw: bytes, label: str) -> Any:

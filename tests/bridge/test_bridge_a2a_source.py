@@ -17,6 +17,7 @@ from bridge.policy import SourcePolicy
 from bridge.registry import normalize_inline
 from bridge.sources.a2a_source import A2aSourceClient, agent_card_url, message_url
 from bridge.sources.client import client_for
+from bridge.sources.protocols import source_clients
 from bridge.sources.transport import SourceCallError, SourceTransport, source_http_client
 from serve.protocols.http import create_app as create_serve_app
 from serve.settings import ServeSettings
@@ -263,7 +264,7 @@ async def test_answer_without_context_artifact(bridge_client: BridgeFactory, aio
 
     policy = SourcePolicy()
     async with source_http_client(lambda: policy) as http:
-        transport = SourceTransport(http, policy, 5.0)
+        transport = SourceTransport(http, policy, 5.0, clients=source_clients())
         [descriptor] = normalize_inline([a2a_source("chatty-agent", chatty)])
         agent = client_for(transport, descriptor)
         assert isinstance(agent, A2aSourceClient)
@@ -397,7 +398,7 @@ async def test_blocked_message_url_error_text(aiohttp_server: Any) -> None:
     base = await fake_server(aiohttp_server, [web.get("/.well-known/agent-card.json", card)])
     policy = SourcePolicy("public-https")
     async with source_http_client(lambda: policy) as http:
-        transport = SourceTransport(http, policy, 5.0)
+        transport = SourceTransport(http, policy, 5.0, clients=source_clients())
         [descriptor] = normalize_inline([a2a_source("agent", base)])
         with pytest.raises(SourceCallError) as caught:
             await client_for(transport, descriptor).context({"query": QUESTION})

@@ -14,6 +14,7 @@ from bridge.protocols.http import SERVICE_KEY
 from bridge.registry import normalize_registered
 from bridge.service import BridgeService
 from bridge.settings import BridgeSettings
+from bridge.sources.protocols import source_clients
 from tests.support.bridge_sources import BridgeFactory, source
 
 NAME = web.AppKey("name", str)
@@ -57,7 +58,7 @@ async def test_start_order_is_the_order_items_take_slots_in() -> None:
 
 
 def test_start_order_is_slowest_first_and_unseen_sources_before_any() -> None:
-    service = BridgeService(BridgeSettings(config_path=None))
+    service = BridgeService(BridgeSettings(config_path=None), clients=source_clients())
     a, b, c, d = normalize_registered([source(name, f"http://127.0.0.1:{port}")
                                        for name, port in (("a", 1), ("b", 2), ("c", 3), ("d", 4))])
     assert service.start_order([a, b, c, d]) == [0, 1, 2, 3]  # nothing seen yet: selected order

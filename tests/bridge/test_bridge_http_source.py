@@ -16,6 +16,7 @@ from bridge.registry import normalize_inline
 from bridge.settings import BridgeSettings
 from bridge.sources.client import client_for
 from bridge.sources.http_source import augmentation_queries
+from bridge.sources.protocols import source_clients
 from bridge.sources.resolver import PolicyResolveError, PolicyResolver
 from bridge.sources.transport import SourceTransport, source_http_client
 from tests.support.bridge_sources import BridgeFactory, FakeDns, source
@@ -186,7 +187,7 @@ async def test_request_bodies_go_out_as_compact_utf8_json(aiohttp_server: Any) -
     odd = {"query": "a\ud800b"}  # a lone surrogate cannot be UTF-8: ASCII escapes keep the value
     policy = SourcePolicy("private-http")
     async with source_http_client(lambda: policy) as http:
-        transport = SourceTransport(http, policy, 5.0)
+        transport = SourceTransport(http, policy, 5.0, clients=source_clients())
         assert await call_json(transport, "POST", url, "echo", body) == {"ok": True}
         assert await call_json(transport, "POST", url, "echo", odd) == {"ok": True}
         assert await call_json(transport, "GET", url, "echo") == {"ok": True}
@@ -207,7 +208,7 @@ async def test_the_context_is_prepared_before_search_results_are_merged_into_it(
         prepared.append((context, [e["page_id"] for e in context["evidence"]]))
 
     async with source_http_client(SourcePolicy) as http:
-        transport = SourceTransport(http, SourcePolicy(), 5.0)
+        transport = SourceTransport(http, SourcePolicy(), 5.0, clients=source_clients())
         payload = await client_for(transport, descriptor).run_context(
             "Which release checklist steps need a second reviewer?", {}, None, prepare=prepare)
     [(context, seen)] = prepared

@@ -17,7 +17,8 @@ from bridge.policy import SourcePolicy
 from bridge.registry import SourceDescriptor, normalize_inline
 from bridge.sources.client import HttpSourceClient, client_for
 from bridge.sources.mcp_source import McpSourceClient, mcp_url, tool_value
-from bridge.sources.transport import SourceTransport, source_http_client
+from bridge.sources.protocols import source_clients
+from bridge.sources.transport import SourceCallError, SourceTransport, source_http_client
 from serve.protocols.http import create_app as create_serve_app
 from serve.settings import ServeSettings
 from tests.support.bridge_sources import BridgeFactory, Client, expected_citations, observations, source
@@ -206,7 +207,7 @@ async def test_retrieval_discovery_forces_the_bundle_and_forwards_fields(
 async def transport() -> AsyncIterator[SourceTransport]:
     policy = SourcePolicy()
     async with source_http_client(lambda: policy) as http:
-        yield SourceTransport(http, policy, 10.0)
+        yield SourceTransport(http, policy, 10.0, clients=source_clients())
 
 
 def descriptor(url: str, protocol: str = "mcp") -> SourceDescriptor:
@@ -468,3 +469,93 @@ async def test_probe_reports_mcp_sources(bridge_client: BridgeFactory, serve_url
     assert down["health"]["ok"] is False and down["health"]["reason"] == "probe_failed"
     assert down["health"]["retryable"] is True and down["health"]["redacted"] is True
     assert view["readyCount"] == 1
+
+
+# ----------------------------------------------------------------------------- Streamable HTTP forms
+
+async def test_stream_endpoint_is_spoken_sessionless_first(recorded_serve: tuple[str, Seen],
+                                                           transport: SourceTransport) -> None:
+    """`/mcp/stream` gets standard MCP at 2026-07-28 (headers and `_meta`), one request a call."""
+    url, seen = recorded_serve
+    for form in (url + "/mcp/stream", url + "/mcp/stream/"):
+        client = client_for(transport, descriptor(form))
+        assert mcp_url(form) == url + "/mcp/stream"
+        page = await client.read("runbooks/hotfix-release")
+        assert page["id"] == "runbooks/hotfix-release"
+    assert [(m, p) for m, p, _ in seen] == [("POST", "/mcp/stream")] * 2
+    body = seen[0][2]
+    assert body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+
+
+def handshake_server(seen: list[tuple[str, dict[str, str], Any]]) -> web.Application:
+    """A handshake-era server that mints a session, answers in event streams and refuses the
+    sessionless form, as SDK servers of the 2025 era do."""
+    session = "session-7"
+
+    async def endpoint(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        seen.append((body.get("method"), dict(request.headers), body))
+        if "text/event-stream" not in request.headers.get("Accept", ""):
+            return web.json_response({"jsonrpc": "2.0", "id": body.get("id"),
+                                      "error": {"code": -32600, "message": "Not Acceptable"}}, status=406)
+        if body["method"] == "initialize":
+            result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                      "serverInfo": {"name": "old", "version": "1"}}
+            return _sse({"jsonrpc": "2.0", "id": body["id"], "result": result}, {"Mcp-Session-Id": session})
+        if request.headers.get("Mcp-Session-Id") != session:
+            return web.json_response({"jsonrpc": "2.0", "id": body.get("id"),
+                                      "error": {"code": -32000, "message": "Bad Request: No valid session"}},
+                                     status=400)
+        if body["method"] == "notifications/initialized":
+            return web.Response(status=202)
+        payload = {"id": body["params"]["arguments"]["page_id"], "title": "Old Server Page"}
+        return _sse({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}},
+                    {}, then={"jsonrpc": "2.0", "id": body["id"],
+                              "result": {"content": [{"type": "text", "text": json.dumps(payload)}],
+                                         "structuredContent": payload, "isError": False}})
+
+    app = web.Application()
+    app.router.add_post("/mcp/stream", endpoint)
+    return app
+
+
+def _sse(message: dict[str, Any], headers: dict[str, str],
+         then: dict[str, Any] | None = None) -> web.Response:
+    events = "".join(f"event: message\r\ndata: {json.dumps(m)}\r\n\r\n" for m in (message, then) if m)
+    return web.Response(text=events, content_type="text/event-stream", headers=headers)
+
+
+async def test_handshake_era_server_with_sessions_and_event_streams(aiohttp_server: Any,
+                                                                    transport: SourceTransport) -> None:
+    seen: list[tuple[str, dict[str, str], Any]] = []
+    server = await aiohttp_server(handshake_server(seen))
+    url = str(server.make_url("/mcp/stream"))
+    client = client_for(transport, descriptor(url))
+    assert (await client.read("a"))["title"] == "Old Server Page"
+    assert (await client.read("b"))["id"] == "b"  # the negotiated session is kept, no new handshake
+    methods = [method for method, _, _ in seen]
+    assert methods == ["tools/call", "initialize", "notifications/initialized", "tools/call", "tools/call"]
+    calls = [headers for method, headers, _ in seen[3:]]
+    assert all(h["Mcp-Session-Id"] == "session-7" for h in calls)
+    assert all(h["MCP-Protocol-Version"] == "2025-06-18" for h in calls)
+    assert "_meta" not in seen[3][2]["params"]
+
+
+async def test_a_failing_tool_is_not_renegotiated(aiohttp_server: Any, transport: SourceTransport) -> None:
+    """A tool's own error (isError, or a JSON-RPC error that is not about the form) is that call's
+    failure: no second form is tried."""
+    seen: list[str] = []
+
+    async def endpoint(request: web.Request) -> web.Response:
+        body = await request.json()
+        seen.append(body["method"])
+        return web.json_response({"jsonrpc": "2.0", "id": body["id"],
+                                  "error": {"code": -32602, "message": "bad page id"}})
+
+    app = web.Application()
+    app.router.add_post("/mcp", endpoint)
+    server = await aiohttp_server(app)
+    client = client_for(transport, descriptor(str(server.make_url(""))))
+    with pytest.raises(SourceCallError) as failed:
+        await client.read("nope")
+    assert failed.value.json_rpc_error and seen == ["tools/call"]

@@ -87,7 +87,7 @@ async def raw_server() -> AsyncIterator[Callable[[Script], Awaitable[RawServer]]
 async def calls() -> AsyncIterator[SourceTransport]:
     policy = SourcePolicy()
     async with source_http_client(lambda: policy) as http:
-        yield SourceTransport(http, policy, 5.0)
+        yield SourceTransport(http, policy, 5.0, clients={})
 
 
 def reply(body: bytes, *headers: str, status: str = "200 OK") -> bytes:
@@ -244,17 +244,19 @@ async def test_size_limits_hold_before_and_after_decompression(
         assert caught.value.message == "wiki returned too much data"
 
 
-async def test_an_endless_answer_is_cut_off_at_the_cap(calls: SourceTransport,
+@pytest.mark.parametrize("status", [200, 500])
+async def test_an_endless_answer_is_cut_off_at_the_cap(calls: SourceTransport, status: int,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The read stops at the cap and the connection is dropped: the source cannot make the bridge
-    take (or hold) more than the cap, however much it has to send."""
+    take (or hold) more than the cap, however much it has to send (error bodies are read too:
+    MCP's JSON-RPC errors come in them)."""
     monkeypatch.setattr(transport, "MAX_RESPONSE_BYTES", 1 << 20)
     sent = 0
     gone = asyncio.Event()
 
     async def endless(request: web.Request) -> web.StreamResponse:
         nonlocal sent
-        response = web.StreamResponse()
+        response = web.StreamResponse(status=status)
         response.content_type = "application/json"
         await response.prepare(request)
         try:
@@ -358,7 +360,7 @@ async def test_the_call_timeout_is_a_timeout_failure(raw_server: Any) -> None:
     policy = SourcePolicy()
     async with source_http_client(lambda: policy) as http:
         with pytest.raises(SourceCallError) as caught:
-            await get(SourceTransport(http, policy, 0.2), server.url)
+            await get(SourceTransport(http, policy, 0.2, clients={}), server.url)
     assert caught.value.timeout and caught.value.message == "Request timed out."
     never.set()
 
@@ -381,7 +383,7 @@ async def test_a_hanging_host_does_not_hold_connections_other_hosts_need(
     hanging, healthy = await raw_server(hang), await raw_server(answer)
     policy = SourcePolicy()
     async with source_http_client(lambda: policy) as http:
-        calls = SourceTransport(http, policy, 30.0)
+        calls = SourceTransport(http, policy, 30.0, clients={})
         stuck = [asyncio.create_task(get(calls, hanging.url)) for _ in range(6)]
         async with asyncio.timeout(10):
             while len(hanging.requests) < 2:
@@ -404,7 +406,7 @@ async def test_names_resolve_through_the_policy(raw_server: Any) -> None:
     policy = SourcePolicy("public-https", ("http://wiki.test",))
     async with source_http_client(lambda: policy, inner) as http:
         # The URL check passes everything here: what refuses the rebound name is the resolver.
-        calls = SourceTransport(http, SourcePolicy(), 5.0)
+        calls = SourceTransport(http, SourcePolicy(), 5.0, clients={})
         assert await get(calls, f"http://wiki.test:{server.port}/x") == {}
         assert f"\r\nHost: wiki.test:{server.port}\r\n".encode() in server.requests[0]
         with pytest.raises(SourceCallError) as caught:
@@ -478,11 +480,11 @@ async def test_https_verifies_the_certificate_and_the_name(aiohttp_server: Any, 
     policy = SourcePolicy()
     dns = FakeDns({"wiki.test": "127.0.0.1", "other.test": "127.0.0.1"})
     async with source_http_client(lambda: policy, dns, ssl_context=trusting) as http:
-        calls = SourceTransport(http, policy, 5.0)
+        calls = SourceTransport(http, policy, 5.0, clients={})
         for url in (f"https://wiki.test:{port}/q", f"https://127.0.0.1:{port}/q"):
             assert (await get(calls, url))["scheme"] == "https"
         with pytest.raises(SourceCallError):  # the certificate does not name other.test
             await get(calls, f"https://other.test:{port}/q")
     async with source_http_client(lambda: policy, dns) as default_trust:
         with pytest.raises(SourceCallError):  # self-signed: not trusted by the system store
-            await get(SourceTransport(default_trust, policy, 5.0), f"https://wiki.test:{port}/q")
+            await get(SourceTransport(default_trust, policy, 5.0, clients={}), f"https://wiki.test:{port}/q")
