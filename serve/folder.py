@@ -496,11 +496,12 @@ class FolderMirror:
             changed = bool(set(walk.dirs) - self.dirs) or bool(walk.ignored.keys() - self.ignored.keys())
             self.dirs.update(walk.dirs)
             self.ignored.update(walk.ignored)
+        adopted: dict[str, FileRecord] = {}
         untrusted: list[tuple[str, FileStat]] = []
         for rel, st in walk.files.items():
             record = old.get(rel)
             if record is not None and record.trusted_for(st):
-                self.records[rel] = record
+                adopted[rel] = record
             else:
                 untrusted.append((rel, st))
         fresh_records = self._read_many(untrusted, old)
@@ -511,7 +512,11 @@ class FolderMirror:
                 changed = True
             elif record.page is not None:  # same bytes: keep the parsed page
                 fresh = record._replace(stat=st, verified_ns=fresh.verified_ns)
-            self.records[rel] = fresh
+            adopted[rel] = fresh
+        # Inserted in walk order, re-read files included: after a full walk that order is the
+        # signature's, so a file read again (edited, or too recent to trust) must not move.
+        for rel in walk.files:
+            self.records[rel] = adopted[rel]
         if changed:
             self.generation += 1
             self._structural_change()

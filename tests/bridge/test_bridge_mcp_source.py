@@ -559,3 +559,13 @@ async def test_a_failing_tool_is_not_renegotiated(aiohttp_server: Any, transport
     with pytest.raises(SourceCallError) as failed:
         await client.read("nope")
     assert failed.value.json_rpc_error and seen == ["tools/call"]
+
+
+def test_the_protocol_table_covers_every_protocol_the_registry_accepts() -> None:
+    from bridge.registry import SUPPORTED_PROTOCOLS
+    from bridge.sources.a2a_source import A2aSourceClient
+
+    table = source_clients()
+    assert set(table) == set(SUPPORTED_PROTOCOLS)
+    assert table["mcp"] is McpSourceClient and table["a2a"] is A2aSourceClient
+    assert table["llmwiki-http"] is HttpSourceClient
