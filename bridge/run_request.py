@@ -83,10 +83,18 @@ class RunRequest:
     context: ConversationContext = ConversationContext()
 
 
-def parse_run_request(envelope: Any, default_mode: str = DEFAULT_MODE) -> RunRequest:
+def too_many_sources(count: int, limit: int) -> RunRequestError:
+    """A run would call more sources than the bridge allows (`maxSourcesPerRun`)."""
+    return RunRequestError("bad_request", f"A run may call at most {limit} Knowledge Sources; this one "
+                                          f"names {count}. Name fewer, or raise maxSourcesPerRun.")
+
+
+def parse_run_request(envelope: Any, default_mode: str = DEFAULT_MODE,
+                      max_sources: int | None = None) -> RunRequest:
     """Normalise every accepted request form (contract 3.1): `data.*`, root-level fields, an A2A
     message (0.3 or 1.0, text and data parts) and the A2A 1.0 SendMessageRequest. Raises
-    RunRequestError with the contract's code and message."""
+    RunRequestError with the contract's code and message; more than `max_sources` inline
+    sources are refused before any of them is normalised."""
     if not isinstance(envelope, dict):
         raise RunRequestError("bad_request", "A2A request body must be a JSON object.")
     data: dict[str, Any] = envelope["data"] if isinstance(envelope.get("data"), dict) else envelope
@@ -111,6 +119,8 @@ def parse_run_request(envelope: Any, default_mode: str = DEFAULT_MODE) -> RunReq
     inline = data.get("knowledgeSources", data.get("knowledge_sources"))
     if inline is not None and not isinstance(inline, list):
         raise RunRequestError("bad_request", "knowledgeSources must be an array.")
+    if inline is not None and max_sources is not None and len(inline) > max_sources:
+        raise too_many_sources(len(inline), max_sources)
     conversation, context = _conversation(data, envelope, message, query)
     return RunRequest(query=query, mode=mode, intent=intent,
                       inline_sources=tuple(normalize_inline(inline)) if inline is not None else None,

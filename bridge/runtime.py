@@ -15,6 +15,7 @@ import openai
 from bridge.artifact import safe_id, safe_trace_text
 from bridge.iolog import IoCall, IoLog
 from bridge.registry import now_iso
+from bridge.runtime_transport import CappedTransport, RuntimeAnswerTooLarge
 from bridge.settings import BridgeSettings
 from common.bridge_schemas import Diagnostic, Observation
 
@@ -22,6 +23,7 @@ ADAPTER = "chat-completions"
 PROTOCOL = "openai-compatible"
 TEMPERATURE = 0.2
 PROBE_TIMEOUT_SECONDS = 5.0
+TOO_LARGE_MESSAGE = "Chat completions answer is larger than the bridge accepts."
 CHAT_FAILED_MESSAGE = ("Chat completions request failed. Check the configured OpenAI-compatible runtime at "
                        "/settings, or retry with orchestrationMode: \"evidence-only\".")
 # Headers the openai client would fill from OPENAI_* environment variables: the bridge sends the
@@ -99,7 +101,8 @@ def runtime_base(base_url: str) -> str:
 
 class ChatRuntime:
     """One OpenAI-compatible endpoint for the length of one run, configured from the live settings.
-    `max_retries=0` keeps every call inside the timeout; env proxies and redirects are not followed."""
+    `max_retries=0` keeps every call inside the timeout; env proxies and redirects are not followed;
+    answers larger than `max_runtime_answer_bytes` are cut off while they arrive."""
 
     def __init__(self, settings: BridgeSettings, timeout_seconds: float | None = None, *,
                  io: IoLog | None = None) -> None:
@@ -107,7 +110,9 @@ class ChatRuntime:
         self.io = io
         self.timeout_seconds = timeout_seconds or settings.timeout_seconds
         base_url = runtime_base(settings.base_url)  # first: it may raise before anything is opened
-        http_client = openai.DefaultAsyncHttpxClient(trust_env=False, follow_redirects=False)
+        http_client = openai.DefaultAsyncHttpxClient(
+            trust_env=False, follow_redirects=False,
+            transport=CappedTransport(settings.max_runtime_answer_bytes))
         self.client = openai.AsyncOpenAI(base_url=base_url,
                                          api_key=settings.api_key or _NO_KEY,
                                          timeout=self.timeout_seconds, max_retries=0,
@@ -148,15 +153,19 @@ class ChatRuntime:
                     temperature=TEMPERATURE, stream=False, extra_headers=self.headers, **extra)
         except (TimeoutError, openai.APITimeoutError):
             raise RuntimeFailure("Chat completions request timed out.", timeout=True) from None
+        except RuntimeAnswerTooLarge:  # an error answer's body, which the client reads itself
+            raise RuntimeFailure(TOO_LARGE_MESSAGE) from None
         except openai.APIStatusError as exc:
             mentions_tools = any(word in f"{exc.message} {exc.body}".lower() for word in ("tool", "function"))
             raise RuntimeFailure(f"Chat completions endpoint returned HTTP {exc.status_code}.",
                                  http_status=exc.status_code,
                                  tools_rejected="tools" in extra and mentions_tools
                                  and exc.status_code in (400, 404, 422)) from None
-        except openai.APIConnectionError:
+        except openai.APIConnectionError as exc:
+            if isinstance(exc.__cause__, RuntimeAnswerTooLarge):
+                raise RuntimeFailure(TOO_LARGE_MESSAGE) from None
             raise RuntimeFailure("Chat completions endpoint could not be reached.") from None
-        except (ValueError, openai.APIResponseValidationError):
+        except (ValueError, RecursionError, openai.APIResponseValidationError):
             raise RuntimeFailure("Chat completions endpoint returned invalid JSON.",
                                  invalid_json=True) from None
         return _reply(completion)
@@ -253,7 +262,7 @@ async def probe(settings: BridgeSettings) -> dict[str, Any]:
         except (TimeoutError, openai.APITimeoutError):
             return {**checked, "ok": False, "reachable": False, "reason": "timeout", "retryable": True,
                     "redacted": True}
-        except (openai.APIError, ValueError):
+        except (openai.APIError, ValueError, RuntimeAnswerTooLarge):
             return {**checked, "ok": False, "reachable": False, "reason": "request_failed",
                     "retryable": True, "redacted": True}
     if 300 <= status < 400:  # a redirect is not followed, so the runtime was not really reached

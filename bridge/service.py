@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import structlog
 
 from bridge import artifact, audit
@@ -54,6 +55,7 @@ from bridge.run_request import (
     check_excluded_page_ids,
     parse_run_request,
     query_text,
+    too_many_sources,
 )
 from bridge.runtime import CHAT_FAILED_MESSAGE, RuntimeFailure, model_configured, runtime_diagnostic
 from bridge.runtime import probe as probe_runtime
@@ -74,7 +76,6 @@ from bridge.settings import (
 )
 from bridge.settings_store import SettingsFileError, SettingsStore
 from bridge.sources.client import SourceClient, client_for
-from bridge.sources.http_client import SourceHttpClient
 from bridge.sources.http_source import BundleRead
 from bridge.sources.protocols import SourceClients
 from bridge.sources.transport import SourceCallError, SourceTransport
@@ -94,6 +95,7 @@ log = structlog.get_logger("llmwiki.bridge.service")
 
 # How many sources' recent path times a bridge keeps (for the fan-out's start order).
 PATH_TIMES_KEPT = 1024
+RUN_DEADLINE_MESSAGE = "Run deadline passed before the source answered."
 
 # Identity keys of PUT /settings/config.json and the settings fields they set.
 IDENTITY_FIELDS = {"runtimeId": "runtime_id", "runtimeName": "runtime_name", "runtime": "runtime",
@@ -164,7 +166,7 @@ class BridgeService:
         self.sources = list(sources or [])
         self.store = store
         self.settings_file_status = store.status if store else "disabled"
-        self.http: SourceHttpClient | None = None
+        self.http: aiohttp.ClientSession | None = None
         self._io = IoLog()
         self._browser_policy: tuple[BridgeSettings | None, BrowserPolicy] = (None, BrowserPolicy())
         # Each source's recent path time (seconds, smoothed), by protocol and URL: see start_order.
@@ -568,14 +570,18 @@ class BridgeService:
         def fail(status: int, code: str, message: str) -> RunError:
             return RunError(status, code, message, request_id, trace_id)
 
+        settings = self.settings  # one snapshot: a live settings change does not split a run
         try:
-            request = parse_run_request(envelope, self.settings.default_mode)
+            request = parse_run_request(envelope, settings.default_mode, settings.max_sources_per_run)
         except RunRequestError as exc:
             raise fail(exc.status, exc.code, exc.message) from None
         query, mode, intent = request.query, request.mode, request.intent
         candidates = (list(request.inline_sources) if request.inline_sources is not None
                       else list(self.sources))
         selected = [s for s in candidates if readiness(s).ready]
+        if len(selected) > settings.max_sources_per_run:  # the registry's selection (inline: parsed)
+            error = too_many_sources(len(selected), settings.max_sources_per_run)
+            raise fail(error.status, error.code, error.message)
         try:  # before any source call: a foreign-prefixed exclusion is the caller's mistake
             check_excluded_page_ids(intent, [s.id for s in selected])
         except RunRequestError as exc:
@@ -593,13 +599,19 @@ class BridgeService:
                              "headers": dict(current_scope().headers or {}), "body": envelope})
 
         transport = self.transport()
+        # One deadline for every source call of the run; past it, the sources still out fail.
+        # Discovery (retrieval intents only) may use half of it: the fan-out waits for all of
+        # discovery, so one hanging source must not leave the others no time to answer.
+        now = asyncio.get_running_loop().time()
+        deadline = now + settings.run_deadline_seconds
         steps = [step("bridge-plan", "Plan source calls", "done",
                       detail=f"Prepared {len(selected)} selected last-known ready Knowledge Source(s) "
                              f"for {mode} answering.")]
         pre_bundles: dict[int, BundleRead] = {}
         plans: dict[int, SourceRetrievalPlan] = {}
         if intent is not None:
-            pre_bundles, plans = await self._discover(transport, selected, intent)
+            pre_bundles, plans = await self._discover(transport, selected, intent,
+                                                      now + settings.run_deadline_seconds / 2)
             if intent.fallback == "none":
                 labels = [f"{s.id} ({s.protocol})" for s in selected]
                 mode_unsupported = [labels[i] for i in plans if not plans[i].mode_supported]
@@ -613,12 +625,12 @@ class BridgeService:
             source = selected[index]
             started = time.perf_counter()
             if transport.io is None:
-                outcome = await self._gather(transport, source, query, pre_bundles.get(index),
-                                             plans.get(index))
+                outcome = await self._guarded_gather(transport, source, query, pre_bundles.get(index),
+                                                     plans.get(index), deadline)
             else:
                 with io_scope(source={"id": source.id, "name": source.name, "protocol": source.protocol}):
-                    outcome = await self._gather(transport, source, query, pre_bundles.get(index),
-                                                 plans.get(index))
+                    outcome = await self._guarded_gather(transport, source, query, pre_bundles.get(index),
+                                                         plans.get(index), deadline)
             self._note_path_time(source, time.perf_counter() - started)
             return outcome
 
@@ -649,14 +661,23 @@ class BridgeService:
             known[key] = (last + seconds) / 2  # smoothed: one odd call does not reorder the next run
 
     async def _discover(self, transport: SourceTransport, selected: list[SourceDescriptor],
-                        intent: RetrievalIntent
+                        intent: RetrievalIntent, deadline: float
                         ) -> tuple[dict[int, BundleRead], dict[int, SourceRetrievalPlan]]:
-        """With a retrieval intent, read every bundle first: fresh capabilities decide what is sent."""
+        """With a retrieval intent, read every bundle first: fresh capabilities decide what is sent.
+        A read `deadline` cuts short counts as failed (the source keeps the descriptor's
+        capabilities)."""
 
         clients = [client_for(transport, source) for source in selected]
 
         async def discover(index: int) -> BundleRead | None:
-            return await clients[index].discover()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    return await clients[index].discover()
+            except TimeoutError:
+                return BundleRead(attempted=True, error=SourceCallError(RUN_DEADLINE_MESSAGE, timeout=True))
+            except Exception:  # a bridge bug with this source's answer: its failure, not the run's
+                log.exception("source_discovery_failed", source=safe_id(selected[index].id))
+                return BundleRead(attempted=True, error=SourceCallError("Source discovery failed."))
 
         reads = await fan_out(range(len(selected)), discover, self.settings.fanout_concurrency)
         bundles: dict[int, BundleRead] = {}
@@ -672,17 +693,37 @@ class BridgeService:
             plans[index] = plan_for(intent, caps, basis, source.id, ids, source.protocol)
         return bundles, plans
 
+    async def _guarded_gather(self, transport: SourceTransport, source: SourceDescriptor, query: str,
+                              pre_bundle: BundleRead | None, plan: SourceRetrievalPlan | None,
+                              deadline: float) -> SourceOutcome:
+        """`_gather`, where even a bridge bug with one source's answer is that source's failed
+        step (logged with its traceback), never the whole run's 500."""
+        started = time.perf_counter()
+        try:
+            return await self._gather(transport, source, query, pre_bundle, plan, deadline)
+        except Exception:
+            log.exception("source_gather_failed", source=safe_id(source.id))
+            outcome = SourceOutcome(source)
+            tool = _tool_step(source)
+            outcome.steps.append(tool)
+            self._fail_source(outcome, tool, SourceCallError("The source's answer could not be used."),
+                              started)
+            return outcome
+
     async def _gather(self, transport: SourceTransport, source: SourceDescriptor, query: str,
-                      pre_bundle: BundleRead | None, plan: SourceRetrievalPlan | None) -> SourceOutcome:
-        """One source: bundle step, query, tool step. Failures become steps and diagnostics."""
+                      pre_bundle: BundleRead | None, plan: SourceRetrievalPlan | None,
+                      deadline: float) -> SourceOutcome:
+        """One source: bundle step, query, tool step. Failures become steps and diagnostics; the
+        run deadline cuts the source's calls short."""
         outcome = SourceOutcome(source)
         sid = safe_id(source.id)
         label = safe_trace_text(source.label) or "Knowledge Source"
         started = time.perf_counter()
-        tool = step(f"tool-{sid}", f"Call {label}", "running", connection_id=source.id,
-                    tool_name=f"llmwiki_context__{sid}", parent_id="bridge-plan",
-                    detail=f"Calling selected {source.protocol} Knowledge Source.")
+        tool = _tool_step(source)
         outcome.steps.append(tool)
+        if asyncio.get_running_loop().time() >= deadline:  # waited for a slot past the deadline
+            self._fail_source(outcome, tool, SourceCallError(RUN_DEADLINE_MESSAGE, timeout=True), started)
+            return outcome
         if plan is not None and plan.diagnostic is not None:
             outcome.diagnostics.append(plan.diagnostic)
         bundle_diagnostic: Diagnostic | None = None
@@ -710,34 +751,31 @@ class BridgeService:
                                               strict=True)}))
 
         try:
-            payload = await client.run_context(query, plan.fields if plan is not None else {},
-                                               plan.fallback if plan is not None else None, prepare=prepare)
+            async with asyncio.timeout_at(deadline):
+                payload = await client.run_context(query, plan.fields if plan is not None else {},
+                                                   plan.fallback if plan is not None else None,
+                                                   prepare=prepare)
         except SourceCallError as exc:
-            failure = exc
+            failure = exc.with_traceback(None)  # kept in the outcome: no frames (or buffers) with it
+        except TimeoutError:
+            failure = SourceCallError(RUN_DEADLINE_MESSAGE, timeout=True)
         except BaseException:  # cancelled (or a bug): the bundle read goes too
             if bundle_task is not None:
                 bundle_task.cancel()
             raise
         if bundle_task is not None:
-            read, bundle = await bundle_task  # bounded by the timeout; never raises for a source
+            try:
+                async with asyncio.timeout_at(deadline):
+                    read, bundle = await bundle_task  # never raises for a source
+            except TimeoutError:
+                read = BundleRead(attempted=True, error=SourceCallError(RUN_DEADLINE_MESSAGE, timeout=True))
         if read is not None and read.attempted:
             bundle_diagnostic = self._bundle_step(outcome, read, source, tool, label, client.bundle_kind,
                                                   bundle)
         if failure is not None:
-            log.warning("source_failed", source=sid, error=failure.message)
             if bundle_diagnostic is not None:
                 outcome.diagnostics.remove(bundle_diagnostic)
-            diagnostic = artifact.source_diagnostic(source, failure, "query",
-                                                    source_policy=self.settings.source_policy,
-                                                    timeout_ms=self.settings.request_timeout_ms)
-            outcome.diagnostics.append(diagnostic)
-            tool.status = "error"
-            tool.detail = f"{label} could not be queried by the bridge."
-            tool.error = "Source query failed."
-            tool.citation_ids, tool.citation_refs = [], []  # every source step has them (the seeds)
-            tool.diagnostic = diagnostic
-            tool.latency_ms = round((time.perf_counter() - started) * 1000)
-            outcome.failed = True
+            self._fail_source(outcome, tool, failure, started)
             return outcome
         ready = early[0] if early and early[0].context is payload else None
         evidence = artifact.evidence_from(payload, source, ready.graph if ready else None,
@@ -768,6 +806,24 @@ class BridgeService:
         outcome.wired = {id(model): wired.get(id(model)) or model.wire()
                          for model in (*evidence.citations, *outcome.steps, *bundles)}
         return outcome
+
+    def _fail_source(self, outcome: SourceOutcome, tool: TraceStep, failure: SourceCallError,
+                     started: float) -> None:
+        """The source's failed query (contract 3.8): diagnostic, tool step in error, failure noted."""
+        source = outcome.source
+        log.warning("source_failed", source=safe_id(source.id), error=failure.message)
+        diagnostic = artifact.source_diagnostic(source, failure, "query",
+                                                source_policy=self.settings.source_policy,
+                                                timeout_ms=self.settings.request_timeout_ms)
+        outcome.diagnostics.append(diagnostic)
+        label = safe_trace_text(source.label) or "Knowledge Source"
+        tool.status = "error"
+        tool.detail = f"{label} could not be queried by the bridge."
+        tool.error = "Source query failed."
+        tool.citation_ids, tool.citation_refs = [], []  # every source step has them (the seeds)
+        tool.diagnostic = diagnostic
+        tool.latency_ms = round((time.perf_counter() - started) * 1000)
+        outcome.failed = True
 
     @staticmethod
     async def _read_bundle(client: SourceClient, source: SourceDescriptor
@@ -932,6 +988,15 @@ def probe_message(message: str) -> str:
     """A source failure as the settings page may show it: redacted, one line, at most 240 chars."""
     text = " ".join(redact_text(message).split())
     return text if len(text) <= 240 else text[:237] + "..."
+
+
+def _tool_step(source: SourceDescriptor) -> TraceStep:
+    """The running `tool-<id>` step a source's part of a run starts with (contract 3.8)."""
+    sid = safe_id(source.id)
+    label = safe_trace_text(source.label) or "Knowledge Source"
+    return step(f"tool-{sid}", f"Call {label}", "running", connection_id=source.id,
+                tool_name=f"llmwiki_context__{sid}", parent_id="bridge-plan",
+                detail=f"Calling selected {source.protocol} Knowledge Source.")
 
 
 def _host_key(host: str) -> str:

@@ -20,6 +20,8 @@ DEFAULT_PORT = 8788
 DEFAULT_BASE_URL = "http://127.0.0.1:8642/v1"
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_BODY_BYTES = 2 * 1024 * 1024
+DEFAULT_MAX_SOURCES_PER_RUN = 32
+DEFAULT_MAX_RUNTIME_ANSWER_BYTES = 4 * 1024 * 1024
 SOURCE_POLICIES = ("private-http", "allowlist", "public-https")
 IO_LOG_MODES = ("off", "file", "logger")
 # Relative to the working directory (contract 1.2); used only when the I/O log is on.
@@ -85,6 +87,10 @@ class BridgeSettings:
     source_policy: str = "private-http"
     allowed_source_origins: tuple[str, ...] = ()
     fanout_concurrency: int = 4
+    # Bounds on one run's work (docs/configuration.md): what a caller or a source can make it cost.
+    max_sources_per_run: int = DEFAULT_MAX_SOURCES_PER_RUN
+    run_deadline_ms: int | None = None  # None: the request timeout
+    max_runtime_answer_bytes: int = DEFAULT_MAX_RUNTIME_ANSWER_BYTES
     default_mode: str = "delegated-runtime"  # for requests that name no orchestration mode
     max_body_bytes: int = MAX_BODY_BYTES
     config_path: Path | None = None
@@ -108,6 +114,12 @@ class BridgeSettings:
             raise SettingsError("requestTimeoutMs must be a positive integer.")
         if not 1 <= self.fanout_concurrency <= 64:
             raise SettingsError("fanoutConcurrency must be between 1 and 64.")
+        if not 1 <= self.max_sources_per_run <= 1000:
+            raise SettingsError("maxSourcesPerRun must be between 1 and 1000.")
+        if self.run_deadline_ms is not None and not 1 <= self.run_deadline_ms <= 10**9:
+            raise SettingsError("runDeadlineMs must be a positive integer.")
+        if not 1024 <= self.max_runtime_answer_bytes <= 1 << 30:
+            raise SettingsError("maxRuntimeAnswerBytes must be between 1024 and 1073741824.")
         if self.default_mode not in ORCHESTRATION_MODES:
             raise SettingsError("defaultOrchestrationMode must be one of: "
                                 f"{', '.join(ORCHESTRATION_MODES)}.")
@@ -127,6 +139,11 @@ class BridgeSettings:
     @property
     def timeout_seconds(self) -> float:
         return self.request_timeout_ms / 1000
+
+    @property
+    def run_deadline_seconds(self) -> float:
+        """How long a run's source phase (discovery and fan-out) may take in all."""
+        return (self.run_deadline_ms or self.request_timeout_ms) / 1000
 
     @property
     def public_bind(self) -> bool:
@@ -386,6 +403,17 @@ OPTIONS: tuple[Option, ...] = (
            ("HERMES_A2A_BRIDGE_ALLOWED_SOURCE_ORIGINS",), ("allowedSourceOrigins",)),
     _option("fanout_concurrency", "--fanout-concurrency", "LLMWIKI_AGENT_BRIDGE_FANOUT_CONCURRENCY",
            parse_int, "Most sources queried at once (1..64, default 4).", (), ("fanoutConcurrency",)),
+    _option("max_sources_per_run", "--max-sources-per-run", "LLMWIKI_AGENT_BRIDGE_MAX_SOURCES_PER_RUN",
+           parse_int, "Most Knowledge Sources one run may call (1..1000, default 32); a request naming "
+           "more is refused with 400.", (), ("maxSourcesPerRun",)),
+    _option("run_deadline_ms", "--run-deadline-ms", "LLMWIKI_AGENT_BRIDGE_RUN_DEADLINE_MS", parse_int,
+           "Deadline of a run's source calls as a whole, in milliseconds (default: the timeout); "
+           "sources still out then are failed steps and the run answers with the rest.", (),
+           ("runDeadlineMs",)),
+    _option("max_runtime_answer_bytes", "--max-runtime-answer-bytes",
+           "LLMWIKI_AGENT_BRIDGE_MAX_RUNTIME_ANSWER_BYTES", parse_int,
+           "Largest runtime (chat completions) answer accepted, in bytes (default 4194304); a larger "
+           "one fails the runtime call.", (), ("maxRuntimeAnswerBytes",)),
     _option("default_mode", "--default-mode", "LLMWIKI_AGENT_BRIDGE_DEFAULT_MODE", parse_mode,
            "Orchestration mode for requests that name none: delegated-runtime (default, as the "
            "contract says), evidence-only or hybrid.", (), ("defaultOrchestrationMode",)),
@@ -453,7 +481,9 @@ def _from_file(option: Option, raw: Any) -> Any:
         return option.parse(",".join(str(v) for v in raw))
     if isinstance(raw, bool):
         raise ValueError("has the wrong type")
-    if isinstance(raw, int) and option.name in ("port", "request_timeout_ms", "fanout_concurrency"):
+    if isinstance(raw, int) and option.name in ("port", "request_timeout_ms", "fanout_concurrency",
+                                                "max_sources_per_run", "run_deadline_ms",
+                                                "max_runtime_answer_bytes"):
         return raw
     if not isinstance(raw, str):
         raise ValueError("has the wrong type")

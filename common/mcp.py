@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from common.json_read import JsonTooDeep, loads_bounded
+
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSION = "2026-07-28"
 LATEST_HANDSHAKE = "2025-11-25"
@@ -113,9 +115,10 @@ def _accepts_both(accept: str) -> bool:
 def parse_body(raw: bytes) -> Any:
     """Raises McpError(-32700) when the body is not JSON."""
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "body is not UTF-8"
+        return loads_bounded(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, JsonTooDeep) as exc:
+        reason = (exc.msg if isinstance(exc, json.JSONDecodeError)
+                  else "body is nested too deeply" if isinstance(exc, JsonTooDeep) else "body is not UTF-8")
         raise McpError(PARSE_ERROR, f"Parse error: {reason}") from None
 
 

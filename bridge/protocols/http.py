@@ -26,6 +26,7 @@ from bridge.settings_store import SettingsFileError, SettingsStore
 from bridge.sources.protocols import source_clients
 from bridge.sources.transport import source_http_client
 from common.errors import CodedError, HttpError, json_response
+from common.json_read import JsonTooDeep, loads_bounded
 from common.logging import REQUEST_ID, setup_request_context
 
 SERVICE_KEY = web.AppKey("bridge_service", BridgeService)
@@ -152,11 +153,15 @@ def _too_large(request: web.Request) -> web.Response:
 
 
 async def json_body(request: web.Request) -> Any:
+    """The request's JSON (`{}` when empty); 400 `invalid_json` when it is not JSON or nests deeper
+    than any bridge request shape could (which would otherwise exhaust the stack later)."""
     raw = await request.read()
     if not raw.strip():
         return {}
     try:
-        return json.loads(raw)
+        return loads_bounded(raw)
+    except JsonTooDeep:
+        raise CodedError(400, "invalid_json", "Request body JSON is nested too deeply.") from None
     except ValueError:
         raise CodedError(400, "invalid_json", "Request body must be valid JSON.") from None
 

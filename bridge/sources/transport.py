@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -16,15 +16,19 @@ from pydantic_core import from_json
 
 from bridge.iolog import IoCall, IoLog, header_summary
 from bridge.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
-from bridge.sources.http_client import ConnectError, HttpClientError, ResponseTooLarge, SourceHttpClient
-from bridge.sources.resolver import PolicyResolver
+from bridge.sources.resolver import PolicyResolveError, PolicyResolver
 from common.errors import json_bytes
+from common.json_read import JsonTooDeep, loads_bounded
 from common.version import __version__
 
 if TYPE_CHECKING:
     from bridge.sources.client import SourceClient
 
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # a source answer larger than this is a failure, not evidence
+# Connections open at once to one source host (host and port). A host that hangs holds at most
+# these; calls to every other host never wait behind it (docs/architecture.md, "Bounded work").
+CONNECTIONS_PER_HOST = 32
+KEEP_ALIVE_SECONDS = 15.0
 
 
 class SourceCallError(Exception):
@@ -54,22 +58,30 @@ class SourceCallError(Exception):
 
 @dataclass(frozen=True)
 class SourceTransport:
-    """What every outbound source call shares: the HTTP client, the policy, the timeout and the
+    """What every outbound source call shares: the HTTP session, the policy, the timeout and the
     protocol table the bridge was started with (see `bridge.sources.protocols`)."""
 
-    http: SourceHttpClient
+    http: aiohttp.ClientSession
     policy: SourcePolicy
     timeout_seconds: float
     io: IoLog | None = None  # the I/O debug log, when the operator turned it on
     clients: Mapping[str, type[SourceClient]] = field(kw_only=True)
 
 
-def source_http_client(policy: Callable[[], SourcePolicy],
-                       resolver: AbstractResolver | None = None) -> SourceHttpClient:
-    """The one client for source calls; every host name goes through the policy resolver, so the
-    addresses actually connected to are the ones checked."""
+def source_http_client(policy: Callable[[], SourcePolicy], resolver: AbstractResolver | None = None, *,
+                       ssl_context: ssl.SSLContext | None = None) -> aiohttp.ClientSession:
+    """The one session for source calls. Every host name goes through the policy resolver (not
+    cached, so a policy change applies to the next connection), so the addresses actually
+    connected to are the ones checked; no cookies, no proxies from the environment."""
     inner = resolver if resolver is not None else aiohttp.ThreadedResolver()
-    return SourceHttpClient(PolicyResolver(inner, policy), user_agent=f"llmwiki-agent-bridge/{__version__}")
+    connector = aiohttp.TCPConnector(
+        resolver=PolicyResolver(inner, policy), use_dns_cache=False, limit=0,
+        limit_per_host=CONNECTIONS_PER_HOST, keepalive_timeout=KEEP_ALIVE_SECONDS,
+        ssl=ssl_context if ssl_context is not None else True)
+    return aiohttp.ClientSession(
+        connector=connector, cookie_jar=aiohttp.DummyCookieJar(), trust_env=False,
+        timeout=aiohttp.ClientTimeout(total=None),  # each call's own deadline bounds it (call_json)
+        headers={"User-Agent": f"llmwiki-agent-bridge/{__version__}"})
 
 
 @functools.lru_cache(maxsize=4096)
@@ -132,13 +144,44 @@ async def call_json(transport: SourceTransport, method: str, url: str, label: st
 
 async def _exchange(transport: SourceTransport, method: str, url: str, label: str, data: bytes | None,
                     headers: dict[str, str]) -> SourceAnswer:
+    """The call itself, whatever its status; every failure a `SourceCallError`."""
+    failure: SourceCallError | None = None
     try:
         async with asyncio.timeout(transport.timeout_seconds):
-            response = await transport.http.request(method, url, body=data, headers=headers,
-                                                    max_bytes=MAX_RESPONSE_BYTES)
-    except (TimeoutError, HttpClientError) as exc:
-        raise _call_error(exc, label) from None
-    return SourceAnswer(response.status, response.headers, response.body)
+            return await _fetch(transport.http, method, url, data, headers)
+    except AnswerTooLarge:
+        failure = SourceCallError(f"{label} returned too much data")
+    except Exception as exc:  # noqa: BLE001 - whatever a source or its URL causes is its failure
+        failure = _call_error(exc, label)
+    # Raised here, outside the handlers: the error carries no context (and no frame) of the read.
+    raise failure
+
+
+class AnswerTooLarge(Exception):
+    """The answer's body (after decompression) passed the cap; the read stopped there."""
+
+
+async def _fetch(http: aiohttp.ClientSession, method: str, url: str, data: bytes | None,
+                 headers: dict[str, str]) -> SourceAnswer:
+    """One exchange, its body read as it streams in and dropped at the cap (closing the
+    connection), so an oversized answer never sits whole in memory."""
+    async with http.request(method, url, data=data, headers=headers, allow_redirects=False) as response:
+        limit = MAX_RESPONSE_BYTES
+        if response.content_length is not None and response.content_length > limit:
+            raise AnswerTooLarge
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.content.iter_any():
+            size += len(chunk)
+            if size > limit:
+                chunks.clear()
+                raise AnswerTooLarge
+            chunks.append(chunk)
+        names: dict[str, str] = {}
+        for name, value in response.headers.items():
+            key = name.lower()
+            names[key] = f"{names[key]}, {value}" if key in names else value
+        return SourceAnswer(response.status, names, b"".join(chunks))
 
 
 def _logged_body(answer: SourceAnswer) -> Any:
@@ -149,13 +192,14 @@ def _logged_body(answer: SourceAnswer) -> Any:
         return answer.body.decode("utf-8", errors="replace")
 
 
-def _call_error(exc: TimeoutError | HttpClientError, label: str) -> SourceCallError:
+def _call_error(exc: Exception, label: str) -> SourceCallError:
     if isinstance(exc, TimeoutError):
         return SourceCallError("Request timed out.", timeout=True)
-    if isinstance(exc, ConnectError) and exc.policy:
+    if isinstance(exc, aiohttp.ClientConnectorDNSError) and isinstance(exc.os_error, PolicyResolveError):
         return SourceCallError(POLICY_BLOCKED_MESSAGE, policy=True)
-    if isinstance(exc, ResponseTooLarge):
-        return SourceCallError(f"{label} returned too much data")
+    if isinstance(exc, (aiohttp.ClientConnectorDNSError, UnicodeError)):
+        # UnicodeError: a host name the IDNA codec refuses (a label over 63 characters, ...).
+        return SourceCallError(f"{label} host name could not be resolved.")
     return SourceCallError(f"{label} could not be reached.")
 
 
@@ -169,13 +213,18 @@ def _operation(url: str, body: dict[str, Any] | None) -> str:
 
 
 def decode_json(raw: bytes, label: str) -> Any:
-    """pydantic-core's parser is about a third cheaper than `json`; what it refuses (invalid UTF-8,
-    lone surrogates) gets the standard library's more lenient reading before it counts as invalid."""
+    """pydantic-core's parser (about a third cheaper than `json`, and it refuses nesting deeper
+    than `MAX_JSON_DEPTH`); what it refuses for its encoding (invalid UTF-8, lone surrogates)
+    gets the standard library's more lenient reading, under the same depth limit, before it
+    counts as invalid."""
     try:
         return from_json(raw)
-    except ValueError:
-        pass
+    except ValueError as exc:
+        if "recursion limit" in str(exc):
+            raise SourceCallError(f"{label} returned JSON nested too deeply", invalid_json=True) from None
     try:
-        return json.loads(raw.decode("utf-8", errors="replace"))
+        return loads_bounded(raw.decode("utf-8", errors="replace"))
+    except JsonTooDeep:
+        raise SourceCallError(f"{label} returned JSON nested too deeply", invalid_json=True) from None
     except ValueError:
         raise SourceCallError(f"{label} returned invalid JSON", invalid_json=True) from None
