@@ -16,7 +16,7 @@ from pydantic_core import from_json
 
 from bridge.iolog import IoCall, IoLog, header_summary
 from bridge.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
-from bridge.sources.resolver import PolicyResolveError, PolicyResolver
+from bridge.sources.resolver import ConnectGuard, PolicyResolveError, PolicyResolver
 from common.errors import json_bytes
 from common.json_read import JsonTooDeep, loads_bounded
 from common.version import __version__
@@ -74,8 +74,9 @@ def source_http_client(policy: Callable[[], SourcePolicy], resolver: AbstractRes
     cached, so a policy change applies to the next connection), so the addresses actually
     connected to are the ones checked; no cookies, no proxies from the environment."""
     inner = resolver if resolver is not None else aiohttp.ThreadedResolver()
+    guard = ConnectGuard(policy)  # judges address literals too: aiohttp never resolves those
     connector = aiohttp.TCPConnector(
-        resolver=PolicyResolver(inner, policy), use_dns_cache=False, limit=0,
+        resolver=PolicyResolver(inner, policy, guard), socket_factory=guard, use_dns_cache=False, limit=0,
         limit_per_host=CONNECTIONS_PER_HOST, keepalive_timeout=KEEP_ALIVE_SECONDS,
         ssl=ssl_context if ssl_context is not None else True)
     return aiohttp.ClientSession(
@@ -195,7 +196,8 @@ def _logged_body(answer: SourceAnswer) -> Any:
 def _call_error(exc: Exception, label: str) -> SourceCallError:
     if isinstance(exc, TimeoutError):
         return SourceCallError("Request timed out.", timeout=True)
-    if isinstance(exc, aiohttp.ClientConnectorDNSError) and isinstance(exc.os_error, PolicyResolveError):
+    # The resolver's refusal (a DNS error to aiohttp) or the connect guard's (a connector error).
+    if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, PolicyResolveError):
         return SourceCallError(POLICY_BLOCKED_MESSAGE, policy=True)
     if isinstance(exc, (aiohttp.ClientConnectorDNSError, UnicodeError)):
         # UnicodeError: a host name the IDNA codec refuses (a label over 63 characters, ...).

@@ -9,9 +9,11 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from yarl import URL
 
 from bridge.hosts import address_of, is_loopback_address, is_public_address, normalize_host
 from bridge.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
@@ -19,26 +21,33 @@ from bridge.protocols.http import create_app
 from bridge.registry import normalize_inline
 from bridge.settings import BridgeSettings
 from bridge.sources.a2a_source import MESSAGE_URL_BLOCKED, A2aSourceClient
-from bridge.sources.http_client import ConnectError, HttpClientError, SourceHttpClient, _parsed
 from bridge.sources.protocols import source_clients
 from bridge.sources.resolver import PolicyResolveError, PolicyResolver
-from bridge.sources.transport import SourceCallError, SourceTransport, call_json
+from bridge.sources.transport import SourceCallError, SourceTransport, call_json, source_http_client
 from tests.support.bridge_sources import FakeDns, observations, source
 from tests.support.policy_cases import HONEST_DNS, MUST_BLOCK, REBINDING_DNS, REBINDING_URLS
 
 POLICY = SourcePolicy("public-https")
+REFUSED_URLS = (aiohttp.InvalidUrlClientError, aiohttp.NonHttpUrlClientError)
 
 
 def transport_over(dns: FakeDns) -> SourceTransport:
-    return SourceTransport(SourceHttpClient(PolicyResolver(dns, lambda: POLICY)), POLICY, 5.0,
-                           clients=source_clients())
+    return SourceTransport(source_http_client(lambda: POLICY, dns), POLICY, 5.0, clients=source_clients())
+
+
+def client_host(url: str) -> str | None:
+    """The host the source client (aiohttp, through yarl) connects to for `url`, or None when it
+    refuses the URL itself."""
+    try:
+        return URL(url).raw_host
+    except (ValueError, UnicodeError):
+        return None
 
 
 def _private_literal(url: str) -> bool:
     """A URL whose host, as the client reads it, is a non-public, non-loopback address."""
-    try:
-        host = _parsed(url)[1]
-    except HttpClientError:
+    host = client_host(url)
+    if host is None:
         return False
     name = normalize_host(host)
     address = address_of(name) if name else None
@@ -65,10 +74,14 @@ async def test_the_client_checks_address_literals_without_the_url_check(url: str
     policy resolver like any name (the bug was that `１０.０.０.１` became a literal after IDNA and
     was connected to directly)."""
     dns = FakeDns({})
-    async with SourceHttpClient(PolicyResolver(dns, lambda: POLICY)) as http:
-        with pytest.raises(ConnectError) as raised:
-            await http.request("GET", url, max_bytes=1024)
-    assert raised.value.policy
+    async with source_http_client(lambda: POLICY, dns) as http:
+        with pytest.raises((aiohttp.ClientConnectorError, *REFUSED_URLS)) as raised:
+            async with http.get(url):
+                pass
+    # The connect guard, before a socket exists; or aiohttp refusing the URL itself (a
+    # non-canonical IPv4, a scheme that is not HTTP).
+    refused = raised.value
+    assert isinstance(refused, REFUSED_URLS) or isinstance(refused.os_error, PolicyResolveError)
     assert dns.asked == [] and network_guard.violations == []  # a literal is never looked up
 
 
@@ -86,7 +99,7 @@ async def test_names_answered_with_private_addresses_are_refused(url: str, netwo
         await call_json(transport, "GET", url, "Source")
     await transport.http.close()
     assert raised.value.policy, raised.value.message
-    assert dns.asked == [_parsed(url)[1]]  # the URL passed; the answer was refused
+    assert dns.asked == [client_host(url)]  # the URL passed; the answer was refused
     assert network_guard.violations == []
 
 
@@ -167,3 +180,19 @@ async def test_a2a_card_message_urls_are_normalized_before_the_check(
         assert raised.value.message == POLICY_BLOCKED_MESSAGE and dns.asked == ["rebind-4.example.com"]
     else:
         assert raised.value.message == MESSAGE_URL_BLOCKED and dns.asked == []
+
+
+async def test_the_connect_guard_lets_through_what_the_operator_allowlisted() -> None:
+    """An allowlisted name may answer a private address (the operator's choice): the resolver
+    approves that answer, so the guard lets the connect through; other private addresses stay out."""
+    from bridge.sources.resolver import ConnectGuard
+
+    policy = SourcePolicy("public-https", ("https://wiki.corp.example", "https://10.9.9.9"))
+    guard = ConnectGuard(lambda: policy)
+    resolver = PolicyResolver(FakeDns({"wiki.corp.example": "10.1.2.3"}), lambda: policy, guard)
+    assert not guard.allows("10.1.2.3")
+    assert [r["host"] for r in await resolver.resolve("wiki.corp.example", 443)] == ["10.1.2.3"]
+    assert guard.allows("10.1.2.3") and guard.allows("10.9.9.9")  # approved; an allowlisted literal
+    assert not guard.allows("10.1.2.4") and not guard.allows("::ffff:10.1.2.4")
+    assert guard.allows("127.0.0.1") and guard.allows("93.184.216.34")
+    assert ConnectGuard(lambda: SourcePolicy("private-http")).allows("10.1.2.4")
