@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bridge import artifact
+from bridge.core.errors import RunFailed
+from bridge.fields import as_list, as_object
 from bridge.guidance import GuidanceError, guidance_diagnostic, map_guidance
 from bridge.policy import SourcePolicy
 from bridge.registry import (
@@ -21,10 +23,11 @@ from bridge.registry import (
 from bridge.retrieval import IntentError, parse_intent, plan_for, unsupported_message
 from bridge.run_request import query_text
 from bridge.service import BridgeService
+from bridge.source_bundle import source_bundle
+from bridge.sources.base import SourceCallError, bundle_capabilities
 from bridge.sources.client import SourceClient, UnsupportedOperation, client_for
-from bridge.sources.transport import SourceCallError
+from bridge.text import markdown_readable, safe_id, safe_trace_text
 from common.bridge_schemas import Diagnostic, JsonObject, TraceStep
-from common.errors import CodedError
 
 TOOL_NAMES = ("llmwiki_agent_run", "llmwiki_list_sources", "llmwiki_context", "llmwiki_search",
               "llmwiki_read", "llmwiki_graph", "llmwiki_graph_neighbors", "llmwiki_source_bundle")
@@ -299,7 +302,7 @@ def source_summary(source: SourceDescriptor, policy: SourcePolicy) -> JsonObject
 
 
 def _label(source: SourceDescriptor) -> str:
-    return artifact.safe_trace_text(source.label) or "Knowledge Source"
+    return safe_trace_text(source.label) or "Knowledge Source"
 
 
 # ----------------------------------------------------------------------------- payload normalisation
@@ -324,19 +327,19 @@ def _prefixed(source_id: str, raw_id: str) -> str:
 def context_value(payload: JsonObject, source: SourceDescriptor, query: str,
                   summary: JsonObject) -> tuple[JsonObject, Diagnostic | None]:
     """The `llmwiki_context` value (contract 3.11) and a note when the source's guidance was dropped."""
-    metadata = artifact.as_object(payload.get("metadata"))
+    metadata = as_object(payload.get("metadata"))
 
     def pick(*keys: str) -> Any:
         found = _first(payload, *keys)
         return found if found is not None else _first(metadata, *keys)
 
     orientation = []
-    for item in artifact.as_list(payload.get("orientation")):
+    for item in as_list(payload.get("orientation")):
         if isinstance(item, dict):
             orientation.append({
                 "id": _str(_first(item, "id", "page_id", "pageId")),
                 "title": _str(item.get("title")) or "Untitled", "path": _str(item.get("path")),
-                "snippet": artifact.markdown_readable(item.get("snippet")),
+                "snippet": markdown_readable(item.get("snippet")),
                 "role": _str(item.get("role")), "sourceRefs": _refs(item)})
     graph = artifact.graph_from(payload, source.id)
     value: JsonObject = {
@@ -352,7 +355,7 @@ def context_value(payload: JsonObject, source: SourceDescriptor, query: str,
             value[key] = count
     value["orientation"] = orientation
     value["citations"] = [c.wire() for c in artifact.citations_from(payload, source)]
-    value["limitations"] = [s for s in artifact.as_list(payload.get("limitations")) if isinstance(s, str)]
+    value["limitations"] = [s for s in as_list(payload.get("limitations")) if isinstance(s, str)]
     note: Diagnostic | None = None
     raw_guidance = payload.get("retrieval_guidance", payload.get("retrievalGuidance"))
     if raw_guidance is not None:
@@ -363,7 +366,7 @@ def context_value(payload: JsonObject, source: SourceDescriptor, query: str,
                                                       "retrievalGuidance")
         except GuidanceError:
             note = guidance_diagnostic({"retrieval_guidance": raw_guidance}, False,
-                                       artifact.safe_id(source.id), source.protocol)
+                                       safe_id(source.id), source.protocol)
     value["graph"] = graph.wire()
     return value, note
 
@@ -371,14 +374,14 @@ def context_value(payload: JsonObject, source: SourceDescriptor, query: str,
 def search_results(payload: JsonObject, source: SourceDescriptor) -> list[JsonObject]:
     results = []
     items = payload.get("results") if isinstance(payload.get("results"), list) else payload.get("evidence")
-    for index, item in enumerate(artifact.as_list(items)):
+    for index, item in enumerate(as_list(items)):
         if not isinstance(item, dict):
             continue
         raw_id = _str(_first(item, "page_id", "pageId", "id", "path")) or str(index + 1)
         page_id = raw_id.removeprefix(f"{source.id}:")
         result: JsonObject = {"id": _prefixed(source.id, raw_id), "pageId": page_id,
                               "title": _str(item.get("title")) or "Untitled", "path": _str(item.get("path")),
-                              "snippet": artifact.markdown_readable(item.get("snippet"))}
+                              "snippet": markdown_readable(item.get("snippet"))}
         score = item.get("score")
         if isinstance(score, (int, float)) and not isinstance(score, bool):
             result["score"] = score
@@ -484,16 +487,16 @@ class SourceTools:
         envelope = args if isinstance(args.get("data"), dict) else {"data": args}
         try:
             task = await self.service.run(envelope, request_id, trace_id)
-        except CodedError as exc:
-            if exc.status < 500:
+        except RunFailed as exc:
+            if exc.kind == "rejected":
                 raise ToolArgumentError(exc.message) from None
             raise
         result: JsonObject = {}
-        for item in artifact.as_list(task.get("artifacts")):
+        for item in as_list(task.get("artifacts")):
             if isinstance(item, dict) and item.get("name") == artifact.ARTIFACT_NAME:
-                parts = artifact.as_list(item.get("parts"))
-                first = artifact.as_object(parts[0]) if parts else {}
-                result = artifact.as_object(first.get("data"))
+                parts = as_list(item.get("parts"))
+                first = as_object(parts[0]) if parts else {}
+                result = as_object(first.get("data"))
         return tool_result("llmwiki_agent_result", result, _str(result.get("answer")))
 
     # -------------------------------------------------------------- source tools
@@ -543,7 +546,7 @@ class SourceTools:
             except SourceCallError:
                 read = None
             if read is not None and read.raw is not None:  # fresh capabilities win over the descriptor
-                capabilities, basis = artifact.bundle_capabilities(read.raw), "fresh"
+                capabilities, basis = bundle_capabilities(read.raw), "fresh"
         plan = plan_for(intent, capabilities, basis, source.id, ids, source.protocol)
         if intent.fallback == "none" and (not plan.mode_supported or plan.diagnostic is not None):
             label = [f"{source.id} ({source.protocol})"]
@@ -572,9 +575,9 @@ class SourceTools:
         payload = await client.context(body)
         value, guidance_note = context_value(payload, source, query, summary)
         if guidance_note is None and "retrievalGuidance" not in value:
-            advertised = capabilities | set(source.capabilities) | set(artifact.bundle_capabilities(payload))
+            advertised = capabilities | set(source.capabilities) | set(bundle_capabilities(payload))
             guidance_note = guidance_diagnostic(payload, "llmwiki_agent_guided_lexical_v1" in advertised,
-                                                artifact.safe_id(source.id), source.protocol)
+                                                safe_id(source.id), source.protocol)
         if guidance_note is not None:
             notes.append(guidance_note)
         if notes:
@@ -611,7 +614,7 @@ class SourceTools:
         value = {"source": self.summary(source), "pageId": given, "page": page}
         title = _str(page.get("title")) or page_id
         state = "not found" if page.get("found") is False else "read"
-        return tool_result(tool, value, f"Page {state} from {label}: {artifact.safe_trace_text(title)}.")
+        return tool_result(tool, value, f"Page {state} from {label}: {safe_trace_text(title)}.")
 
     async def graph(self, args: JsonObject) -> JsonObject:
         tool = "llmwiki_graph"
@@ -692,11 +695,11 @@ class SourceTools:
         diagnostics: list[Diagnostic] = []
         bundle = None
         if read.attempted:
-            bundle_step = artifact.step(f"source-manifest-{artifact.safe_id(source.id)}",
+            bundle_step = artifact.step(f"source-manifest-{safe_id(source.id)}",
                                         f"Read {label} source bundle", "done",
                                         parent_id="mcp-source-bundle", connection_id=source.id)
             if read.raw is not None:
-                bundle = artifact.source_bundle(read.raw, source)
+                bundle = source_bundle(read.raw, source)
                 bundle_step.detail = ("Read safe manifest metadata." if read.endpoint == "manifest" else
                                       "Read safe MCP source bundle metadata." if source.protocol == "mcp"
                                       else "Read safe source bundle metadata.")
@@ -717,5 +720,5 @@ class SourceTools:
                  "steps": [s.wire() for s in steps], "diagnostics": [d.wire() for d in diagnostics]}
         if bundle is None:
             return tool_result(tool, value, f"No source bundle metadata was available from {label}.")
-        name = artifact.safe_trace_text(bundle.title or bundle.bundle_id or bundle.source_id)
+        name = safe_trace_text(bundle.title or bundle.bundle_id or bundle.source_id)
         return tool_result(tool, value, f"Source bundle from {label}: {name}.")

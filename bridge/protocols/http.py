@@ -16,8 +16,10 @@ from aiohttp.abc import AbstractResolver
 
 from bridge import audit
 from bridge.auth import bearer_matches
+from bridge.core.errors import BridgeError
 from bridge.iolog import header_summary, io_scope
 from bridge.protocols import a2a, mcp
+from bridge.protocols.errors import http_error
 from bridge.protocols.settings_page import settings_html
 from bridge.registry import SourceDescriptor, normalize_registered
 from bridge.service import BridgeService
@@ -122,6 +124,8 @@ async def _guarded(request: web.Request, handler: Handler, service: BridgeServic
         return _too_large(request)
     try:
         return await handler(request)
+    except BridgeError as exc:
+        return http_error(exc).response()
     except HttpError as exc:
         return exc.response()
     except web.HTTPRequestEntityTooLarge:
