@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.fields import as_list, as_object, first, first_str, text_of
+from bridge.fields import as_list, as_object, first, first_str, source_refs, text_of
 from bridge.registry import SourceDescriptor, now_iso
 from bridge.source_bundle import safe_uri
 from bridge.sources.base import SourceCallError
@@ -43,11 +43,6 @@ class SourceEvidence:
     orientation: list[str] = field(default_factory=list)
 
 
-def _refs(item: dict[str, Any]) -> list[str]:
-    refs = first(item, "sourceRefs", "source_refs")
-    return [str(r) for r in refs if isinstance(r, (str, int))] if isinstance(refs, list) else []
-
-
 def _handle(item: dict[str, Any]) -> str | None:
     """An item's `handle` (or `uri`) when it is an `llmwiki://` handle; no query, fragment or userinfo."""
     uri = safe_uri(first(item, "handle", "uri"))
@@ -70,7 +65,7 @@ def _citation(item: dict[str, Any], index: int, source: SourceDescriptor) -> Cit
         score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
         snippet=markdown_readable(item.get("snippet")),
         connection_id=first_str(item, "connectionId", "connection_id") or source.id,
-        source_refs=_refs(item), handle=_handle(item))
+        source_refs=source_refs(item), handle=_handle(item))
 
 
 def citations_from(payload: JsonObject, source: SourceDescriptor) -> list[Citation]:

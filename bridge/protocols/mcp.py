@@ -13,7 +13,8 @@ from aiohttp import web
 from bridge import audit
 from bridge.core.errors import BridgeError
 from bridge.service import BridgeService
-from bridge.source_tools import TOOL_NAMES, SourceTools, ToolArgumentError, tool_descriptors
+from bridge.source_tool_calls import SourceTools
+from bridge.source_tools import TOOL_NAMES, ToolArgumentError, tool_descriptors
 from common.errors import CodedError, json_response
 from common.logging import REQUEST_ID
 from common.mcp import (
