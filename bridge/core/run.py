@@ -51,7 +51,7 @@ class RunContext:
 
 
 async def run_task(ctx: RunContext, envelope: Any, request_id: str, trace_id: str, *,
-              accepted: Callable[[], None] | None = None) -> JsonObject:
+                   accepted: Callable[[], None] | None = None) -> JsonObject:
     """The task for `envelope`, or `RunFailed`. `accepted` is told once the request passed
     validation, before any source is called (the I/O log records the request then)."""
     settings = ctx.settings
