@@ -8,22 +8,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    GetCoreSchemaHandler,
-    GetJsonSchemaHandler,
-    model_validator,
-)
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
-from pydantic.json_schema import JsonSchemaValue, WithJsonSchema
-from pydantic_core import CoreSchema, PydanticCustomError, core_schema
+from pydantic.json_schema import WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+from common.bounded import Trimmed
 
 SCHEMA_VERSION = "llmwiki.retrieval_guidance.v1"
 CONTENT_TRUST = "untrusted_source_evidence"
@@ -79,44 +71,21 @@ def _two(value: Any) -> Any:
     return MAX_QUERY_VARIANTS if type(value) is float and value == MAX_QUERY_VARIANTS else value
 
 
-@dataclass(frozen=True)
-class _Trimmed:
-    """A string, trimmed (Python's strip), then non-empty and at most `max_chars` code points.
-
-    One Python check per string: the lists hold hundreds, and pydantic's own length checks either
-    cost two more calls each or, in Rust, refuse the lone surrogates JSON may carry."""
-
-    max_chars: int
-
-    def check(self, value: Any) -> Any:
-        if not isinstance(value, str):
-            return value  # the strict `str` schema below names the wrong type
-        value = value.strip()
-        if not value:
-            raise PydanticCustomError("guidance_empty", "must be a non-empty string.")
-        if len(value) > self.max_chars:
-            raise PydanticCustomError("guidance_too_long", "must be at most {max_length} characters.",
-                                      {"max_length": self.max_chars})
-        return value
-
-    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        return core_schema.no_info_before_validator_function(self.check, handler(source))
-
-    def __get_pydantic_json_schema__(self, schema: CoreSchema,
-                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-        return {**handler(schema), "minLength": 1, "maxLength": self.max_chars}
+def _text(max_chars: int) -> Trimmed:
+    return Trimmed(max_chars, "guidance_text", "must be a non-empty string.",
+                   "must be at most {max_length} characters.")
 
 
 _UNIQUE = AfterValidator(_unique)
-PageId = Annotated[str, Field(strict=True), _Trimmed(MAX_PAGE_ID_CHARS)]
-Title = Annotated[str, Field(strict=True), _Trimmed(MAX_TITLE_CHARS)]
-Excerpt = Annotated[str, Field(strict=True), _Trimmed(MAX_EXCERPT_CHARS)]
-Heading = Annotated[str, Field(strict=True), _Trimmed(MAX_HEADING_CHARS)]
-Term = Annotated[str, Field(strict=True), _Trimmed(MAX_TERM_CHARS)]
-Identifier = Annotated[str, Field(strict=True), _Trimmed(MAX_IDENTIFIER_CHARS)]
-SourcePath = Annotated[str, Field(strict=True), _Trimmed(MAX_PATH_CHARS), AfterValidator(_relative)]
+PageId = Annotated[str, Field(strict=True), _text(MAX_PAGE_ID_CHARS)]
+Title = Annotated[str, Field(strict=True), _text(MAX_TITLE_CHARS)]
+Excerpt = Annotated[str, Field(strict=True), _text(MAX_EXCERPT_CHARS)]
+Heading = Annotated[str, Field(strict=True), _text(MAX_HEADING_CHARS)]
+Term = Annotated[str, Field(strict=True), _text(MAX_TERM_CHARS)]
+Identifier = Annotated[str, Field(strict=True), _text(MAX_IDENTIFIER_CHARS)]
+SourcePath = Annotated[str, Field(strict=True), _text(MAX_PATH_CHARS), AfterValidator(_relative)]
 # Checked as a short string, so a wrong item is named as it always was; the schema lists the values.
-FallbackMode = Annotated[str, Field(strict=True), _Trimmed(MAX_FALLBACK_MODE_CHARS),
+FallbackMode = Annotated[str, Field(strict=True), _text(MAX_FALLBACK_MODE_CHARS),
                          WithJsonSchema({"type": "string", "enum": list(FALLBACK_ORDER)})]
 
 
@@ -148,7 +117,7 @@ class PageCard(GuidanceModel):
 
 
 class RetrievalGuidance(GuidanceModel):
-    """`retrieval_guidance`: bounded, untrusted advice for an agent's lexical search loop."""
+    """Retrieval guidance (llmwiki.retrieval_guidance.v1): bounded, untrusted lexical search advice."""
 
     schema_version: Literal["llmwiki.retrieval_guidance.v1"]
     orientation_source: Literal["authored", "projection_extractive", "none"]

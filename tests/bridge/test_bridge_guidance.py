@@ -10,7 +10,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from bridge.guidance import GuidanceError, map_guidance, parse_guidance
-from common.guidance import RetrievalGuidance
+from bridge.source_tools import tool_descriptors
+from common.guidance import FolderCard, PageCard, RetrievalGuidance
 from tests.support.bridge_sources import BridgeFactory, source
 
 SNAKE: dict[str, Any] = {
@@ -180,3 +181,49 @@ async def test_source_guidance_diagnostics(bridge_client: BridgeFactory, aiohttp
     assert set(notes) == {"s1", "s3"}
     assert notes["s1"]["guidance"] == "absent" and notes["s3"]["guidance"] == "omitted"
     assert "retrievalGuidance" not in str(result) and "suggestedTerms" not in str(result)
+
+
+def _nodes(node: Any) -> list[dict[str, Any]]:
+    """Every schema object under `node` (property names are not schema keywords)."""
+    if isinstance(node, list):
+        return [n for item in node for n in _nodes(item)]
+    if not isinstance(node, dict):
+        return []
+    subs = [v for k, v in node.items() if k != "properties"] + list(node.get("properties", {}).values())
+    return [node, *_nodes(subs)]
+
+
+def test_the_run_tool_lists_the_model_schema() -> None:
+    """`llmwiki_agent_run` lists the guidance schema made from the model: self-contained, closed,
+    with the contract's constants, enums and bounds."""
+    [run] = [t for t in tool_descriptors(annotated=False) if t["name"] == "llmwiki_agent_run"]
+    schema = run["inputSchema"]["properties"]["retrievalGuidance"]
+    assert all(not {"$ref", "$defs", "title"} & set(node) for node in _nodes(schema))
+    page, folder = schema["properties"]["pageCards"]["items"], schema["properties"]["folderCards"]["items"]
+    for closed, model in ((schema, RetrievalGuidance), (page, PageCard), (folder, FolderCard)):
+        assert closed["type"] == "object" and closed["additionalProperties"] is False
+        assert closed["required"] == list(closed["properties"]) == [
+            f.alias for f in model.model_fields.values()]
+    props = schema["properties"]
+    assert props["schemaVersion"] == {"type": "string", "const": "llmwiki.retrieval_guidance.v1"}
+    assert props["orientationSource"]["enum"] == ["authored", "projection_extractive", "none"]
+    assert props["contentTrust"]["const"] == "untrusted_source_evidence"
+    assert props["maxQueryVariants"] == {"type": "integer", "const": 2}
+    assert (props["characterBudget"]["minimum"], props["characterBudget"]["maximum"]) == (1, 6000)
+    assert props["fallbackModes"]["maxItems"] == 3
+    assert props["fallbackModes"]["items"] == {"type": "string", "enum": ["literal", "hybrid", "vector"]}
+    assert folder["properties"]["pageCount"] == {"type": "integer", "minimum": 1}
+
+    def bounds(prop: dict[str, Any]) -> tuple[int, ...]:
+        if prop["type"] == "array":
+            return (prop["maxItems"], prop["items"]["minLength"], prop["items"]["maxLength"])
+        return (prop["minLength"], prop["maxLength"])
+
+    assert {name: bounds(props[name]) for name in ("suggestedTerms", "exactIdentifiers")} == {
+        "suggestedTerms": (16, 1, 120), "exactIdentifiers": (16, 1, 240)}
+    assert props["folderCards"]["maxItems"] == 8 and props["pageCards"]["maxItems"] == 12
+    assert {name: bounds(folder["properties"][name]) for name in ("path", "terms")} == {
+        "path": (1, 1024), "terms": (8, 1, 120)}
+    assert {name: bounds(prop) for name, prop in page["properties"].items()} == {
+        "pageId": (1, 512), "title": (1, 240), "path": (1, 1024), "headings": (8, 1, 160),
+        "terms": (12, 1, 120), "exactIdentifiers": (8, 1, 240), "excerpt": (1, 240)}
