@@ -12,16 +12,14 @@ import pytest
 
 from serve.folder import FolderMirror
 from serve.projection import Projection
-from serve.retrieval.guidance import (
-    CHARACTER_BUDGET,
-    build_guidance,
+from serve.retrieval.guidance import CHARACTER_BUDGET, build_guidance, validate_guidance
+from serve.retrieval.guidance_text import (
     clean_markdown,
     identifiers_in,
     is_sensitive,
     safe_path,
     terms_from_text,
     trim,
-    validate_guidance,
 )
 from tests.support.folders import FIXTURES, build_adversarial, copy_fixture, tree_digest
 
