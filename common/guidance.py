@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
@@ -17,12 +17,13 @@ from pydantic_core import PydanticCustomError
 
 from common.bounded import Trimmed
 
-SCHEMA_VERSION = "llmwiki.retrieval_guidance.v1"
-CONTENT_TRUST = "untrusted_source_evidence"
-ORIENTATION_SOURCES = ("authored", "projection_extractive", "none")
+# Final, so that type checkers read them as the literals the model's fields are.
+SCHEMA_VERSION: Final = "llmwiki.retrieval_guidance.v1"
+CONTENT_TRUST: Final = "untrusted_source_evidence"
+OrientationSource = Literal["authored", "projection_extractive", "none"]
 FALLBACK_ORDER = ("literal", "hybrid", "vector")
 # How many query variants a caller may add to a lexical search; guidance announces the same number.
-MAX_QUERY_VARIANTS = 2
+MAX_QUERY_VARIANTS: Final = 2
 MAX_CHARACTER_BUDGET = 6000
 
 MAX_FOLDER_CARDS = 8
@@ -120,7 +121,7 @@ class RetrievalGuidance(GuidanceModel):
     """Retrieval guidance (llmwiki.retrieval_guidance.v1): bounded, untrusted lexical search advice."""
 
     schema_version: Literal["llmwiki.retrieval_guidance.v1"]
-    orientation_source: Literal["authored", "projection_extractive", "none"]
+    orientation_source: OrientationSource
     content_trust: Literal["untrusted_source_evidence"]
     max_query_variants: Annotated[Literal[2], BeforeValidator(_two)]
     character_budget: Annotated[int, Field(strict=True, ge=1, le=MAX_CHARACTER_BUDGET)]

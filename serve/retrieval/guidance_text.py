@@ -8,8 +8,9 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from common.guidance import MAX_PATH_CHARS
+
 MAX_TEXT_TERMS = 32
-MAX_PATH_CHARS = 1024
 
 COMMON_WORDS = frozenset(
     ("about", "after", "also", "and", "are", "before", "between", "from", "for", "into",
