@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from bridge.config.settings import OPTIONS, BridgeSettings, SettingsError, check_bind_policy
+from bridge.config.store import load_settings
 from bridge.registry import redact_url
-from bridge.settings import OPTIONS, BridgeSettings, SettingsError, check_bind_policy
-from bridge.settings_store import load_settings
 from common.logging import configure_logging
 from common.version import __version__
 
@@ -120,9 +120,9 @@ async def serve(settings: BridgeSettings) -> None:
 
 async def registry_report(settings: BridgeSettings, command: str, probe: bool) -> dict[str, Any]:
     """The offline operator view of the settings file's registry (raw URLs and roots: local output)."""
+    from bridge.config.store import SettingsStore
     from bridge.protocols.http import load_registry
     from bridge.service import BridgeService
-    from bridge.settings_store import SettingsStore
     from bridge.sources.protocols import source_clients
     from bridge.sources.transport import source_http_client
 

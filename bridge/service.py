@@ -25,6 +25,22 @@ from bridge.answer import (
 )
 from bridge.artifact import EvidenceGraph, SourceEvidence, safe_id, safe_trace_text, step
 from bridge.auth import bearer_matches
+from bridge.config.settings import (
+    PROFILES,
+    TOKEN_KEYS,
+    BridgeSettings,
+    SettingsError,
+    check_bind_policy,
+    operator_only_refusal,
+    parse_adapter,
+    parse_env_bool,
+    parse_io_log_mode,
+    parse_origins,
+    parse_policy,
+    parse_profile,
+    parse_source_origins,
+)
+from bridge.config.store import SettingsFileError, SettingsStore
 from bridge.fanout import fan_out
 from bridge.guidance import GuidanceCheck, check_guidance, guidance_diagnostic
 from bridge.iolog import IoLog, current_scope, io_scope
@@ -59,22 +75,6 @@ from bridge.run_request import (
 )
 from bridge.runtime import CHAT_FAILED_MESSAGE, RuntimeFailure, model_configured, runtime_diagnostic
 from bridge.runtime import probe as probe_runtime
-from bridge.settings import (
-    PROFILES,
-    TOKEN_KEYS,
-    BridgeSettings,
-    SettingsError,
-    check_bind_policy,
-    operator_only_refusal,
-    parse_adapter,
-    parse_env_bool,
-    parse_io_log_mode,
-    parse_origins,
-    parse_policy,
-    parse_profile,
-    parse_source_origins,
-)
-from bridge.settings_store import SettingsFileError, SettingsStore
 from bridge.sources.client import SourceClient, client_for
 from bridge.sources.http_source import BundleRead
 from bridge.sources.protocols import SourceClients

@@ -16,13 +16,13 @@ from aiohttp.abc import AbstractResolver
 
 from bridge import audit
 from bridge.auth import bearer_matches
+from bridge.config.settings import BridgeSettings, check_bind_policy
+from bridge.config.store import SettingsFileError, SettingsStore
 from bridge.iolog import header_summary, io_scope
 from bridge.protocols import a2a, mcp
 from bridge.protocols.settings_page import settings_html
 from bridge.registry import SourceDescriptor, normalize_registered
 from bridge.service import BridgeService
-from bridge.settings import BridgeSettings, check_bind_policy
-from bridge.settings_store import SettingsFileError, SettingsStore
 from bridge.sources.protocols import source_clients
 from bridge.sources.transport import source_http_client
 from common.errors import CodedError, HttpError, json_response

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from bridge.config.settings import BridgeSettings, SettingsError, parse_io_log_mode, resolve_settings
 from bridge.redaction import MAX_ITEMS, MAX_STRING, redact, redact_text
-from bridge.settings import BridgeSettings, SettingsError, parse_io_log_mode, resolve_settings
 from tests.support.bridge_sources import BridgeFactory, Client, source
 from tests.support.fake_openai import FakeOpenAI
 

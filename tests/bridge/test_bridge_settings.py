@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from bridge.policy import BrowserPolicy, SourcePolicy, is_public_host
-from bridge.settings import (
+from bridge.config.settings import (
     OPTIONS,
     REPORTED_FIELDS,
     BridgeSettings,
@@ -20,7 +19,8 @@ from bridge.settings import (
     default_config_path,
     resolve_settings,
 )
-from bridge.settings_store import SettingsFileError, SettingsStore, load_settings
+from bridge.config.store import SettingsFileError, SettingsStore, load_settings
+from bridge.policy import BrowserPolicy, SourcePolicy, is_public_host
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 

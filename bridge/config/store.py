@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bridge.settings import BridgeSettings, config_path_from, resolve_settings
+from bridge.config.settings import BridgeSettings, config_path_from, resolve_settings
 
 SETTINGS_VERSION = 1
 
