@@ -11,8 +11,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from bridge.config.settings import OPTIONS, BridgeSettings, SettingsError, check_bind_policy
-from bridge.config.store import load_settings
+from bridge.config.resolve import OPTIONS, load_settings
+from bridge.config.settings import BridgeSettings, SettingsError, check_bind_policy
 from bridge.registry import redact_url
 from common.logging import configure_logging
 from common.version import __version__
@@ -47,19 +47,14 @@ def _argument_type(parse: Any) -> Any:
     def convert(text: str) -> Any:
         try:
             return parse(text)
-        except ValueError as exc:
+        except SettingsError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     return convert
 
 
 def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
-    values = {k: v for k, v in vars(args).items()
-              if k not in ("command", "json", "probe") and v is not None}
-    for name in ("allowed_origins", "allowed_hosts", "allowed_source_origins"):
-        if name in values:
-            parse = next(o.parse for o in OPTIONS if o.name == name)
-            values[name] = parse(",".join(values[name]))
-    return values
+    """The flags given; a repeated flag's entries stay a list, which its field's rule reads."""
+    return {k: v for k, v in vars(args).items() if k not in ("command", "json", "probe") and v is not None}
 
 
 def ready_event(settings: BridgeSettings, port: int) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import functools
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from bridge.config.settings import normalize_origin
+from bridge.config.rules import normalize_origin
 from bridge.hosts import (
     address_of,
     host_of_authority,

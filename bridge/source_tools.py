@@ -19,12 +19,12 @@ from bridge.registry import (
     settings_view,
 )
 from bridge.retrieval import IntentError, parse_intent, plan_for, unsupported_message
-from bridge.run_request import query_text
 from bridge.service import BridgeService
 from bridge.sources.client import SourceClient, UnsupportedOperation, client_for
 from bridge.sources.transport import SourceCallError
 from common.bridge_schemas import Diagnostic, JsonObject, TraceStep
 from common.errors import CodedError
+from common.options import reference_text as query_text
 
 TOOL_NAMES = ("llmwiki_agent_run", "llmwiki_list_sources", "llmwiki_context", "llmwiki_search",
               "llmwiki_read", "llmwiki_graph", "llmwiki_graph_neighbors", "llmwiki_source_bundle")
