@@ -16,6 +16,7 @@ from aiohttp.abc import AbstractResolver
 
 from bridge import audit
 from bridge.auth import bearer_matches
+from bridge.config.rules import TRUE_WORDS
 from bridge.config.settings import BridgeSettings, check_bind_policy
 from bridge.config.store import SettingsFileError, SettingsStore
 from bridge.iolog import header_summary, io_scope
@@ -34,7 +35,7 @@ RESOLVER_KEY = web.AppKey("bridge_resolver", AbstractResolver)
 ALLOW_HEADERS = "authorization, content-type"
 ALLOW_METHODS = "GET, POST, PUT, OPTIONS"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-_PROBE_VALUES = ("", "1", "true", "yes", "on")
+_PROBE_VALUES = ("", *TRUE_WORDS)  # `?probe` alone asks for a probe too
 
 log = structlog.get_logger("llmwiki.bridge.http")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
