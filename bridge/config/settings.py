@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PlainValidator
 
 from bridge.config import rules
 from bridge.config.rules import Given, SettingsError, Source, rule
@@ -54,7 +54,8 @@ Origins = Annotated[tuple[str, ...], rule(rules.origins)]
 OptionalPath = Annotated[Path | None, rule(rules.path)]
 
 
-def _number(low: int, high: int, phrase: str, *, optional: bool = False) -> Any:
+def _number(low: int, high: int, phrase: str, *, optional: bool = False) -> PlainValidator:
+    """The whole-number rule for one range; `optional` lets code leave the field None."""
     parse = rules.whole_number(low, high, phrase)
     if not optional:
         return rule(parse)
