@@ -204,14 +204,18 @@ async def acp_answer(command: str, args: Sequence[str], cwd: Path, prompt: str,
 
 
 async def _stop(process: asyncio.subprocess.Process) -> None:
-    """Close stdin, then SIGTERM, a grace period, SIGKILL (contract 5.5)."""
+    """Close stdin and give the agent a grace period to exit, then SIGTERM, again, SIGKILL
+    (contract 5.5). The first wait matters: signalling makes the process object poll, which can
+    reap an agent that just exited before asyncio's child watcher does, and the exit status is
+    then lost (reported as 255)."""
     if process.stdin is not None and not process.stdin.is_closing():
         process.stdin.close()
-    for send in (process.terminate, process.kill):
+    for send in (None, process.terminate, process.kill):
         if process.returncode is not None:
             return
-        with contextlib.suppress(ProcessLookupError):  # exited already: wait() still collects it
-            send()
+        if send is not None:
+            with contextlib.suppress(ProcessLookupError):  # exited already: wait() still collects it
+                send()
         try:
             async with asyncio.timeout(SHUTDOWN_SECONDS):
                 await process.wait()
