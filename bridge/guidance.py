@@ -1,152 +1,106 @@
-"""Retrieval guidance: the closed `llmwiki.retrieval_guidance.v1` shape, validated and mapped from a
-source's snake_case to the bridge's camelCase (contract 6.6). Pure functions, no I/O."""
+"""Retrieval guidance from a source (snake_case) or a caller (camelCase), checked with the shared
+model and mapped to the bridge's camelCase (contract 6.6), with the reference's messages. No I/O."""
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import ValidationError
+from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails
+
 from common.bridge_schemas import Diagnostic, Observation
+from common.guidance import (
+    CONTENT_TRUST,
+    MAX_CHARACTER_BUDGET,
+    MAX_QUERY_VARIANTS,
+    SCHEMA_VERSION,
+    PageCard,
+    RetrievalGuidance,
+)
 
-SCHEMA = "llmwiki.retrieval_guidance.v1"
-FALLBACK_ORDER = ("literal", "hybrid", "vector")
-_DRIVE = re.compile(r"^[A-Za-z]:")
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-
-# public key -> source key, for every level
-_TOP = {"schemaVersion": "schema_version", "orientationSource": "orientation_source",
-        "contentTrust": "content_trust", "maxQueryVariants": "max_query_variants",
-        "characterBudget": "character_budget", "folderCards": "folder_cards", "pageCards": "page_cards",
-        "suggestedTerms": "suggested_terms", "exactIdentifiers": "exact_identifiers",
-        "fallbackModes": "fallback_modes"}
-_FOLDER = {"path": "path", "pageCount": "page_count", "terms": "terms"}
-_PAGE = {"pageId": "page_id", "title": "title", "path": "path", "headings": "headings", "terms": "terms",
-         "exactIdentifiers": "exact_identifiers", "excerpt": "excerpt"}
+# Each level's fields in the order they are checked; the first failing check names the error.
+# A folder card checks pageCount last (the reference's order).
+_CHECK_ORDER = {
+    "": [str(field.alias) for field in RetrievalGuidance.model_fields.values()],
+    "folderCards": ["path", "terms", "pageCount"],
+    "pageCards": [str(field.alias) for field in PageCard.model_fields.values()],
+}
+_FIELD_MESSAGES = {
+    "schemaVersion": f"must be {SCHEMA_VERSION}.",
+    "orientationSource": "is not supported.",
+    "contentTrust": f"must be {CONTENT_TRUST}.",
+    "maxQueryVariants": f"must be {MAX_QUERY_VARIANTS}.",
+    "characterBudget": f"must be an integer between 1 and {MAX_CHARACTER_BUDGET}.",
+    "pageCount": "must be an integer between 1 and any.",
+}
+# The model's own checks (`guidance_*` errors) carry their words; these are pydantic's.
+_TYPE_MESSAGES = {"model_type": "must be an object.", "list_type": "must be an array.",
+                  "string_type": "must be a non-empty string.",
+                  "too_long": "must have at most {max_length} items."}
 
 
 class GuidanceError(ValueError):
     """The guidance object is not the closed shape; the message names the field path."""
 
 
-def _keys(raw: Any, names: dict[str, str], snake: bool, where: str) -> dict[str, Any]:
-    if not isinstance(raw, dict):
-        raise GuidanceError(f"{where} must be an object.")
-    wanted = {(source if snake else public): public for public, source in names.items()}
-    extra = [k for k in raw if k not in wanted]
-    if extra:
-        raise GuidanceError(f"{where}.{extra[0]} is not a supported field.")
-    missing = [k for k in wanted if k not in raw]
-    if missing:
-        raise GuidanceError(f"{where}.{missing[0]} is required.")
-    return {wanted[k]: v for k, v in raw.items()}
+def _public(loc: tuple[int | str, ...], snake: bool, keep_last: bool) -> list[int | str]:
+    """The error's location in camelCase names; an unknown or missing key keeps the input's spelling."""
+    names = [to_camel(p) if snake and isinstance(p, str) else p for p in loc]
+    if keep_last and loc:
+        names[-1] = loc[-1]
+    return names
 
 
-def _at(where: str, name: str | int) -> str:
-    """A field path, built only when an error names it: `where.name` or `where[index]`."""
-    return f"{where}[{name}]" if isinstance(name, int) else f"{where}{name}"
+def _rank(names: list[int | str], kind: str) -> list[tuple[int, ...]]:
+    """Where the sequential check would meet this error: per level, the object or array itself
+    first, then unknown keys, then missing keys, then fields in check order (items by index)."""
+    rank: list[tuple[int, ...]] = []
+    level = ""
+    for depth, name in enumerate(names):
+        if isinstance(name, int):
+            rank.append((1, name))
+        elif depth == len(names) - 1 and kind in ("extra_forbidden", "missing"):
+            rank.append((1, 0 if kind == "extra_forbidden" else 1))
+        else:
+            order = _CHECK_ORDER.get(level, [])
+            rank.append((2, order.index(name) if name in order else len(order)))
+            level = name
+    return [*rank, (0,)]
 
 
-def _string(value: Any, where: str, limit: int, name: str | int = "") -> str:
-    if not isinstance(value, str) or not (text := value.strip()):
-        raise GuidanceError(f"{_at(where, name)} must be a non-empty string.")
-    if len(text) > limit:
-        raise GuidanceError(f"{_at(where, name)} must be at most {limit} characters.")
-    return text
+def _message(error: ErrorDetails, where: str, snake: bool) -> str:
+    kind = error["type"]
+    names = _public(error["loc"], snake, kind in ("extra_forbidden", "missing"))
+    path = where + "".join(f"[{n}]" if isinstance(n, int) else f".{n}" for n in names)
+    if kind == "extra_forbidden":
+        return f"{path} is not a supported field."
+    if kind == "missing":
+        return f"{path} is required."
+    if kind.startswith("guidance_"):
+        return f"{path} {error['msg']}"
+    field = names[-1] if names else ""
+    if isinstance(field, str) and field in _FIELD_MESSAGES:
+        return f"{path} {_FIELD_MESSAGES[field]}"
+    template = _TYPE_MESSAGES.get(kind, "is invalid.")
+    return f"{path} {template.format(**error.get('ctx', {}))}"
 
 
-def _array(value: Any, where: str, count: int) -> list[Any]:
-    if not isinstance(value, list):
-        raise GuidanceError(f"{where} must be an array.")
-    if len(value) > count:
-        raise GuidanceError(f"{where} must have at most {count} items.")
-    return value
-
-
-def _strings(value: Any, where: str, count: int, limit: int, name: str = "") -> list[str]:
-    if name:
-        where += name
-    values = _array(value, where, count)
-    # Usually every item is a plain string that is fine; otherwise `_string` per item names the first
-    # bad one (or accepts an unusual but valid one).
-    items = [v.strip() if type(v) is str else "" for v in values]
-    if not all(items) or (items and max(map(len, items)) > limit):
-        items = [_string(v, where, limit, i) for i, v in enumerate(values)]
-    if "".join(items).isascii():  # NFC leaves ASCII as it is
-        unique = len({i.lower() for i in items}) == len(items)
-    else:
-        unique = len({unicodedata.normalize("NFC", i).lower() for i in items}) == len(items)
-    if not unique:
-        raise GuidanceError(f"{where} items must be unique.")
-    return items
-
-
-def _path(value: Any, where: str, limit: int, name: str = "") -> str:
-    path = _string(value, where, limit, name)
-    if (path.startswith(("/", "\\")) or "\\" in path or _DRIVE.match(path) or _SCHEME.match(path)
-            or ".." in path.split("/")):
-        raise GuidanceError(f"{_at(where, name)} must be a source-relative path.")
-    return path
-
-
-def _count(value: Any, where: str, low: int, high: int | None = None, name: str = "") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (
-            high is not None and value > high):
-        raise GuidanceError(f"{_at(where, name)} must be an integer between {low} and {high or 'any'}.")
-    return value
+def parse_guidance(raw: Any, *, snake: bool, where: str = "retrievalGuidance") -> RetrievalGuidance:
+    """Validate `raw`: source snake_case keys when `snake`, else public camelCase keys, never a mix.
+    Any violation raises GuidanceError naming the first field the checks meet."""
+    try:
+        return RetrievalGuidance.model_validate(raw, by_alias=not snake, by_name=snake)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        first = min(errors, key=lambda e: _rank(_public(e["loc"], snake, False), e["type"]))
+        raise GuidanceError(_message(first, where, snake)) from None
 
 
 def map_guidance(raw: Any, *, snake: bool, where: str = "retrievalGuidance") -> dict[str, Any]:
-    """Validate `raw` (source snake_case when `snake`, else public camelCase) and return the public
-    camelCase object, values and order preserved. Any violation raises GuidanceError."""
-    top = _keys(raw, _TOP, snake, where)
-    if top["schemaVersion"] != SCHEMA:
-        raise GuidanceError(f"{where}.schemaVersion must be {SCHEMA}.")
-    if top["orientationSource"] not in ("authored", "projection_extractive", "none"):
-        raise GuidanceError(f"{where}.orientationSource is not supported.")
-    if top["contentTrust"] != "untrusted_source_evidence":
-        raise GuidanceError(f"{where}.contentTrust must be untrusted_source_evidence.")
-    if top["maxQueryVariants"] != 2 or isinstance(top["maxQueryVariants"], bool):
-        raise GuidanceError(f"{where}.maxQueryVariants must be 2.")
-    budget = _count(top["characterBudget"], f"{where}.characterBudget", 1, 6000)
-    counted: list[str] = []
-    folders_raw = _array(top["folderCards"], f"{where}.folderCards", 8)
-    folders: list[dict[str, Any]] = []
-    for i, card in enumerate(folders_raw):
-        at = f"{where}.folderCards[{i}]"
-        fields = _keys(card, _FOLDER, snake, at)
-        path = _path(fields["path"], at, 1024, ".path")
-        terms = _strings(fields["terms"], at, 8, 120, ".terms")
-        folders.append({"path": path, "pageCount": _count(fields["pageCount"], at, 1, None, ".pageCount"),
-                        "terms": terms})
-        counted += [path, *terms]
-    pages_raw = _array(top["pageCards"], f"{where}.pageCards", 12)
-    pages: list[dict[str, Any]] = []
-    for i, card in enumerate(pages_raw):
-        at = f"{where}.pageCards[{i}]"
-        fields = _keys(card, _PAGE, snake, at)
-        texts = {"pageId": _string(fields["pageId"], at, 512, ".pageId"),
-                 "title": _string(fields["title"], at, 240, ".title"),
-                 "path": _path(fields["path"], at, 1024, ".path")}
-        lists = {"headings": _strings(fields["headings"], at, 8, 160, ".headings"),
-                 "terms": _strings(fields["terms"], at, 12, 120, ".terms"),
-                 "exactIdentifiers": _strings(fields["exactIdentifiers"], at, 8, 240, ".exactIdentifiers")}
-        excerpt = _string(fields["excerpt"], at, 240, ".excerpt")
-        pages.append({**texts, **lists, "excerpt": excerpt})
-        counted += [*texts.values(), *(t for items in lists.values() for t in items), excerpt]
-    suggested = _strings(top["suggestedTerms"], f"{where}.suggestedTerms", 16, 120)
-    identifiers = _strings(top["exactIdentifiers"], f"{where}.exactIdentifiers", 16, 240)
-    modes = _strings(top["fallbackModes"], f"{where}.fallbackModes", 3, 16)
-    if any(m not in FALLBACK_ORDER for m in modes) or modes != [m for m in FALLBACK_ORDER if m in modes]:
-        raise GuidanceError(f"{where}.fallbackModes must be a subset of literal, hybrid, vector in order.")
-    counted += [*suggested, *identifiers, *modes]
-    if sum(map(len, counted)) > budget:
-        raise GuidanceError(f"{where} exceeds its characterBudget.")
-    return {"schemaVersion": SCHEMA, "orientationSource": top["orientationSource"],
-            "contentTrust": top["contentTrust"], "maxQueryVariants": 2, "characterBudget": budget,
-            "folderCards": folders, "pageCards": pages, "suggestedTerms": suggested,
-            "exactIdentifiers": identifiers, "fallbackModes": modes}
+    """The public camelCase object of valid guidance, values (trimmed) and order preserved."""
+    return parse_guidance(raw, snake=snake, where=where).model_dump(by_alias=True)
 
 
 @dataclass(frozen=True)
@@ -161,7 +115,7 @@ def check_guidance(payload: dict[str, Any]) -> GuidanceCheck:
     if "retrieval_guidance" not in payload:
         return GuidanceCheck("absent")
     try:
-        map_guidance(payload["retrieval_guidance"], snake=True, where="retrieval_guidance")
+        parse_guidance(payload["retrieval_guidance"], snake=True, where="retrieval_guidance")
     except GuidanceError as exc:
         return GuidanceCheck("omitted", str(exc))
     return GuidanceCheck("valid")

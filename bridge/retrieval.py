@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from common.bridge_schemas import Diagnostic, Observation, RetrievalIntent
+from common.guidance import MAX_QUERY_VARIANTS
 
 RETRIEVAL_V1 = "llmwiki_retrieval_v1"
 GUIDED_LEXICAL = "llmwiki_agent_guided_lexical_v1"
@@ -20,37 +21,27 @@ class IntentError(ValueError):
     """`data.retrieval` is invalid (400 invalid_retrieval_intent); the message names the field."""
 
 
-def _clean_list(values: list[str] | None, name: str, max_chars: int) -> list[str] | None:
-    if values is None:
-        return None
-    cleaned = []
-    for value in values:
-        text = value.strip() if isinstance(value, str) else ""
-        if not text or len(text) > max_chars:
-            raise IntentError(f"retrieval.search.{name} items must be non-empty strings of at most "
-                              f"{max_chars} characters.")
-        cleaned.append(text)
-    return cleaned
-
-
 def parse_intent(raw: Any, query: str) -> RetrievalIntent:
-    """Validate the closed camelCase shape, trim lists, and dedupe query variants against the query."""
+    """Validate the closed camelCase shape (list items trimmed by the model) and dedupe query variants
+    against the query."""
     if not isinstance(raw, dict):
         raise IntentError("retrieval must be a JSON object.")
     try:
         intent = RetrievalIntent.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
+        # A wrong type or an unknown field is named before an empty or overlong list item.
+        errors = sorted(exc.errors(include_url=False), key=lambda e: e["type"] == "retrieval_item")
+        first = errors[0]
         where = ".".join(str(p) for p in first["loc"])
         if first["type"] == "extra_forbidden":
             raise IntentError(f"retrieval.{where} is not a supported retrieval field.") from None
+        if first["type"] == "retrieval_item":
+            raise IntentError(f"retrieval.{where.rsplit('.', 1)[0]} {first['msg']}") from None
         raise IntentError(f"retrieval.{where} is invalid.") from None
     search = intent.search
     if search is None:
         return intent
-    search.fields = _clean_list(search.fields, "fields", 80)
-    search.exclude_page_ids = _clean_list(search.exclude_page_ids, "excludePageIds", 512)
-    variants = _clean_list(search.query_variants, "queryVariants", 1000)
+    variants = search.query_variants
     if variants and intent.search_mode != "lexical":
         raise IntentError("retrieval.search.queryVariants require searchMode lexical.")
     seen = {unicodedata.normalize("NFC", query).lower()}
@@ -60,7 +51,7 @@ def parse_intent(raw: Any, query: str) -> RetrievalIntent:
         if key not in seen:
             seen.add(key)
             kept.append(variant)
-    search.query_variants = kept[:2] or None
+    search.query_variants = kept[:MAX_QUERY_VARIANTS] or None
     return intent
 
 

@@ -22,8 +22,10 @@ from bridge.retrieval import IntentError, parse_intent, plan_for, unsupported_me
 from bridge.service import BridgeService
 from bridge.sources.client import SourceClient, UnsupportedOperation, client_for
 from bridge.sources.transport import SourceCallError
-from common.bridge_schemas import Diagnostic, JsonObject, TraceStep
+from common.bridge_schemas import Diagnostic, JsonObject, RetrievalIntent, TraceStep
 from common.errors import CodedError
+from common.guidance import RetrievalGuidance
+from common.json_schema import tool_schema
 from common.options import reference_text as query_text
 
 TOOL_NAMES = ("llmwiki_agent_run", "llmwiki_list_sources", "llmwiki_context", "llmwiki_search",
@@ -58,11 +60,6 @@ def _text(description: str, **extra: Any) -> JsonObject:
     return {"type": "string", "description": description, **extra}
 
 
-def _string_list(max_items: int, max_chars: int, **extra: Any) -> JsonObject:
-    return {"type": "array", "maxItems": max_items,
-            "items": {"type": "string", "minLength": 1, "maxLength": max_chars}, **extra}
-
-
 _DESCRIPTOR: JsonObject = {
     "type": "object", "required": ["protocol", "status", "url"], "additionalProperties": True,
     "properties": {
@@ -83,49 +80,9 @@ SELECTION: JsonObject = {
 DRAFTS: JsonObject = {"includeDrafts": {"type": "boolean", "default": False},
                       "include_drafts": {"type": "boolean", "default": False}}
 
-RETRIEVAL_SCHEMA: JsonObject = {
-    "type": "object", "additionalProperties": False, "required": ["schemaVersion", "searchMode"],
-    "description": "Retrieval intent (llmwiki.retrieval.v1): search mode, fallback and search options.",
-    "properties": {
-        "schemaVersion": {"type": "string", "const": "llmwiki.retrieval.v1"},
-        "searchMode": {"type": "string", "enum": ["lexical", "literal", "vector", "hybrid"]},
-        "fallback": {"type": "string", "enum": ["lexical", "none"], "default": "lexical"},
-        "search": {"type": "object", "additionalProperties": False, "properties": {
-            "limit": {"type": "integer", "minimum": 1, "maximum": 50},
-            "snippetChars": {"type": "integer", "minimum": 1, "maximum": 20000},
-            "fields": _string_list(16, 80),
-            "excludePageIds": _string_list(50, 512),
-            "queryVariants": _string_list(2, 1000, description=(
-                "At most two lexical rewrites of the query; sent only to sources that advertise "
-                "llmwiki_agent_guided_lexical_v1."))}}}}
-
-
-def _closed(required: dict[str, JsonObject]) -> JsonObject:
-    return {"type": "object", "additionalProperties": False, "required": list(required),
-            "properties": required}
-
-
-GUIDANCE_SCHEMA: JsonObject = _closed({
-    "schemaVersion": {"type": "string", "const": "llmwiki.retrieval_guidance.v1"},
-    "orientationSource": {"type": "string", "enum": ["authored", "projection_extractive", "none"]},
-    "contentTrust": {"type": "string", "const": "untrusted_source_evidence"},
-    "maxQueryVariants": {"type": "integer", "const": 2},
-    "characterBudget": {"type": "integer", "minimum": 1, "maximum": 6000},
-    "folderCards": {"type": "array", "maxItems": 8, "items": _closed({
-        "path": {"type": "string", "minLength": 1, "maxLength": 1024},
-        "pageCount": {"type": "integer", "minimum": 1},
-        "terms": _string_list(8, 120)})},
-    "pageCards": {"type": "array", "maxItems": 12, "items": _closed({
-        "pageId": {"type": "string", "minLength": 1, "maxLength": 512},
-        "title": {"type": "string", "minLength": 1, "maxLength": 240},
-        "path": {"type": "string", "minLength": 1, "maxLength": 1024},
-        "headings": _string_list(8, 160), "terms": _string_list(12, 120),
-        "exactIdentifiers": _string_list(8, 240),
-        "excerpt": {"type": "string", "minLength": 1, "maxLength": 240}})},
-    "suggestedTerms": _string_list(16, 120),
-    "exactIdentifiers": _string_list(16, 240),
-    "fallbackModes": {"type": "array", "maxItems": 3,
-                      "items": {"type": "string", "enum": ["literal", "hybrid", "vector"]}}})
+# Both derived from the shared models, so what is listed is what is checked.
+RETRIEVAL_SCHEMA: JsonObject = tool_schema(RetrievalIntent)
+GUIDANCE_SCHEMA: JsonObject = tool_schema(RetrievalGuidance)
 
 
 def _limit(bounds: tuple[int, int, int]) -> JsonObject:

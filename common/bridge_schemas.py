@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from common import schemas
+from common.bounded import Trimmed
+from common.guidance import MAX_QUERY_VARIANTS
 
 JsonObject = dict[str, Any]
 DIAGNOSTIC_SCHEMA = "llmwiki.agent-bridge.diagnostic.v1"
@@ -127,19 +129,29 @@ class SourceBundle(CamelModel):
     source_ref_count: int | None = None
 
 
+def _item(max_chars: int) -> Trimmed:
+    """A trimmed list item of `data.retrieval.search`; one message for empty or overlong."""
+    words = f"items must be non-empty strings of at most {max_chars} characters."
+    return Trimmed(max_chars, "retrieval_item", words, words)
+
+
 class RetrievalSearch(CamelModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=False, extra="forbid")
 
     limit: int | None = Field(default=None, ge=1, le=50, strict=True)
     snippet_chars: int | None = Field(default=None, ge=1, le=20000, strict=True)
-    fields: list[str] | None = Field(default=None, max_length=16)
-    exclude_page_ids: list[str] | None = Field(default=None, max_length=50)
-    query_variants: list[str] | None = Field(default=None, max_length=2)
+    fields: list[Annotated[str, _item(80)]] | None = Field(default=None, max_length=16)
+    exclude_page_ids: list[Annotated[str, _item(512)]] | None = Field(default=None, max_length=50)
+    query_variants: list[Annotated[str, _item(1000)]] | None = Field(
+        default=None, max_length=MAX_QUERY_VARIANTS, description=(
+            "At most two lexical rewrites of the query; sent only to sources that advertise "
+            "llmwiki_agent_guided_lexical_v1."))
 
 
 class RetrievalIntent(CamelModel):
-    """`data.retrieval` (llmwiki.retrieval.v1): the closed shape, camelCase only."""
+    """Retrieval intent (llmwiki.retrieval.v1): search mode, fallback and search options."""
 
+    # Closed and camelCase only: `snippet_chars` and the like are unknown fields (contract 3.5).
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=False, extra="forbid")
 
     schema_version: Literal["llmwiki.retrieval.v1"]

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from common.guidance import MAX_QUERY_VARIANTS, RetrievalGuidance
+
 JsonObject = dict[str, Any]
 
 
@@ -272,8 +274,8 @@ class QueryRequest(BaseModel):
             raise ValueError("query_variants must be an array of strings; omit it instead of null")
         if not isinstance(value, list):
             raise ValueError("query_variants must be an array of strings")
-        if len(value) > 2:
-            raise ValueError("query_variants accepts at most 2 supplied variants")
+        if len(value) > MAX_QUERY_VARIANTS:
+            raise ValueError(f"query_variants accepts at most {MAX_QUERY_VARIANTS} supplied variants")
         for item in value:
             if not isinstance(item, str):
                 raise ValueError("query_variants must be an array of strings")
@@ -314,4 +316,4 @@ class ContextPack(BaseModel):
     evidence: list[JsonObject]
     limitations: list[str]
     graph: GraphResponse
-    retrieval_guidance: JsonObject
+    retrieval_guidance: RetrievalGuidance

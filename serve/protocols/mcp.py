@@ -11,6 +11,7 @@ from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from common.guidance import MAX_QUERY_VARIANTS
 from common.mcp import ACCEPTED_HEADER_VERSIONS as ACCEPTED_HEADER_VERSIONS  # tests import it here
 from common.mcp import (
     HANDSHAKE_VERSIONS,
@@ -156,7 +157,7 @@ def argument_models(context_limit: int, graph_limit: int) -> dict[str, type[Base
         "snippet_chars": (int | None, None),
         "min_score": (float | None, None),
         "exclude_page_ids": (NameList, None),
-        "query_variants": (list[str], Field(default_factory=list, max_length=2,
+        "query_variants": (list[str], Field(default_factory=list, max_length=MAX_QUERY_VARIANTS,
                                             description=VARIANTS_HELP)),
     }
     specs: dict[str, dict[str, Any]] = {

@@ -4,311 +4,64 @@ from __future__ import annotations
 
 import heapq
 import io
-import ipaddress
 import json
 import posixpath
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from itertools import chain
 from json.encoder import encode_basestring
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
+from common.guidance import (
+    CONTENT_TRUST,
+    FALLBACK_ORDER,
+    MAX_CARD_HEADINGS,
+    MAX_CARD_IDENTIFIERS,
+    MAX_EXACT_IDENTIFIERS,
+    MAX_EXCERPT_CHARS,
+    MAX_FOLDER_CARDS,
+    MAX_FOLDER_TERMS,
+    MAX_HEADING_CHARS,
+    MAX_IDENTIFIER_CHARS,
+    MAX_PAGE_CARDS,
+    MAX_PAGE_ID_CHARS,
+    MAX_PAGE_TERMS,
+    MAX_QUERY_VARIANTS,
+    MAX_SUGGESTED_TERMS,
+    MAX_TERM_CHARS,
+    MAX_TITLE_CHARS,
+    SCHEMA_VERSION,
+    FolderCard,
+    OrientationSource,
+    PageCard,
+    RetrievalGuidance,
+)
+from serve.retrieval.guidance_text import (
+    FENCE_PREFIXES,
+    clean_markdown,
+    fold,
+    identifiers_in,
+    is_sensitive,
+    safe_path,
+    terms_from_text,
+    trim,
+    unique,
+)
 from serve.source.page import ROLE_RANK, Page
 
-__all__ = [
-    "CHARACTER_BUDGET",
-    "SCHEMA_VERSION",
-    "build_guidance",
-    "clean_markdown",
-    "identifiers_in",
-    "is_sensitive",
-    "safe_path",
-    "terms_from_text",
-    "trim",
-    "validate_guidance",
-]
+__all__ = ["CHARACTER_BUDGET", "build_guidance"]
 
-SCHEMA_VERSION = "llmwiki.retrieval_guidance.v1"
-CONTENT_TRUST = "untrusted_source_evidence"
-MAX_QUERY_VARIANTS = 2
-CHARACTER_BUDGET = 4000
-ORIENTATION_SOURCES = ("authored", "projection_extractive", "none")
-FALLBACK_ORDER = ("literal", "hybrid", "vector")
+CHARACTER_BUDGET = 4000  # what serve emits; the shape allows up to MAX_CHARACTER_BUDGET
 AUTHORED_ROLES = frozenset({"hot", "index", "overview"})
-
-GUIDANCE_KEYS = (
-    "schema_version",
-    "orientation_source",
-    "content_trust",
-    "max_query_variants",
-    "character_budget",
-    "folder_cards",
-    "page_cards",
-    "suggested_terms",
-    "exact_identifiers",
-    "fallback_modes",
-)
-FOLDER_CARD_KEYS = ("path", "page_count", "terms")
-PAGE_CARD_KEYS = ("page_id", "title", "path", "headings", "terms", "exact_identifiers", "excerpt")
-
-MAX_FOLDER_CARDS = 8
-MAX_FOLDER_TERMS = 8
-MAX_PAGE_CARDS = 12
 EXTRACTIVE_CANDIDATES = 24
-MAX_CARD_HEADINGS = 8
-MAX_HEADING_CHARS = 160
-MAX_PAGE_TERMS = 12
-MAX_TERM_CHARS = 120
-MAX_CARD_IDENTIFIERS = 8
-MAX_IDENTIFIER_CHARS = 240
-MAX_PAGE_ID_CHARS = 512
-MAX_TITLE_CHARS = 240
-MAX_EXCERPT_CHARS = 240
 MIN_EXCERPT_CHARS = 16
-MAX_SUGGESTED_TERMS = 16
-MAX_EXACT_IDENTIFIERS = 16
-MAX_TEXT_TERMS = 32
-MAX_PATH_CHARS = 1024
 # Excerpt search stops after this many paragraphs: guidance is advisory and must stay cheap
 # even for a huge page whose every paragraph is a table or sensitive.
 MAX_EXCERPT_PARAGRAPHS = 256
 
-COMMON_WORDS = frozenset(
-    ("about", "after", "also", "and", "are", "before", "between", "from", "for", "into",
-     "markdown", "note", "notes", "page", "pages", "that", "the", "this", "wiki", "with")
-)
-STANDALONE_SENSITIVE = frozenset(
-    ("authorization", "bearer", "client_secret", "credential", "credentials", "cookie", "password",
-     "passwd", "private", "private_key", "secret", "session", "session_id", "token")
-)
-
-# A letter (not a digit or underscore), then 1-119 word characters or hyphens.
-WORD_RE = re.compile(r"[^\W\d_][\w-]{1,119}")
-# Alphanumeric runs joined by identifier connectors. Possessive quantifiers keep the scan
-# linear: the run and connector classes are disjoint, so nothing needs backtracking.
-IDENT_RE = re.compile(r"_*+[^\W_]++(?:[-_/.:@#]++[^\W_]++)*+")
-CAMEL_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*+")
-JOINED_RE = re.compile(r"[^\W_][-_/.:@#]++[^\W_]")
-
-WIKILINK_RE = re.compile(r"\[\[([^\[\]\n|]*)(?:\|([^\[\]\n]*))?\]\]")
-MDLINK_RE = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\n]*\)")
-HTML_TAG_RE = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>", re.DOTALL)
-FENCE_PREFIXES = ("```", "~~~")
-LINE_LEAD_CHARS = "-*0123456789. "
 BOILERPLATE_RE = re.compile(r"(?:table of contents|toc|navigation|breadcrumbs|copyright|license)\b")
-
-SENSITIVE_RE = re.compile(
-    "|".join(
-        (
-            # credential keyword, optional plural, followed by ':' or '='
-            r"(?i:(?<![a-z0-9])(?:authorization|passwords?|passwd|secrets?|api[ _-]?keys?"
-            r"|access[ _-]?tokens?|bearers?|credentials?|cookies?|session[ _-]?ids?"
-            r"|client[ _-]?secrets?|private[ _-]?keys?)\s*[:=])",
-            r"(?i:\bbearer\s+[A-Za-z0-9\-._~+/]{12})",
-            r"(?<![A-Za-z0-9])(?:sk-(?:proj-)?|ghp_|gho_|github_pat_|xox[baprs]-)[A-Za-z0-9_-]{12}",
-            r"(?<![A-Z0-9])AKIA[0-9A-Z]{16}",
-            r"(?i:\b(?:rediss?|file)://)",
-            r"(?i:\b[a-z][a-z0-9+.-]*://[^\s/@?#]+@)",  # URL with userinfo
-            r"(?i:\blocalhost\b)",
-            r"(?<![A-Za-z0-9])[A-Za-z]:[\\/]",  # Windows drive path
-            r"(?<!\S)\\\\[^\s\\]+\\",  # UNC share
-            r"(?<![\w.~-])/(?:Users|home|root|var|tmp)(?![\w-])",
-        )
-    )
-)
-URL_HOST_RE = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://(?:[^\s/@?#]*@)?(\[[^\]\s]*\]|[^\s/?#:\[\]]+)")
-DOTTED_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*+(?:\.[A-Za-z0-9-]++)++")
-IPV4_RE = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
-PRIVATE_SUFFIXES = (".local", ".internal", ".corp", ".lan", ".localhost")
-PRIVATE_PREFIXES = tuple(
-    f"{word}{sep}" for word in ("internal", "intranet", "private", "vpn") for sep in ".-"
-)
-WORD_TOKEN_RE = re.compile(
-    r"(?<![A-Za-z0-9])(?:sk-(?:proj-)?|ghp_|gho_|github_pat_|xox[baprs]-)[A-Za-z0-9_-]{12}"
-    r"|(?<![A-Z0-9])AKIA[0-9A-Z]{16}"
-)
-CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-DRIVE_RE = re.compile(r"[A-Za-z]:")
-
-
-# ---------------------------------------------------------------------------------------
-# Text rules
-
-
-def fold(value: str) -> str:
-    """The uniqueness key of a list item: NFC, then casefold."""
-    if value.isascii():  # NFC never changes ASCII; this is the common case by far
-        return value.casefold()
-    return unicodedata.normalize("NFC", value).casefold()
-
-
-def trim(text: str, limit: int) -> str:
-    """Collapse whitespace; past `limit`, keep the first limit-3 chars (right-stripped) + '...'."""
-    text = " ".join(text.split())
-    if len(text) > limit:
-        return text[: limit - 3].rstrip() + "..."
-    return text
-
-
-def _private_host(host: str, *, bare: bool) -> bool:
-    host = host.casefold().rstrip(".")
-    if host.startswith("[") and host.endswith("]"):
-        try:
-            return not ipaddress.IPv6Address(host[1:-1].split("%")[0]).is_global
-        except ValueError:
-            return True  # an unparseable bracketed host is not worth the risk
-    if IPV4_RE.fullmatch(host):
-        try:
-            return not ipaddress.IPv4Address(host).is_global
-        except ValueError:
-            return False
-    if host == "localhost" or host.endswith(PRIVATE_SUFFIXES):
-        return True
-    # A bare dotted word such as `internal-tools.md` is more likely a file than a host; in
-    # running text only call it a host when it has at least two dots.
-    return host.startswith(PRIVATE_PREFIXES) and (not bare or host.count(".") >= 2)
-
-
-def is_sensitive(text: str) -> bool:
-    """True when the text holds a credential, a private address, a local path or is itself a
-    sensitive word; such text never reaches guidance."""
-    if not text:
-        return False
-    if _standalone_sensitive(text) or SENSITIVE_RE.search(text):
-        return True
-    if "://" in text:
-        for match in URL_HOST_RE.finditer(text):
-            if _private_host(match.group(1), bare=False):
-                return True
-    if "." in text:
-        for match in DOTTED_RE.finditer(text):
-            # A dotted quad anywhere (`127.0.0.1:8080/x` without its scheme) is checked too.
-            quad = IPV4_RE.search(match.group())
-            if quad and _private_host(quad.group(), bare=True):
-                return True
-            if _private_host(match.group(), bare=True):
-                return True
-    return False
-
-
-def _standalone_sensitive(text: str) -> bool:
-    key = text.strip().casefold().replace("-", "_").replace(" ", "_")
-    return key in STANDALONE_SENSITIVE
-
-
-def _sensitive_word(word: str) -> bool:
-    # A word holds only word characters and '-', so of the sensitive-text rules only the
-    # standalone words, `localhost` and the token prefixes can match inside it.
-    return _standalone_sensitive(word) or word.casefold() == "localhost" or bool(WORD_TOKEN_RE.search(word))
-
-
-def terms_from_text(text: str, limit: int = MAX_TEXT_TERMS) -> list[str]:
-    """Distinct words of a text (first spelling kept), minus common and sensitive words."""
-    if not text or is_sensitive(text):
-        return []
-    if not text.isascii():
-        # A decomposed accent is not a word character; composing first keeps `CAFE\u0301` whole.
-        text = unicodedata.normalize("NFC", text)
-    terms: list[str] = []
-    seen: set[str] = set()
-    for match in WORD_RE.finditer(text):
-        # A trailing hyphen ("pre-") is line-wrap or prose debris, not part of the term.
-        word = match.group().rstrip("-")
-        if len(word) < 2:
-            continue
-        key = fold(word)
-        if key in seen or key in COMMON_WORDS or _sensitive_word(word):
-            continue
-        seen.add(key)
-        terms.append(word)
-        if len(terms) >= limit:
-            break
-    return terms
-
-
-def identifiers_in(*texts: str) -> list[str]:
-    """Exact identifiers in the texts, in order: connector-joined runs (`pkg.mod`, `a:b`,
-    `artwork-review`, `refund.v1-beta.md`, `v1.2`, `ABC-123`, `REFUND_WINDOW_DAYS`) and ASCII
-    words with an uppercase letter after the first char (`LLMWiki`, `BillingRefundHandler`)."""
-    found: list[str] = []
-    for text in texts:
-        for match in IDENT_RE.finditer(text):
-            token = match.group()
-            core = token.strip("_")
-            if JOINED_RE.search(core) or (
-                CAMEL_RE.fullmatch(token) and any("A" <= c <= "Z" for c in token[1:])
-            ):
-                found.append(token)
-    return found
-
-
-def clean_markdown(text: str) -> str:
-    """Markdown inline cleaning (contract 5.8), whitespace collapsed, not yet trimmed."""
-    if "[[" in text:
-        text = WIKILINK_RE.sub(lambda m: m.group(2) if m.group(2) is not None else m.group(1), text)
-    if "](" in text:
-        text = MDLINK_RE.sub(r"\1", text)
-    if "<" in text:
-        text = HTML_TAG_RE.sub(" ", text)
-    parts: list[str] = []
-    in_fence = False
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith(FENCE_PREFIXES):
-            in_fence = not in_fence
-            continue
-        if in_fence:
-            continue
-        stripped = stripped.lstrip("#").lstrip(LINE_LEAD_CHARS)
-        if not stripped or stripped.startswith("|"):
-            continue
-        parts.append(stripped)
-    return " ".join(" ".join(parts).split())
-
-
-def safe_path(value: str) -> str | None:
-    """The source-relative `/` path when it is safe to show an agent, else None."""
-    path = value.strip().replace("\\", "/")
-    if (
-        not path
-        or len(path) > MAX_PATH_CHARS
-        or path.startswith("/")
-        or "://" in path
-        or CONTROL_RE.search(path)
-        or DRIVE_RE.match(path)
-        or is_sensitive(path)
-    ):
-        return None
-    for segment in path.split("/"):
-        if segment in ("", ".", ".."):
-            return None
-        if _standalone_sensitive(posixpath.splitext(segment)[0]):
-            return None
-    return path
-
-
-def _unique(items: Iterable[str], limit: int, max_chars: int | None = None) -> list[str]:
-    """Stripped, non-empty, case-insensitively unique items (first spelling kept), capped."""
-    out: list[str] = []
-    seen: set[str] = set()
-    if limit <= 0:
-        return out
-    for item in items:
-        item = item.strip()
-        if not item or (max_chars is not None and len(item) > max_chars):
-            continue
-        key = fold(item)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(item)
-        if len(out) >= limit:
-            break
-    return out
-
 
 # ---------------------------------------------------------------------------------------
 # Per-page facts (cached: they depend on the page only, never on the query)
@@ -320,33 +73,12 @@ class _PageFacts(NamedTuple):
     keys: frozenset[str]  # the folded terms, for overlap with query terms
 
 
-class _PageCard(NamedTuple):
-    page_id: str
-    title: str
-    path: str
-    headings: tuple[str, ...]
-    terms: tuple[str, ...]
-    exact_identifiers: tuple[str, ...]
-    excerpt: str
-
-    def payload(self) -> dict[str, Any]:
-        return {
-            "page_id": self.page_id,
-            "title": self.title,
-            "path": self.path,
-            "headings": list(self.headings),
-            "terms": list(self.terms),
-            "exact_identifiers": list(self.exact_identifiers),
-            "excerpt": self.excerpt,
-        }
-
-
 # Keyed by the few fields the facts depend on, so a re-parsed or derived snapshot whose page
 # kept its path, title, headings and tags reuses the entry.
 @lru_cache(maxsize=131072)
 def _page_facts(path: str, title: str, headings: tuple[str, ...], tags: tuple[str, ...]) -> _PageFacts:
     sources = chain((title,), headings, tags)
-    terms = _unique(chain.from_iterable(terms_from_text(text) for text in sources), MAX_PAGE_TERMS)
+    terms = unique(chain.from_iterable(terms_from_text(text) for text in sources), MAX_PAGE_TERMS)
     safe = safe_path(path)
     folder = None if safe is None else (posixpath.dirname(safe) or ".")
     return _PageFacts(folder, tuple(terms), frozenset(fold(term) for term in terms))
@@ -396,10 +128,25 @@ def _excerpt(page: Page) -> str | None:
     return None
 
 
+_Card = TypeVar("_Card", PageCard, FolderCard)
+
+
+class _Sized(NamedTuple, Generic[_Card]):
+    """A card and the length of its compact JSON, for the budget."""
+
+    card: _Card
+    size: int
+
+
+def _sized(card: _Card) -> _Sized[_Card]:
+    return _Sized(card, len(_compact(card.model_dump())))
+
+
 # Keyed by the whole (immutable, hashable) Page: the card reads the body for its excerpt.
-# The cards are query-independent, so the extractive path pays for each page once.
+# The cards are query-independent, so the extractive path pays for each page once. A cached
+# card is shared by the answers that show it and never changed: each answer dumps a copy.
 @lru_cache(maxsize=4096)
-def _page_card(page: Page) -> _PageCard | None:
+def _page_card(page: Page) -> _Sized[PageCard] | None:
     path = safe_path(page.path)
     if path is None:
         return None
@@ -413,17 +160,21 @@ def _page_card(page: Page) -> _PageCard | None:
     if excerpt is None:
         return None
     title = trim(raw_title, MAX_TITLE_CHARS)
-    headings = _unique(
+    headings = unique(
         (trim(h, MAX_HEADING_CHARS) for h in page.headings if not is_sensitive(h)), MAX_CARD_HEADINGS
     )
     found = identifiers_in(title, *headings, excerpt)
-    identifiers = _unique(
+    identifiers = unique(
         (item for item in chain((path,), page.source_refs, page.tags, found) if not is_sensitive(item)),
         MAX_CARD_IDENTIFIERS,
         MAX_IDENTIFIER_CHARS,
     )
     terms = _facts_of(page).terms
-    return _PageCard(page_id, title, path, tuple(headings), terms, tuple(identifiers), excerpt)
+    # Built by the rules above, which already trim, bound and dedupe: validating again would only
+    # cost time on every cold card (the tests validate what this returns).
+    return _sized(PageCard.model_construct(
+        page_id=page_id, title=title, path=path, headings=headings, terms=list(terms),
+        exact_identifiers=identifiers, excerpt=excerpt))
 
 
 # ---------------------------------------------------------------------------------------
@@ -470,7 +221,7 @@ class _View:
     positions; a query then touches only the postings of its own terms."""
 
     def __init__(self, pages: Sequence[Page], adapter: str) -> None:
-        self.source = "none"
+        self.source: OrientationSource = "none"
         self.authored = sorted(
             (p for p in pages if p.role in AUTHORED_ROLES), key=lambda p: (ROLE_RANK.get(p.role, 3), p.path)
         )
@@ -557,41 +308,32 @@ def _size(item: Any) -> int:
     return len(encode_basestring(item)) if isinstance(item, str) else len(_compact(item))
 
 
-# Cards repeat from query to query (authored guidance shows the same entry pages every time):
-# their compact sizes are worked out once.
 @lru_cache(maxsize=4096)
-def _card_size(card: _PageCard) -> int:
-    return len(_compact(card.payload()))
+def _folder_card(folder: _FolderFacts) -> _Sized[FolderCard]:
+    return _sized(FolderCard.model_construct(path=folder.path, page_count=folder.page_count,
+                                             terms=list(folder.terms)))
 
 
-@lru_cache(maxsize=4096)
-def _folder_size(folder: _FolderFacts) -> int:
-    return len(_compact(_folder_payload(folder)))
+_TRIMMED_LISTS = ("page_cards", "folder_cards", "suggested_terms", "exact_identifiers")  # in drop order
 
 
-def _folder_payload(folder: _FolderFacts) -> dict[str, Any]:
-    return {"path": folder.path, "page_count": folder.page_count, "terms": list(folder.terms)}
-
-
-def _fit_budget(guidance: dict[str, Any], budget: int,
-                known: dict[str, list[int]] | None = None) -> None:
+def _fit_budget(guidance: dict[str, Any], budget: int, known: dict[str, list[int]] | None = None) -> None:
     """Drop the last page card, then folder card, then suggested term, then exact identifier
-    until the compact JSON fits. Sizes are summed per item (`known` gives some lists' item
-    sizes already), so this is at most one dump per item."""
-    lists = ("page_cards", "folder_cards", "suggested_terms", "exact_identifiers")
+    until the compact JSON fits. Sizes are summed per item (`known` gives the cards' sizes
+    already), so this is at most one dump per term."""
     known = known or {}
     sizes = {name: list(known[name]) if name in known else [_size(item) for item in guidance[name]]
-             for name in lists}
-    total = len(_compact({**guidance, **{name: [] for name in lists}}))
-    for name in lists:
+             for name in _TRIMMED_LISTS}
+    total = len(_compact({**guidance, **{name: [] for name in _TRIMMED_LISTS}}))
+    for name in _TRIMMED_LISTS:
         total += sum(sizes[name]) + max(0, len(sizes[name]) - 1)
-    for name in lists:
+    for name in _TRIMMED_LISTS:
         items, item_sizes = guidance[name], sizes[name]
         while total > budget and items:
             items.pop()
             total -= item_sizes.pop() + (1 if items else 0)
     while len(_compact(guidance)) > budget:  # a guard; the arithmetic above is exact
-        nonempty = [n for n in lists if guidance[n]]
+        nonempty = [n for n in _TRIMMED_LISTS if guidance[n]]
         if not nonempty:
             break
         guidance[nonempty[0]].pop()
@@ -613,7 +355,7 @@ def build_guidance(
     query_keys = frozenset(fold(term) for term in query_terms)
 
     source = view.source
-    cards: list[_PageCard] = []
+    cards: list[_Sized[PageCard]] = []
     folders: list[_FolderFacts] = []
     if source != "none":
         candidates = view.authored if source == "authored" else view.extractive_candidates(query_keys)
@@ -627,13 +369,13 @@ def build_guidance(
     suggested: list[str] = []
     identifiers: list[str] = []
     if source != "none":
-        suggested = _unique(
-            chain(query_terms, *(c.terms for c in cards), *(f.terms for f in folders)),
+        suggested = unique(
+            chain(query_terms, *(c.card.terms for c in cards), *(f.terms for f in folders)),
             MAX_SUGGESTED_TERMS,
             MAX_TERM_CHARS,
         )
-        identifiers = _unique(
-            chain(*(c.exact_identifiers for c in cards), (c.path for c in cards)),
+        identifiers = unique(
+            chain(*(c.card.exact_identifiers for c in cards), (c.card.path for c in cards)),
             MAX_EXACT_IDENTIFIERS,
             MAX_IDENTIFIER_CHARS,
         )
@@ -641,140 +383,21 @@ def build_guidance(
         source = "none"
         identifiers = []
 
-    guidance: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "orientation_source": source,
-        "content_trust": CONTENT_TRUST,
-        "max_query_variants": MAX_QUERY_VARIANTS,
-        "character_budget": CHARACTER_BUDGET,
-        "folder_cards": [_folder_payload(f) for f in folders],
-        "page_cards": [card.payload() for card in cards],
-        "suggested_terms": suggested,
-        "exact_identifiers": identifiers,
+    folder_cards = [_folder_card(f) for f in folders]
+    guidance = RetrievalGuidance.model_construct(
+        schema_version=SCHEMA_VERSION,
+        orientation_source=source,
+        content_trust=CONTENT_TRUST,
+        max_query_variants=MAX_QUERY_VARIANTS,
+        character_budget=CHARACTER_BUDGET,
+        folder_cards=[f.card for f in folder_cards],
+        page_cards=[c.card for c in cards],
+        suggested_terms=suggested,
+        exact_identifiers=identifiers,
         # Only a verified provider adds the vector modes; building guidance never probes one.
-        "fallback_modes": list(FALLBACK_ORDER) if vector_available else ["literal"],
-    }
-    _fit_budget(guidance, CHARACTER_BUDGET, {"page_cards": [_card_size(card) for card in cards],
-                                             "folder_cards": [_folder_size(f) for f in folders]})
-    return guidance
-
-
-# ---------------------------------------------------------------------------------------
-# Validation (closed schema)
-
-
-def _fail(where: str, problem: str) -> None:
-    raise ValueError(f"retrieval_guidance.{where}: {problem}")
-
-
-def _check_keys(value: Any, keys: tuple[str, ...], where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        _fail(where, "must be an object")
-    if tuple(value) != keys:
-        _fail(where, f"keys must be exactly {list(keys)} in that order, got {list(value)}")
-    for key, item in value.items():
-        if item is None:
-            _fail(f"{where}.{key}" if where else key, "must not be null")
-    result: dict[str, Any] = value
-    return result
-
-
-def _check_text(value: Any, where: str, max_chars: int, *, min_chars: int = 1) -> str:
-    if not isinstance(value, str):
-        _fail(where, "must be a string")
-    text: str = value
-    if text != text.strip():
-        _fail(where, "must be trimmed")
-    if not min_chars <= len(text) <= max_chars:
-        _fail(where, f"length must be {min_chars}..{max_chars}, got {len(text)}")
-    if is_sensitive(text):
-        _fail(where, "must not hold sensitive text")
-    return text
-
-
-def _check_list(value: Any, where: str, max_items: int, max_chars: int) -> list[str]:
-    if not isinstance(value, list):
-        _fail(where, "must be a list")
-    if len(value) > max_items:
-        _fail(where, f"at most {max_items} items, got {len(value)}")
-    seen: set[str] = set()
-    items: list[str] = []
-    for index, item in enumerate(value):
-        text = _check_text(item, f"{where}[{index}]", max_chars)
-        key = fold(text)
-        if key in seen:
-            _fail(f"{where}[{index}]", "duplicate (case-insensitive)")
-        seen.add(key)
-        items.append(text)
-    return items
-
-
-def _check_path(value: Any, where: str, *, folder: bool = False) -> None:
-    if not isinstance(value, str):
-        _fail(where, "must be a string")
-    if folder and value == ".":
-        return
-    if safe_path(value) != value:
-        _fail(where, "must be a safe source-relative path")
-
-
-def _check_int(value: Any, where: str, low: int, high: int | None = None) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        _fail(where, "must be an integer")
-    number: int = value
-    if number < low or (high is not None and number > high):
-        _fail(where, f"must be in {low}..{high if high is not None else ''}")
-    return number
-
-
-def validate_guidance(obj: object) -> None:
-    """Raise ValueError unless obj is a valid closed `llmwiki.retrieval_guidance.v1` object."""
-    guidance = _check_keys(obj, GUIDANCE_KEYS, "")
-    if guidance["schema_version"] != SCHEMA_VERSION:
-        _fail("schema_version", f"must be {SCHEMA_VERSION!r}")
-    if guidance["orientation_source"] not in ORIENTATION_SOURCES:
-        _fail("orientation_source", f"must be one of {list(ORIENTATION_SOURCES)}")
-    if guidance["content_trust"] != CONTENT_TRUST:
-        _fail("content_trust", f"must be {CONTENT_TRUST!r}")
-    if _check_int(guidance["max_query_variants"], "max_query_variants", 0) != MAX_QUERY_VARIANTS:
-        _fail("max_query_variants", f"must be {MAX_QUERY_VARIANTS}")
-    budget = _check_int(guidance["character_budget"], "character_budget", 1, 6000)
-
-    folder_cards = guidance["folder_cards"]
-    if not isinstance(folder_cards, list) or len(folder_cards) > MAX_FOLDER_CARDS:
-        _fail("folder_cards", f"must be a list of at most {MAX_FOLDER_CARDS}")
-    for index, raw in enumerate(folder_cards):
-        where = f"folder_cards[{index}]"
-        card = _check_keys(raw, FOLDER_CARD_KEYS, where)
-        _check_path(card["path"], f"{where}.path", folder=True)
-        _check_int(card["page_count"], f"{where}.page_count", 1)
-        _check_list(card["terms"], f"{where}.terms", MAX_FOLDER_TERMS, MAX_TERM_CHARS)
-
-    page_cards = guidance["page_cards"]
-    if not isinstance(page_cards, list) or len(page_cards) > MAX_PAGE_CARDS:
-        _fail("page_cards", f"must be a list of at most {MAX_PAGE_CARDS}")
-    for index, raw in enumerate(page_cards):
-        where = f"page_cards[{index}]"
-        card = _check_keys(raw, PAGE_CARD_KEYS, where)
-        _check_text(card["page_id"], f"{where}.page_id", MAX_PAGE_ID_CHARS)
-        _check_text(card["title"], f"{where}.title", MAX_TITLE_CHARS)
-        _check_path(card["path"], f"{where}.path")
-        _check_list(card["headings"], f"{where}.headings", MAX_CARD_HEADINGS, MAX_HEADING_CHARS)
-        _check_list(card["terms"], f"{where}.terms", MAX_PAGE_TERMS, MAX_TERM_CHARS)
-        _check_list(card["exact_identifiers"], f"{where}.exact_identifiers", MAX_CARD_IDENTIFIERS,
-                    MAX_IDENTIFIER_CHARS)
-        _check_text(card["excerpt"], f"{where}.excerpt", MAX_EXCERPT_CHARS)
-
-    _check_list(guidance["suggested_terms"], "suggested_terms", MAX_SUGGESTED_TERMS, MAX_TERM_CHARS)
-    _check_list(guidance["exact_identifiers"], "exact_identifiers", MAX_EXACT_IDENTIFIERS,
-                MAX_IDENTIFIER_CHARS)
-    modes = guidance["fallback_modes"]
-    if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
-        _fail("fallback_modes", "must be a list of strings")
-    if modes != [m for m in FALLBACK_ORDER if m in modes]:
-        _fail("fallback_modes", f"must be an ordered subset of {list(FALLBACK_ORDER)}")
-    lists = ("folder_cards", "page_cards", "suggested_terms", "exact_identifiers")
-    if guidance["orientation_source"] == "none" and any(guidance[name] for name in lists):
-        _fail("orientation_source", "'none' carries no cards, terms or identifiers")
-    if len(_compact(guidance)) > budget:
-        _fail("character_budget", f"compact JSON is longer than {budget} characters")
+        fallback_modes=list(FALLBACK_ORDER) if vector_available else ["literal"],
+    )
+    wire = guidance.model_dump(by_alias=False)  # serve's wire form: snake_case, the model's order
+    _fit_budget(wire, CHARACTER_BUDGET, {"page_cards": [c.size for c in cards],
+                                         "folder_cards": [f.size for f in folder_cards]})
+    return wire

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import random
-import unicodedata
 from typing import Any
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bridge import guidance
-from bridge.guidance import GuidanceError, map_guidance
+from bridge.guidance import GuidanceError, map_guidance, parse_guidance
+from bridge.source_tools import tool_descriptors
+from common.guidance import FolderCard, PageCard, RetrievalGuidance
 from tests.support.bridge_sources import BridgeFactory, source
 
 SNAKE: dict[str, Any] = {
@@ -53,17 +51,89 @@ def _broken(path: list[Any], value: Any) -> dict[str, Any]:
     return raw
 
 
-@pytest.mark.parametrize(("path", "value"), [
-    (["schema_version"], "v2"), (["extra"], 1), (["suggested_terms"], KeyError),
-    (["max_query_variants"], 3), (["character_budget"], 10), (["page_cards"], None),
-    (["page_cards", 0, "path"], "/etc/passwd"), (["page_cards", 0, "path"], "../x.md"),
-    (["page_cards", 0, "path"], "https://x/y"), (["folder_cards", 0, "page_count"], 0),
-    (["suggested_terms"], ["a", "A"]), (["fallback_modes"], ["vector", "literal"]),
-    (["exact_identifiers"], [" "]),
-])
-def test_invalid_guidance_is_rejected(path: list[Any], value: Any) -> None:
-    with pytest.raises(GuidanceError):
-        map_guidance(_broken(path, value), snake=True)
+def _renamed(old: str, new: str) -> dict[str, Any]:
+    return {new if key == old else key: value for key, value in SNAKE.items()}
+
+
+# The messages are the bridge's diagnostics (and 400 bodies for caller guidance): each one pinned,
+# including which problem is named when there are several (the order the checks run in).
+G = "retrieval_guidance"
+P0 = f"{G}.pageCards[0]"
+RELATIVE = "must be a source-relative path."
+REJECTED: list[tuple[Any, str]] = [
+    ([], f"{G} must be an object."),
+    ({**SNAKE, "extra": 1}, f"{G}.extra is not a supported field."),
+    (_broken(["suggested_terms"], KeyError), f"{G}.suggested_terms is required."),
+    ({**_broken(["suggested_terms"], KeyError), "extra": 1}, f"{G}.extra is not a supported field."),
+    (_renamed("page_cards", "pageCards"), f"{G}.pageCards is not a supported field."),
+    (_broken(["schema_version"], "v2"), f"{G}.schemaVersion must be llmwiki.retrieval_guidance.v1."),
+    (_broken(["schema_version"], " llmwiki.retrieval_guidance.v1"),
+     f"{G}.schemaVersion must be llmwiki.retrieval_guidance.v1."),
+    (_broken(["orientation_source"], "model"), f"{G}.orientationSource is not supported."),
+    (_broken(["content_trust"], "trusted"), f"{G}.contentTrust must be untrusted_source_evidence."),
+    (_broken(["max_query_variants"], 3), f"{G}.maxQueryVariants must be 2."),
+    (_broken(["max_query_variants"], True), f"{G}.maxQueryVariants must be 2."),
+    (_broken(["character_budget"], 0), f"{G}.characterBudget must be an integer between 1 and 6000."),
+    (_broken(["character_budget"], 6001), f"{G}.characterBudget must be an integer between 1 and 6000."),
+    (_broken(["character_budget"], 400.0), f"{G}.characterBudget must be an integer between 1 and 6000."),
+    (_broken(["character_budget"], True), f"{G}.characterBudget must be an integer between 1 and 6000."),
+    (_broken(["character_budget"], 10), f"{G} exceeds its characterBudget."),
+    (_broken(["folder_cards", 0, "page_count"], 0),
+     f"{G}.folderCards[0].pageCount must be an integer between 1 and any."),
+    ({**SNAKE, "folder_cards": [{"path": "a", "page_count": 0, "terms": [""]}]},
+     f"{G}.folderCards[0].terms[0] must be a non-empty string."),  # a folder checks pageCount last
+    (_broken(["folder_cards"], [{}] * 9), f"{G}.folderCards must have at most 8 items."),
+    (_broken(["page_cards"], None), f"{G}.pageCards must be an array."),
+    (_broken(["page_cards"], [5]), f"{P0} must be an object."),
+    (_broken(["page_cards", 0, "page_id"], KeyError), f"{P0}.page_id is required."),
+    (_broken(["page_cards", 0, "pageId"], "hot"), f"{P0}.pageId is not a supported field."),
+    (_broken(["page_cards", 0, "path"], "/etc/passwd"), f"{P0}.path {RELATIVE}"),
+    (_broken(["page_cards", 0, "path"], "../x.md"), f"{P0}.path {RELATIVE}"),
+    (_broken(["page_cards", 0, "path"], "https://x/y"), f"{P0}.path {RELATIVE}"),
+    (_broken(["page_cards", 0, "path"], "C:/x.md"), f"{P0}.path {RELATIVE}"),
+    (_broken(["page_cards", 0, "path"], "a\\b.md"), f"{P0}.path {RELATIVE}"),
+    (_broken(["page_cards", 0, "title"], "x" * 241), f"{P0}.title must be at most 240 characters."),
+    (_broken(["page_cards", 0, "headings"], ["ok", 5]), f"{P0}.headings[1] must be a non-empty string."),
+    (_broken(["suggested_terms"], ["a", "A"]), f"{G}.suggestedTerms items must be unique."),
+    (_broken(["suggested_terms"], ["Café", "Cafe\u0301"]), f"{G}.suggestedTerms items must be unique."),
+    (_broken(["suggested_terms"], ["a", "a", ""]), f"{G}.suggestedTerms[2] must be a non-empty string."),
+    (_broken(["suggested_terms"], ["x"] * 17), f"{G}.suggestedTerms must have at most 16 items."),
+    (_broken(["exact_identifiers"], [" "]), f"{G}.exactIdentifiers[0] must be a non-empty string."),
+    (_broken(["fallback_modes"], ["vector", "literal"]),
+     f"{G}.fallbackModes must be a subset of literal, hybrid, vector in order."),
+    (_broken(["fallback_modes"], ["semantic"]),
+     f"{G}.fallbackModes must be a subset of literal, hybrid, vector in order."),
+    (_broken(["fallback_modes"], ["x" * 17]), f"{G}.fallbackModes[0] must be at most 16 characters."),
+    ({**_broken(["schema_version"], "v2"), "page_cards": None},
+     f"{G}.schemaVersion must be llmwiki.retrieval_guidance.v1."),  # the first field checked wins
+]
+
+
+@pytest.mark.parametrize(("raw", "message"), REJECTED)
+def test_invalid_guidance_is_rejected_with_its_message(raw: Any, message: str) -> None:
+    with pytest.raises(GuidanceError) as caught:
+        map_guidance(raw, snake=True, where=G)
+    assert str(caught.value) == message
+
+
+def test_public_form_names_keys_as_given_and_fields_in_camel_case() -> None:
+    public = map_guidance(SNAKE, snake=True)
+    card = {**public["pageCards"][0], "page_id": "hot"}
+    with pytest.raises(GuidanceError, match=r"^data\.g\.pageCards\[0\]\.page_id is not a supported field\.$"):
+        map_guidance({**public, "pageCards": [card]}, snake=False, where="data.g")
+    with pytest.raises(GuidanceError, match=r"^retrievalGuidance\.pageCards\[0\]\.excerpt must be"):
+        map_guidance({**public, "pageCards": [{**public["pageCards"][0], "excerpt": "x" * 241}]}, snake=False)
+
+
+def test_accepted_values_are_trimmed_and_kept() -> None:
+    raw = _broken(["page_cards", 0, "title"], "  Current Focus \x1c")
+    raw["max_query_variants"] = 2.0  # always accepted (compared with ==), written back as 2
+    raw["suggested_terms"] = ["release", "\ud800 lone"]  # JSON may carry a lone surrogate
+    mapped = map_guidance(raw, snake=True)
+    assert mapped["pageCards"][0]["title"] == "Current Focus"
+    assert mapped["maxQueryVariants"] == 2 and type(mapped["maxQueryVariants"]) is int
+    assert mapped["suggestedTerms"] == ["release", "\ud800 lone"]
+    assert parse_guidance(raw, snake=True) == RetrievalGuidance.model_validate(mapped, by_alias=True)
 
 
 async def test_caller_guidance_is_validated(bridge_client: BridgeFactory) -> None:
@@ -113,148 +183,47 @@ async def test_source_guidance_diagnostics(bridge_client: BridgeFactory, aiohttp
     assert "retrievalGuidance" not in str(result) and "suggestedTerms" not in str(result)
 
 
-# The validation as it was before field paths were built only for errors: every path eagerly.
-def _plain_string(value: Any, where: str, limit: int) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise GuidanceError(f"{where} must be a non-empty string.")
-    text = value.strip()
-    if len(text) > limit:
-        raise GuidanceError(f"{where} must be at most {limit} characters.")
-    return text
+def _nodes(node: Any) -> list[dict[str, Any]]:
+    """Every schema object under `node` (property names are not schema keywords)."""
+    if isinstance(node, list):
+        return [n for item in node for n in _nodes(item)]
+    if not isinstance(node, dict):
+        return []
+    subs = [v for k, v in node.items() if k != "properties"] + list(node.get("properties", {}).values())
+    return [node, *_nodes(subs)]
 
 
-def _plain_strings(value: Any, where: str, count: int, limit: int) -> list[str]:
-    values = guidance._array(value, where, count)
-    items = [_plain_string(v, f"{where}[{i}]", limit) for i, v in enumerate(values)]
-    folded = [unicodedata.normalize("NFC", i).lower() for i in items]
-    if len(set(folded)) != len(folded):
-        raise GuidanceError(f"{where} items must be unique.")
-    return items
+def test_the_run_tool_lists_the_model_schema() -> None:
+    """`llmwiki_agent_run` lists the guidance schema made from the model: self-contained, closed,
+    with the contract's constants, enums and bounds."""
+    [run] = [t for t in tool_descriptors(annotated=False) if t["name"] == "llmwiki_agent_run"]
+    schema = run["inputSchema"]["properties"]["retrievalGuidance"]
+    assert all(not {"$ref", "$defs", "title"} & set(node) for node in _nodes(schema))
+    page, folder = schema["properties"]["pageCards"]["items"], schema["properties"]["folderCards"]["items"]
+    for closed, model in ((schema, RetrievalGuidance), (page, PageCard), (folder, FolderCard)):
+        assert closed["type"] == "object" and closed["additionalProperties"] is False
+        assert closed["required"] == list(closed["properties"]) == [
+            f.alias for f in model.model_fields.values()]
+    props = schema["properties"]
+    assert props["schemaVersion"] == {"type": "string", "const": "llmwiki.retrieval_guidance.v1"}
+    assert props["orientationSource"]["enum"] == ["authored", "projection_extractive", "none"]
+    assert props["contentTrust"]["const"] == "untrusted_source_evidence"
+    assert props["maxQueryVariants"] == {"type": "integer", "const": 2}
+    assert (props["characterBudget"]["minimum"], props["characterBudget"]["maximum"]) == (1, 6000)
+    assert props["fallbackModes"]["maxItems"] == 3
+    assert props["fallbackModes"]["items"] == {"type": "string", "enum": ["literal", "hybrid", "vector"]}
+    assert folder["properties"]["pageCount"] == {"type": "integer", "minimum": 1}
 
+    def bounds(prop: dict[str, Any]) -> tuple[int, ...]:
+        if prop["type"] == "array":
+            return (prop["maxItems"], prop["items"]["minLength"], prop["items"]["maxLength"])
+        return (prop["minLength"], prop["maxLength"])
 
-def _plain_path(value: Any, where: str, limit: int) -> str:
-    path = _plain_string(value, where, limit)
-    if (path.startswith(("/", "\\")) or "\\" in path or guidance._DRIVE.match(path)
-            or guidance._SCHEME.match(path) or ".." in path.split("/")):
-        raise GuidanceError(f"{where} must be a source-relative path.")
-    return path
-
-
-def _plain_count(value: Any, where: str, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (
-            high is not None and value > high):
-        raise GuidanceError(f"{where} must be an integer between {low} and {high or 'any'}.")
-    return value
-
-
-def _plain_map(raw: Any, *, snake: bool, where: str = "retrievalGuidance") -> dict[str, Any]:
-    top = guidance._keys(raw, guidance._TOP, snake, where)
-    if top["schemaVersion"] != guidance.SCHEMA:
-        raise GuidanceError(f"{where}.schemaVersion must be {guidance.SCHEMA}.")
-    if top["orientationSource"] not in ("authored", "projection_extractive", "none"):
-        raise GuidanceError(f"{where}.orientationSource is not supported.")
-    if top["contentTrust"] != "untrusted_source_evidence":
-        raise GuidanceError(f"{where}.contentTrust must be untrusted_source_evidence.")
-    if top["maxQueryVariants"] != 2 or isinstance(top["maxQueryVariants"], bool):
-        raise GuidanceError(f"{where}.maxQueryVariants must be 2.")
-    budget = _plain_count(top["characterBudget"], f"{where}.characterBudget", 1, 6000)
-    counted: list[str] = []
-    folders: list[dict[str, Any]] = []
-    for i, card in enumerate(guidance._array(top["folderCards"], f"{where}.folderCards", 8)):
-        at = f"{where}.folderCards[{i}]"
-        fields = guidance._keys(card, guidance._FOLDER, snake, at)
-        path = _plain_path(fields["path"], f"{at}.path", 1024)
-        terms = _plain_strings(fields["terms"], f"{at}.terms", 8, 120)
-        folders.append({"path": path, "pageCount": _plain_count(fields["pageCount"], f"{at}.pageCount", 1),
-                        "terms": terms})
-        counted += [path, *terms]
-    pages: list[dict[str, Any]] = []
-    for i, card in enumerate(guidance._array(top["pageCards"], f"{where}.pageCards", 12)):
-        at = f"{where}.pageCards[{i}]"
-        fields = guidance._keys(card, guidance._PAGE, snake, at)
-        texts = {"pageId": _plain_string(fields["pageId"], f"{at}.pageId", 512),
-                 "title": _plain_string(fields["title"], f"{at}.title", 240),
-                 "path": _plain_path(fields["path"], f"{at}.path", 1024)}
-        lists = {"headings": _plain_strings(fields["headings"], f"{at}.headings", 8, 160),
-                 "terms": _plain_strings(fields["terms"], f"{at}.terms", 12, 120),
-                 "exactIdentifiers": _plain_strings(fields["exactIdentifiers"], f"{at}.exactIdentifiers",
-                                                    8, 240)}
-        excerpt = _plain_string(fields["excerpt"], f"{at}.excerpt", 240)
-        pages.append({**texts, **lists, "excerpt": excerpt})
-        counted += [*texts.values(), *(t for items in lists.values() for t in items), excerpt]
-    suggested = _plain_strings(top["suggestedTerms"], f"{where}.suggestedTerms", 16, 120)
-    identifiers = _plain_strings(top["exactIdentifiers"], f"{where}.exactIdentifiers", 16, 240)
-    modes = _plain_strings(top["fallbackModes"], f"{where}.fallbackModes", 3, 16)
-    order = guidance.FALLBACK_ORDER
-    if any(m not in order for m in modes) or modes != [m for m in order if m in modes]:
-        raise GuidanceError(f"{where}.fallbackModes must be a subset of literal, hybrid, vector in order.")
-    counted += [*suggested, *identifiers, *modes]
-    if sum(len(s) for s in counted) > budget:
-        raise GuidanceError(f"{where} exceeds its characterBudget.")
-    return {"schemaVersion": guidance.SCHEMA, "orientationSource": top["orientationSource"],
-            "contentTrust": top["contentTrust"], "maxQueryVariants": 2, "characterBudget": budget,
-            "folderCards": folders, "pageCards": pages, "suggestedTerms": suggested,
-            "exactIdentifiers": identifiers, "fallbackModes": modes}
-
-
-_ODD: list[Any] = ["", " ", "  padded  ", "x" * 121, "x" * 161, "x" * 241, "y" * 1025, "Hot", "hot",
-                   "Ｃａｆé", "Cafe\u0301", "café", "/abs.md", "a\\b.md", "C:/x.md", "https://x/y", "../x.md",
-                   "ok/../x.md", "ok/page.md", None, 0, 1, -1, 9, True, 2.5, [], ["a"], ["a", "A"],
-                   ["a", " "], ["x"] * 17, {}, {"a": 1}, "literal", "vector", ["vector", "literal"],
-                   ["hybrid"]]
-
-
-def _mutated(rng: random.Random) -> Any:
-    raw: Any = copy.deepcopy(SNAKE)
-    raw["page_cards"].append({**raw["page_cards"][0], "page_id": "two", "terms": ["deploy", "Déploy"]})
-    raw["folder_cards"].append({"path": "notes", "page_count": 1, "terms": ["a", "b"]})
-    raw["character_budget"] = 4000
-    for _ in range(rng.randint(0, 3)):
-        target: Any = raw
-        key: Any = None
-        while True:  # walk down to a random container and pick one of its keys or indexes
-            keys = list(target) if isinstance(target, dict) else list(range(len(target)))
-            key = None
-            if not keys:
-                break
-            key = rng.choice(keys)
-            if not isinstance(target[key], (dict, list)) or rng.random() < 0.4:
-                break
-            target = target[key]
-        if key is None:
-            continue
-        roll = rng.random()
-        if roll < 0.15 and isinstance(target, dict):
-            del target[key]
-        elif roll < 0.25 and isinstance(target, dict):
-            target[rng.choice(["extra", "pageId", "page_count"])] = 1
-        elif roll < 0.35 and isinstance(target, list):
-            target.append(rng.choice(_ODD))
-        else:
-            target[key] = copy.deepcopy(rng.choice(_ODD))
-    return raw
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_lazy_field_paths_give_the_plain_validation(seed: int) -> None:
-    """Valid or not, the same result or the same error message as eager paths gave."""
-    rng = random.Random(seed)
-    outcomes = set()
-    for _ in range(1500):
-        raw = _mutated(rng)
-        snake = rng.random() < 0.8
-        if not snake:
-            with contextlib.suppress(GuidanceError):  # the public form of valid guidance
-                raw = _plain_map(raw, snake=True)
-        where = rng.choice(["retrieval_guidance", "retrievalGuidance", "data.guidance"])
-        try:
-            expected: Any = _plain_map(raw, snake=snake, where=where)
-        except GuidanceError as exc:
-            expected = ("error", str(exc))
-        try:
-            actual: Any = map_guidance(raw, snake=snake, where=where)
-        except GuidanceError as exc:
-            actual = ("error", str(exc))
-        assert actual == expected, raw
-        outcomes.add(expected[0] if isinstance(expected, tuple) else "valid")
-    assert outcomes == {"valid", "error"}
+    assert {name: bounds(props[name]) for name in ("suggestedTerms", "exactIdentifiers")} == {
+        "suggestedTerms": (16, 1, 120), "exactIdentifiers": (16, 1, 240)}
+    assert props["folderCards"]["maxItems"] == 8 and props["pageCards"]["maxItems"] == 12
+    assert {name: bounds(folder["properties"][name]) for name in ("path", "terms")} == {
+        "path": (1, 1024), "terms": (8, 1, 120)}
+    assert {name: bounds(prop) for name, prop in page["properties"].items()} == {
+        "pageId": (1, 512), "title": (1, 240), "path": (1, 1024), "headings": (8, 1, 160),
+        "terms": (12, 1, 120), "exactIdentifiers": (8, 1, 240), "excerpt": (1, 240)}

@@ -27,9 +27,9 @@ from common.schemas import (
     SearchResult,
 )
 from serve.protocols import http
-from serve.retrieval.guidance import validate_guidance
 from serve.retrieval.search import SearchRequest
 from tests.support.folders import copy_fixture
+from tests.support.guidance import assert_serve_guidance
 
 Client = TestClient[web.Request, web.Application]
 ClientFactory = Callable[..., Awaitable[Client]]  # the `serve_client` fixture
@@ -153,7 +153,7 @@ async def test_query_pack_keys_order_and_models(client: Client) -> None:
     assert {item["route"] for item in pack["orientation"]} == {"orientation"}
     roundtrips(GraphResponse, pack["graph"])
     assert pack["graph"]["nodes"]
-    validate_guidance(pack["retrieval_guidance"])
+    assert_serve_guidance(pack["retrieval_guidance"])
     assert pack["retrieval_guidance"]["orientation_source"] == "authored"
     assert pack["retrieval_guidance"]["fallback_modes"] == ["literal"]
 
@@ -372,7 +372,7 @@ async def test_empty_query_is_not_answerable(client: Client, query: str) -> None
     assert pack["limitations"] == [EMPTY_QUERY, WITHHELD_LINE]
     assert pack["graph"] == {"nodes": [], "edges": []}
     assert ids(pack["orientation"]) == ["hot", "index", "overview"]
-    validate_guidance(pack["retrieval_guidance"])
+    assert_serve_guidance(pack["retrieval_guidance"])
 
 
 @pytest.mark.parametrize("query", ["", "   "])
@@ -440,7 +440,7 @@ async def test_generic_folder_without_entry_pages_answers_no_match_unanswerable(
     assert (pack["orientation"], pack["evidence"], pack["answerable"]) == ([], [], False)
     assert pack["limitations"] == [NO_EVIDENCE, "1 draft or unapproved page(s) were withheld."]
     guidance = pack["retrieval_guidance"]
-    validate_guidance(guidance)
+    assert_serve_guidance(guidance)
     assert guidance["orientation_source"] == "projection_extractive"
 
 
@@ -672,7 +672,7 @@ async def test_fields_projection_on_query_evidence_and_orientation(
     # Top-level keys and the guidance are never projected.
     assert {k: v for k, v in pack.items() if k not in ("orientation", "evidence")} == {
         k: v for k, v in full.items() if k not in ("orientation", "evidence")}
-    validate_guidance(pack["retrieval_guidance"])
+    assert_serve_guidance(pack["retrieval_guidance"])
 
 
 def within_snippet_budget(snippet: str, limit: int) -> bool:
@@ -1185,7 +1185,7 @@ async def test_bad_input_is_a_sane_result_or_a_clear_4xx(client: Client, sample_
         else:
             ContextPack.model_validate(payload)
             assert list(payload) == PACK_KEYS
-            validate_guidance(payload["retrieval_guidance"])
+            assert_serve_guidance(payload["retrieval_guidance"])
             assert set(ids(payload["evidence"])) <= SAMPLE_APPROVED_IDS
     else:
         assert "detail" in payload

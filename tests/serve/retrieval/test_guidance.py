@@ -9,21 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from common.guidance import RetrievalGuidance
 from serve.folder import FolderMirror
 from serve.projection import Projection
-from serve.retrieval.guidance import (
-    CHARACTER_BUDGET,
-    build_guidance,
+from serve.retrieval.guidance import CHARACTER_BUDGET, build_guidance
+from serve.retrieval.guidance_text import (
     clean_markdown,
     identifiers_in,
     is_sensitive,
     safe_path,
     terms_from_text,
     trim,
-    validate_guidance,
 )
 from tests.support.folders import FIXTURES, build_adversarial, copy_fixture, tree_digest
+from tests.support.guidance import assert_serve_guidance
 
 KEYS = [
     "schema_version",
@@ -92,7 +93,7 @@ def write(root: Path, rel: str, text: str) -> None:
 
 def test_reference_sample_authored_example_exactly() -> None:
     result = guidance(project(FIXTURES / "shapes/reference-sample"), "release readiness")
-    validate_guidance(result)
+    assert_serve_guidance(result)
     assert list(result) == KEYS
     assert result["schema_version"] == "llmwiki.retrieval_guidance.v1"
     assert result["orientation_source"] == "authored"
@@ -144,7 +145,7 @@ def test_every_fixture_gives_closed_schema_guidance(name: str, drafts: bool) -> 
     projection = project(FIXTURES / name)
     for query in QUERIES:
         result = guidance(projection, query, drafts=drafts)
-        validate_guidance(result)
+        assert_serve_guidance(result)
         assert list(result) == KEYS
         assert len(compact(result)) <= CHARACTER_BUDGET
         assert json.loads(compact(result)) == result  # plain JSON values only
@@ -155,7 +156,7 @@ def test_adversarial_folder_gives_closed_schema_guidance(tmp_path: Path) -> None
     projection = project(build_adversarial(tmp_path, huge_bytes=256 * 1024))
     for query in QUERIES:
         result = guidance(projection, query)
-        validate_guidance(result)
+        assert_serve_guidance(result)
         assert result["orientation_source"] == "projection_extractive"
         text = compact(result)
         assert "OUTSIDESECRET" not in text and str(tmp_path) not in text
@@ -203,7 +204,7 @@ def test_generic_markdown_extractive_sketch(tmp_path: Path) -> None:
     projection = project(root)
     for query in ["refund handler", "", "deploy"]:
         result = guidance(projection, query)  # approved pages only
-        validate_guidance(result)
+        assert_serve_guidance(result)
         assert result["orientation_source"] == "projection_extractive"
         assert "BillingRefundHandler" in result["exact_identifiers"]
         assert "refund.v1-beta.md" in result["exact_identifiers"]
@@ -303,7 +304,7 @@ def test_adversarial_values_are_omitted(tmp_path: Path) -> None:
     assert projection.layout.adapter == "generic-markdown"
     for query in ["", "mixed headings", "Bearer abcdefghijklmnop", "password: hunter2"]:
         result = guidance(projection, query, drafts=True)
-        validate_guidance(result)
+        assert_serve_guidance(result)
         text = compact(result)
         for needle in ADVERSARIAL_NEEDLES:
             assert needle not in text, (query, needle)
@@ -332,7 +333,7 @@ def test_overlong_and_unsafe_paths_get_no_card(tmp_path: Path) -> None:
         template._replace(path="ok/page.md", id="ok/page"),
     )
     result = build_guidance(pages, "generic-markdown", "")
-    validate_guidance(result)
+    assert_serve_guidance(result)
     assert [c["page_id"] for c in result["page_cards"]] == ["ok/page"]
     assert [(c["path"], c["page_count"]) for c in result["folder_cards"]] == [("ok", 2)]
     text = compact(result)
@@ -351,7 +352,7 @@ def test_budget_holds_for_many_long_pages(tmp_path: Path) -> None:
               f"---\ntitle: Page {i} {'Verbose ' * 40}\nsource_refs: [{refs}]\ntags: [t{i}a, t{i}b]\n---\n"
               f"# Page {i}\n\n{'Words about ServiceHandler.v2 and more text. ' * 30}\n\n{headings}\n")
     result = guidance(project(root), "verbose lengthy words")
-    validate_guidance(result)
+    assert_serve_guidance(result)
     assert result["orientation_source"] == "projection_extractive"
     assert len(compact(result)) <= CHARACTER_BUDGET
     # Every card here is bigger than what the folder cards and terms leave: all are dropped.
@@ -367,7 +368,7 @@ def test_budget_keeps_as_many_page_cards_as_fit(tmp_path: Path) -> None:
               f"---\ntitle: Topic {i} {'Detailed ' * 10}\n---\n# Topic {i}\n\n"
               f"{'A sentence about the topic and its ServiceHandler. ' * 10}\n\n## Section {i}\n")
     result = guidance(project(root), "")
-    validate_guidance(result)
+    assert_serve_guidance(result)
     assert len(compact(result)) <= CHARACTER_BUDGET
     assert 1 <= len(result["page_cards"]) < 12
     kept = len(result["page_cards"])
@@ -387,7 +388,7 @@ def test_budget_drops_page_cards_before_folder_cards(tmp_path: Path) -> None:
         write(root, f"d{i}/p.md", f"---\ntitle: {'Title ' * 50}{i}\n---\n# H\n\n{body}\n")
     projection = project(root)
     result = guidance(projection, "")
-    validate_guidance(result)
+    assert_serve_guidance(result)
     assert len(compact(result)) <= CHARACTER_BUDGET
     kept = len(result["page_cards"])
     assert 1 <= kept < 12
@@ -407,12 +408,12 @@ def test_empty_query() -> None:
     assert extractive["orientation_source"] == "projection_extractive"
     assert extractive["suggested_terms"][0] == "Refund"
     for result in (authored, extractive):
-        validate_guidance(result)
+        assert_serve_guidance(result)
 
 
 def test_korean_query_terms_are_suggested() -> None:
     result = guidance(project(FIXTURES / "shapes/korean-wiki"), "릴리스 체크리스트 3차 계약")
-    validate_guidance(result)
+    assert_serve_guidance(result)
     assert result["orientation_source"] == "authored"
     # Query terms come first, exactly as typed; `3차` is skipped (a term starts with a letter
     # and `차` alone is too short).
@@ -451,12 +452,12 @@ def test_large_generic_folder_is_not_quadratic() -> None:
     for _ in range(20):
         build_guidance(pages, "generic-markdown", "refund deploy")
     warm = (time.perf_counter() - started) / 20
-    validate_guidance(result)
+    assert_serve_guidance(result)
     assert result["page_cards"][0]["page_id"] == "x0/billing/refund-handler"
     assert cold < 10.0 and warm < 0.1, (cold, warm)
 
 
-# -- validate_guidance -----------------------------------------------------------------------
+# -- what the checks reject -----------------------------------------------------------------
 
 
 @pytest.fixture
@@ -470,9 +471,6 @@ def mutations() -> list[tuple[str, Any]]:
 
     def missing_key(g: dict[str, Any]) -> None:
         del g["fallback_modes"]
-
-    def reordered(g: dict[str, Any]) -> None:
-        g["schema_version"] = g.pop("schema_version")
 
     def set_key(key: str, value: Any) -> Any:
         def apply(g: dict[str, Any]) -> None:
@@ -498,7 +496,6 @@ def mutations() -> list[tuple[str, Any]]:
     return [
         ("extra key", extra_key),
         ("missing key", missing_key),
-        ("reordered keys", reordered),
         ("null", set_key("suggested_terms", None)),
         ("schema_version", set_key("schema_version", "llmwiki.retrieval_guidance.v2")),
         ("orientation_source", set_key("orientation_source", "model")),
@@ -508,7 +505,6 @@ def mutations() -> list[tuple[str, Any]]:
         ("budget range", set_key("character_budget", 6001)),
         ("too many terms", set_key("suggested_terms", [f"t{i}" for i in range(17)])),
         ("duplicate terms", set_key("suggested_terms", ["Release", "release"])),
-        ("untrimmed term", set_key("suggested_terms", [" release"])),
         ("empty term", set_key("suggested_terms", [""])),
         ("long term", set_key("suggested_terms", ["x" * 121])),
         ("fallback order", set_key("fallback_modes", ["vector", "literal"])),
@@ -521,31 +517,68 @@ def mutations() -> list[tuple[str, Any]]:
         ("card backslash path", card("path", "a\\hot.md")),
         ("card long excerpt", card("excerpt", "x" * 241)),
         ("card empty title", card("title", "")),
-        ("card sensitive excerpt", card("excerpt", "connect to http://127.0.0.1:8080/x now")),
         ("card too many headings", card("headings", [f"h{i}" for i in range(9)])),
         ("card null", card("headings", None)),
         ("folder page_count zero", folder("page_count", 0)),
-        ("folder dot segment", folder("path", "./x")),
         ("folder too many terms", folder("terms", [f"t{i}" for i in range(9)])),
         ("too many folder cards", lambda g: g.__setitem__("folder_cards", g["folder_cards"] * 9)),
         ("over budget", set_key("character_budget", 100)),
+    ]
+
+
+def serve_rule_mutations() -> list[tuple[str, Any]]:
+    """Valid for the shared shape (the bridge accepts them), but never what serve emits."""
+
+    def reordered(g: dict[str, Any]) -> None:
+        g["schema_version"] = g.pop("schema_version")
+
+    def card(key: str, value: Any) -> Any:
+        def apply(g: dict[str, Any]) -> None:
+            g["page_cards"][0][key] = value
+
+        return apply
+
+    def set_key(key: str, value: Any) -> Any:
+        def apply(g: dict[str, Any]) -> None:
+            g[key] = value
+
+        return apply
+
+    return [
+        ("reordered keys", reordered),
+        ("untrimmed term", set_key("suggested_terms", [" release"])),
+        ("card sensitive excerpt", card("excerpt", "connect to http://127.0.0.1:8080/x now")),
+        ("folder dot segment", lambda g: g["folder_cards"][0].__setitem__("path", "./x")),
         ("none with terms", set_key("orientation_source", "none")),
+        # within the shared budget (which counts only the strings), not within serve's
+        ("over the compact budget", lambda g: g.__setitem__("character_budget", len(compact(g)) - 1)),
     ]
 
 
 @pytest.mark.parametrize(("label", "mutate"), mutations(), ids=[m[0] for m in mutations()])
-def test_validate_guidance_rejects(valid: dict[str, Any], label: str, mutate: Any) -> None:
-    validate_guidance(valid)
+def test_the_model_rejects(valid: dict[str, Any], label: str, mutate: Any) -> None:
+    RetrievalGuidance.model_validate(valid)
     broken = copy.deepcopy(valid)
     mutate(broken)
-    with pytest.raises(ValueError):
-        validate_guidance(broken)
+    with pytest.raises(ValidationError):
+        RetrievalGuidance.model_validate(broken)
 
 
-def test_validate_guidance_rejects_non_objects() -> None:
+@pytest.mark.parametrize(("label", "mutate"), serve_rule_mutations(),
+                         ids=[m[0] for m in serve_rule_mutations()])
+def test_serve_rules_reject(valid: dict[str, Any], label: str, mutate: Any) -> None:
+    assert_serve_guidance(valid)
+    broken = copy.deepcopy(valid)
+    mutate(broken)
+    RetrievalGuidance.model_validate(broken)  # the shared shape allows it
+    with pytest.raises(AssertionError):
+        assert_serve_guidance(broken)
+
+
+def test_the_model_rejects_non_objects() -> None:
     for value in (None, [], "guidance", 4000):
-        with pytest.raises(ValueError):
-            validate_guidance(value)
+        with pytest.raises(ValidationError):
+            RetrievalGuidance.model_validate(value)
 
 
 # -- the text rules ---------------------------------------------------------------------------
