@@ -12,6 +12,7 @@ from typing import Any
 from bridge import artifact
 from bridge.acp import AcpFailure, acp_answer, prompt_text
 from bridge.artifact import safe_id, safe_trace_text, step
+from bridge.config.settings import BridgeSettings
 from bridge.prompt import AnsweredSource, compact_json, evidence_bundle, runtime_messages
 from bridge.registry import SourceDescriptor
 from bridge.runtime import (
@@ -22,7 +23,6 @@ from bridge.runtime import (
     runtime_diagnostic,
     tool_arguments,
 )
-from bridge.settings import BridgeSettings
 from bridge.sources.client import SourceClient, client_for
 from bridge.sources.transport import SourceCallError, SourceTransport
 from common.bridge_schemas import Citation, Diagnostic, Graph, Observation, TraceStep

@@ -19,7 +19,6 @@ from bridge.registry import (
     settings_view,
 )
 from bridge.retrieval import IntentError, parse_intent, plan_for, unsupported_message
-from bridge.run_request import query_text
 from bridge.service import BridgeService
 from bridge.sources.client import SourceClient, UnsupportedOperation, client_for
 from bridge.sources.transport import SourceCallError
@@ -27,6 +26,7 @@ from common.bridge_schemas import Diagnostic, JsonObject, RetrievalIntent, Trace
 from common.errors import CodedError
 from common.guidance import RetrievalGuidance
 from common.json_schema import tool_schema
+from common.options import reference_text as query_text
 
 TOOL_NAMES = ("llmwiki_agent_run", "llmwiki_list_sources", "llmwiki_context", "llmwiki_search",
               "llmwiki_read", "llmwiki_graph", "llmwiki_graph_neighbors", "llmwiki_source_bundle")

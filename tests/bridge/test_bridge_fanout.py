@@ -9,11 +9,11 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from bridge.config.settings import BridgeSettings
 from bridge.fanout import fan_out
 from bridge.protocols.http import SERVICE_KEY
 from bridge.registry import normalize_registered
 from bridge.service import BridgeService
-from bridge.settings import BridgeSettings
 from bridge.sources.protocols import source_clients
 from tests.support.bridge_sources import BridgeFactory, source
 
