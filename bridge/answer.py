@@ -12,6 +12,7 @@ from typing import Any
 from bridge import artifact
 from bridge.acp import AcpFailure, acp_answer, prompt_text
 from bridge.artifact import step
+from bridge.config.settings import BridgeSettings
 from bridge.fields import as_list
 from bridge.prompt import AnsweredSource, compact_json, evidence_bundle, runtime_messages
 from bridge.registry import SourceDescriptor
@@ -23,7 +24,6 @@ from bridge.runtime import (
     runtime_diagnostic,
     tool_arguments,
 )
-from bridge.settings import BridgeSettings
 from bridge.sources.base import SourceCallError
 from bridge.sources.client import SourceClient, client_for
 from bridge.sources.transport import SourceTransport

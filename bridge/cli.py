@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from bridge.config.resolve import OPTIONS, load_settings
+from bridge.config.settings import BridgeSettings, SettingsError, check_bind_policy
 from bridge.registry import redact_url
-from bridge.settings import OPTIONS, BridgeSettings, SettingsError, check_bind_policy
-from bridge.settings_store import load_settings
 from common.logging import configure_logging
 from common.version import __version__
 
@@ -47,19 +47,14 @@ def _argument_type(parse: Any) -> Any:
     def convert(text: str) -> Any:
         try:
             return parse(text)
-        except ValueError as exc:
+        except SettingsError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     return convert
 
 
 def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
-    values = {k: v for k, v in vars(args).items()
-              if k not in ("command", "json", "probe") and v is not None}
-    for name in ("allowed_origins", "allowed_hosts", "allowed_source_origins"):
-        if name in values:
-            parse = next(o.parse for o in OPTIONS if o.name == name)
-            values[name] = parse(",".join(values[name]))
-    return values
+    """The flags given; a repeated flag's entries stay a list, which its field's rule reads."""
+    return {k: v for k, v in vars(args).items() if k not in ("command", "json", "probe") and v is not None}
 
 
 def ready_event(settings: BridgeSettings, port: int) -> dict[str, Any]:
@@ -120,9 +115,9 @@ async def serve(settings: BridgeSettings) -> None:
 
 async def registry_report(settings: BridgeSettings, command: str, probe: bool) -> dict[str, Any]:
     """The offline operator view of the settings file's registry (raw URLs and roots: local output)."""
+    from bridge.config.store import SettingsStore
     from bridge.protocols.http import load_registry
     from bridge.service import BridgeService
-    from bridge.settings_store import SettingsStore
     from bridge.sources.protocols import source_clients
     from bridge.sources.transport import source_http_client
 

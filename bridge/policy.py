@@ -7,6 +7,7 @@ import functools
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from bridge.config.rules import normalize_origin
 from bridge.hosts import (
     address_of,
     host_of_authority,
@@ -15,7 +16,6 @@ from bridge.hosts import (
     is_public_host,
     normalize_host,
 )
-from bridge.settings import normalize_origin
 
 __all__ = ["POLICY_BLOCKED_MESSAGE", "BrowserPolicy", "SourcePolicy", "is_public_host"]
 

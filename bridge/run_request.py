@@ -13,6 +13,7 @@ from bridge.guidance import GuidanceError, map_guidance
 from bridge.registry import SourceDescriptor, normalize_inline
 from bridge.retrieval import IntentError, parse_intent
 from common.bridge_schemas import RetrievalIntent
+from common.options import reference_text as query_text
 
 MODES = ("evidence-only", "delegated-runtime", "hybrid")
 DEFAULT_MODE = "delegated-runtime"
@@ -122,20 +123,6 @@ def parse_run_request(envelope: Any, default_mode: str = DEFAULT_MODE,
     return RunRequest(query=query, mode=mode, intent=intent,
                       inline_sources=tuple(normalize_inline(inline)) if inline is not None else None,
                       conversation=conversation, context=context)
-
-
-def query_text(value: Any) -> str:
-    """`data.query` trimmed; a number or a boolean is read as the reference reads it (`42` is
-    "42", `1.0` is "1", `true` is "true"), anything else as no query."""
-    if isinstance(value, str):
-        return value.strip()
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float) and math.isfinite(value):
-        return str(int(value)) if value.is_integer() and abs(value) < 1e21 else repr(value)
-    return ""
 
 
 EXCLUDED_FOREIGN_MESSAGE = ("retrieval.search.excludePageIds contains a source-prefixed page id for an "

@@ -12,10 +12,10 @@ from urllib.parse import urlsplit
 
 import openai
 
+from bridge.config.settings import BridgeSettings
 from bridge.iolog import IoCall, IoLog
 from bridge.registry import now_iso
 from bridge.runtime_transport import CappedTransport, RuntimeAnswerTooLarge
-from bridge.settings import BridgeSettings
 from bridge.text import safe_id, safe_trace_text
 from common.bridge_schemas import Diagnostic, Observation
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
 import structlog
 
 from bridge import audit
-from bridge.auth import bearer_matches
+from bridge.config import writes
+from bridge.config.settings import BridgeSettings
+from bridge.config.store import SettingsStore
 from bridge.core.errors import RequestRejected
 from bridge.core.run import RunContext, run_task
 from bridge.fanout import fan_out
@@ -27,44 +28,19 @@ from bridge.registry import (
     redact_url,
     registry_view,
     settings_view,
-    stored_form,
     summary_counts,
-)
-from bridge.run_request import (
-    query_text,
 )
 from bridge.runtime import model_configured
 from bridge.runtime import probe as probe_runtime
-from bridge.settings import (
-    PROFILES,
-    TOKEN_KEYS,
-    BridgeSettings,
-    SettingsError,
-    check_bind_policy,
-    operator_only_refusal,
-    parse_adapter,
-    parse_env_bool,
-    parse_io_log_mode,
-    parse_origins,
-    parse_policy,
-    parse_profile,
-    parse_source_origins,
-)
-from bridge.settings_store import SettingsFileError, SettingsStore
 from bridge.sources.base import SourceCallError
 from bridge.sources.client import client_for
 from bridge.sources.protocols import SourceClients
 from bridge.sources.transport import SourceTransport
-from common.errors import CodedError
 
 log = structlog.get_logger("llmwiki.bridge.service")
 
 # How many sources' last probes a bridge keeps.
 PROBES_KEPT = 1024
-
-# Identity keys of PUT /settings/config.json and the settings fields they set.
-IDENTITY_FIELDS = {"runtimeId": "runtime_id", "runtimeName": "runtime_name", "runtime": "runtime",
-                   "agentRuntime": "agent_runtime", "providerOrganization": "provider_organization"}
 
 ENDPOINTS = {"health": "/health", "sources": "/sources", "agentCard": "/.well-known/agent-card.json",
              "messageSend": "/message:send", "mcp": "/mcp", "settings": "/settings",
@@ -260,201 +236,14 @@ class BridgeService:
 
     # ------------------------------------------------------------------ settings writes
 
-    def _require_store(self) -> SettingsStore:
-        if self.store is None:
-            raise CodedError(409, "settings_persistence_disabled",
-                             "Settings persistence is not enabled. Start the bridge with "
-                             "LLMWIKI_AGENT_BRIDGE_CONFIG_PATH (or --config).")
-        return self.store
-
-    def _persist(self, config: dict[str, Any] | None = None,
-                 sources: list[dict[str, Any]] | None = None) -> None:
-        store = self._require_store()
-        try:
-            store.write(config, sources)
-        except SettingsFileError:
-            self.settings_file_status = store.status
-            raise CodedError(500, "settings_persist_failed",
-                             "The settings file could not be read, so it was left unchanged.") from None
-        except OSError:
-            raise CodedError(500, "settings_persist_failed", "Settings could not be saved.") from None
-        self.settings_file_status = store.status
-
-    def put_sources(self, body: Any) -> dict[str, Any]:
-        self._require_store()
-        try:
-            sources = normalize_registered(body)
-        except SourceValidationError as exc:
-            raise CodedError(400, "bad_request", str(exc)) from None
-        except ValueError as exc:  # DuplicateSourceError
-            raise CodedError(409, "duplicate_source_id", str(exc)) from None
-        sources = _keep_redacted_roots(sources, self.sources)
-        self._persist(sources=[stored_form(s) for s in sources])
-        self.sources = sources
-        return {"status": "saved", "sources": [settings_view(s) for s in sources],
-                "persistence": self.persistence()}
-
     def put_config(self, body: Any, host_header: str | None = None,
                    authorization: str | None = None) -> dict[str, Any]:
-        """`PUT /settings/config.json`. `authorization` is the request's header: replacing or
-        clearing a configured bearer token needs it to carry that token (checked here as well as
-        by the pipeline, so no route to this method can skip it)."""
-        self._require_store()
-        if not isinstance(body, dict):
-            raise CodedError(400, "bad_request", "Settings config body must be a JSON object.")
-        raw = body["config"] if isinstance(body.get("config"), dict) else body
-        current = self.settings.bearer_token
-        if current and any(k in raw for k in TOKEN_KEYS) and not bearer_matches(authorization, current):
-            raise CodedError(401, "bridge_unauthorized",
-                             "The current bridge bearer token is required to change it.")
-        refused = operator_only_refusal(raw)
-        if refused is not None:
-            raise CodedError(400, "invalid_bridge_settings", refused)
-        try:
-            changes, persisted, applied, restart = self._config_changes(raw)
-            updated = dataclasses.replace(self.settings, **changes)
-            check_bind_policy(updated)
-        except (SettingsError, ValueError) as exc:
-            raise CodedError(400, "invalid_bridge_settings", str(exc)) from None
-        self._persist(config=persisted)
-        self.settings = updated
-        return {"status": "saved", "applied": applied, "restartRequired": restart,
-                "settings": self.settings_document(host_header), "persistence": self.persistence()}
+        """`PUT /settings/config.json` (bridge/config/writes.py)."""
+        return writes.put_config(self, body, host_header, authorization)
 
-    def _config_changes(self, raw: Mapping[str, Any]
-                        ) -> tuple[dict[str, Any], dict[str, Any], list[str], list[str]]:
-        """Validate the recognised keys: live changes, the file patch, applied and restart lists."""
-        changes: dict[str, Any] = {}
-        persisted: dict[str, Any] = {}
-        applied: list[str] = []
-        restart: list[str] = []
-
-        def first(*keys: str) -> tuple[str, Any] | None:
-            return next(((k, raw[k]) for k in keys if k in raw), None)
-
-        def text(value: Any, name: str, allow_empty: bool = False) -> str:
-            # Numbers and booleans are read as text (`String(value)`), as the reference reads them.
-            given = query_text(value) if not isinstance(value, (dict, list)) else ""
-            if not given and not (allow_empty and not isinstance(value, (dict, list))):
-                raise ValueError(f"{name} must be a non-empty string.")
-            return given
-
-        def boolean(value: Any, name: str) -> bool:
-            if isinstance(value, bool):
-                return value
-            if isinstance(value, str) and value.strip().lower() in (
-                    "1", "0", "true", "false", "yes", "no", "on", "off"):
-                return parse_env_bool(value)
-            raise ValueError(f"{name} must be a boolean.")
-
-        def integer(value: Any, name: str, low: int, high: int, message: str) -> int:
-            # A JSON number or a numeric string, whole (`3000`, `"3000"`, `3000.0`, `"3e3"`).
-            if isinstance(value, str):
-                try:
-                    value = float(value.strip())
-                except ValueError:
-                    raise ValueError(message) from None
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(message)
-            return value
-
-        if "runtimeProfile" in raw:
-            # A profile resets the identity to its defaults, in the file too (contract 2.6.5).
-            changes["runtime_profile"] = parse_profile(text(raw["runtimeProfile"], "runtimeProfile"))
-            changes.update(dict.fromkeys(IDENTITY_FIELDS.values()))
-            persisted["runtimeProfile"] = changes["runtime_profile"]
-            persisted.update({k: PROFILES[changes["runtime_profile"]][k] for k in IDENTITY_FIELDS})
-            applied += ["runtimeProfile", *IDENTITY_FIELDS]
-            if (changes["runtime_profile"] != self.settings.runtime_profile and not self.settings.model
-                    and not any(k in raw for k in ("model", "agentModel", "hermesModel"))):
-                # A new profile on a bridge with no model gets the default one (as the reference).
-                changes.update(model=BridgeSettings.model, model_source="default")
-                persisted["model"] = BridgeSettings.model
-                applied += ["model", "hermesModel"]
-        if "runtimeAdapter" in raw:
-            changes["runtime_adapter"] = parse_adapter(text(raw["runtimeAdapter"], "runtimeAdapter"))
-            persisted["runtimeAdapter"] = changes["runtime_adapter"]
-            applied.append("runtimeAdapter")
-        for key, name in IDENTITY_FIELDS.items():  # after the profile: an explicit value wins
-            if key in raw:
-                changes[name] = persisted[key] = text(raw[key], key)
-                if key not in applied:
-                    applied.append(key)
-        if found := first("baseUrl", "agentBaseUrl", "hermesBaseUrl"):
-            changes["base_url"] = text(found[1], found[0])
-            changes["base_url_source"] = "settings"
-            persisted["baseUrl"] = changes["base_url"]
-            applied += ["baseUrl", "hermesBaseUrl"]
-        if found := first("apiKey", "agentApiKey", "hermesApiKey"):
-            key = text(found[1], "apiKey", allow_empty=True)
-            changes["api_key"] = key or None
-            persisted["apiKey"] = key
-            applied.append("apiKey")
-        if found := first("model", "agentModel", "hermesModel"):
-            changes["model"] = text(found[1], found[0])
-            changes["model_source"] = "settings"
-            persisted["model"] = changes["model"]
-            applied += ["model", "hermesModel"]
-        if found := first("requestTimeoutMs", "timeoutMs"):
-            changes["request_timeout_ms"] = integer(found[1], found[0], 1, 10**9,
-                                                    f"{found[0]} must be a positive integer.")
-            persisted["requestTimeoutMs"] = changes["request_timeout_ms"]
-            applied.append("requestTimeoutMs")
-        if "fanoutConcurrency" in raw:
-            changes["fanout_concurrency"] = integer(raw["fanoutConcurrency"], "fanoutConcurrency", 1, 64,
-                                                    "fanoutConcurrency must be between 1 and 64.")
-            persisted["fanoutConcurrency"] = changes["fanout_concurrency"]
-            applied.append("fanoutConcurrency")
-        for key, name, parse in (("allowedOrigins", "allowed_origins", parse_origins),
-                                 ("allowedSourceOrigins", "allowed_source_origins", parse_source_origins)):
-            if key in raw:
-                value = raw[key]
-                if not isinstance(value, (str, list)):
-                    raise ValueError(f"{key} must be an array or a comma-separated string.")
-                changes[name] = parse(value)
-                persisted[key] = list(changes[name])
-                applied.append(key)
-        if "sourcePolicy" in raw:
-            changes["source_policy"] = parse_policy(text(raw["sourcePolicy"], "sourcePolicy"))
-            persisted["sourcePolicy"] = changes["source_policy"]
-            applied.append("sourcePolicy")
-        if "auditLog" in raw or "auditLogEnabled" in raw:
-            key = "auditLog" if "auditLog" in raw else "auditLogEnabled"
-            changes["audit_log"] = boolean(raw[key], "auditLog")
-            persisted["auditLog"] = changes["audit_log"]
-            applied.append("auditLog")
-        if found := first("ioLogMode", "ioLog", "ioLogEnabled"):
-            value = found[1]
-            if not isinstance(value, (bool, str)):
-                raise ValueError("ioLogMode must be off, file or logger.")
-            changes["io_log_mode"] = parse_io_log_mode(value)
-            persisted.update(ioLog=changes["io_log_mode"] != "off", ioLogMode=changes["io_log_mode"])
-            applied += ["ioLog", "ioLogMode"]
-        if found := first(*TOKEN_KEYS):
-            token = text(found[1], "bridgeBearerToken", allow_empty=True)
-            changes["bearer_token"] = token or None
-            persisted["bridgeBearerToken"] = token
-            applied.append("bridgeBearerToken")
-        for key, name in (("allowPublicBind", "allow_public_bind"),
-                          ("allowInsecurePublicBind", "allow_insecure_public_bind")):
-            if key in raw:
-                changes[name] = boolean(raw[key], key)
-                persisted[key] = changes[name]
-                applied.append(key)
-        if "host" in raw:
-            host = text(raw["host"], "host")
-            persisted["host"] = host
-            if _host_key(host) != _host_key(self.settings.host):
-                restart.append("host")
-        if "port" in raw:
-            port = integer(raw["port"], "port", 0, 65535, "port must be an integer port from 0 to 65535.")
-            persisted["port"] = port
-            if port != self.settings.port:
-                restart.append("port")
-        assert set(changes) <= {f.name for f in dataclasses.fields(BridgeSettings)}
-        return changes, persisted, applied, restart
+    def put_sources(self, body: Any) -> dict[str, Any]:
+        """`PUT /settings/sources.json` (bridge/config/writes.py)."""
+        return writes.put_sources(self, body)
 
     # ------------------------------------------------------------------ the run
 
@@ -495,20 +284,3 @@ def probe_message(message: str) -> str:
     return text if len(text) <= 240 else text[:237] + "..."
 
 
-def _host_key(host: str) -> str:
-    return host.strip().strip("[]").rstrip(".").lower()
-
-
-def _keep_redacted_roots(sources: list[SourceDescriptor], saved: list[SourceDescriptor]
-                         ) -> list[SourceDescriptor]:
-    """Views show an absolute root only as its folder name, so an entry sent back unchanged (same
-    id, URL and label, no root) keeps the root on file instead of losing it."""
-    by_id = {s.id: s for s in saved if s.root}
-    kept: list[SourceDescriptor] = []
-    for source in sources:
-        old = by_id.get(source.id)
-        if (old is not None and not source.root and source.url == old.url
-                and source.root_label in ("", old.root_label)):
-            source = dataclasses.replace(source, root=old.root, root_label=old.root_label)
-        kept.append(source)
-    return kept

@@ -15,7 +15,6 @@ from bridge.registry import (
     registry_warnings,
 )
 from bridge.retrieval import IntentError, parse_intent, plan_for, unsupported_message
-from bridge.run_request import query_text
 from bridge.service import BridgeService
 from bridge.source_bundle import source_bundle
 from bridge.source_payloads import context_value, prefixed, search_results, string
@@ -40,6 +39,7 @@ from bridge.sources.base import SourceCallError, bundle_capabilities
 from bridge.sources.client import SourceClient, UnsupportedOperation, client_for
 from bridge.text import safe_id, safe_trace_text
 from common.bridge_schemas import Diagnostic, JsonObject, TraceStep
+from common.options import reference_text as query_text
 
 # ----------------------------------------------------------------------------- the tools
 

@@ -14,12 +14,12 @@ from bridge.registry import (
     readiness,
     settings_view,
 )
-from bridge.run_request import query_text
 from bridge.sources.base import SourceCallError
 from bridge.text import safe_trace_text
 from common.bridge_schemas import JsonObject, RetrievalIntent
 from common.guidance import RetrievalGuidance
 from common.json_schema import tool_schema
+from common.options import reference_text as query_text
 
 TOOL_NAMES = ("llmwiki_agent_run", "llmwiki_list_sources", "llmwiki_context", "llmwiki_search",
               "llmwiki_read", "llmwiki_graph", "llmwiki_graph_neighbors", "llmwiki_source_bundle")

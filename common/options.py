@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,3 +38,17 @@ def parse_public_url(value: str) -> str:
             or parts.query or parts.fragment:
         raise ValueError("public URL must be an http(s) URL without credentials, query or fragment.")
     return text.rstrip("/")
+
+
+def reference_text(value: Any) -> str:
+    """A JSON value read as text the way the reference (JavaScript's `String`) reads it, trimmed:
+    `42` is "42", `1.0` is "1", `true` is "true"; anything else (null, objects) is no text."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e21 else repr(value)
+    return ""

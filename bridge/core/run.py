@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from bridge import artifact, audit
 from bridge.artifact import step
+from bridge.config.settings import BridgeSettings
 from bridge.core.discovery import Discovery, discover
 from bridge.core.errors import RunFailed
 from bridge.core.evidence import Evidence, collect
@@ -27,7 +28,6 @@ from bridge.run_request import (
     parse_run_request,
     too_many_sources,
 )
-from bridge.settings import BridgeSettings
 from bridge.sources.client import SourceClient
 from common.bridge_schemas import Citation, Diagnostic, Graph, JsonObject, TraceStep
 

@@ -18,11 +18,11 @@ from bridge.answer import (
     runtime_answer,
 )
 from bridge.artifact import step
+from bridge.config.settings import BridgeSettings
 from bridge.core.errors import RunFailed
 from bridge.core.evidence import Evidence
 from bridge.run_request import RunRequest
 from bridge.runtime import CHAT_FAILED_MESSAGE, RuntimeFailure, runtime_diagnostic
-from bridge.settings import BridgeSettings
 from bridge.text import safe_trace_text
 from common.bridge_schemas import Diagnostic, TraceStep
 

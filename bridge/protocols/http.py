@@ -16,6 +16,9 @@ from aiohttp.abc import AbstractResolver
 
 from bridge import audit
 from bridge.auth import bearer_matches
+from bridge.config.rules import TRUE_WORDS
+from bridge.config.settings import BridgeSettings, check_bind_policy
+from bridge.config.store import SettingsFileError, SettingsStore
 from bridge.core.errors import BridgeError
 from bridge.iolog import header_summary, io_scope
 from bridge.protocols import a2a, mcp
@@ -23,8 +26,6 @@ from bridge.protocols.errors import http_error
 from bridge.protocols.settings_page import settings_html
 from bridge.registry import SourceDescriptor, normalize_registered
 from bridge.service import BridgeService
-from bridge.settings import BridgeSettings, check_bind_policy
-from bridge.settings_store import SettingsFileError, SettingsStore
 from bridge.sources.protocols import source_clients
 from bridge.sources.transport import source_http_client
 from common.errors import CodedError, HttpError, json_response
@@ -36,7 +37,7 @@ RESOLVER_KEY = web.AppKey("bridge_resolver", AbstractResolver)
 ALLOW_HEADERS = "authorization, content-type"
 ALLOW_METHODS = "GET, POST, PUT, OPTIONS"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-_PROBE_VALUES = ("", "1", "true", "yes", "on")
+_PROBE_VALUES = ("", *TRUE_WORDS)  # `?probe` alone asks for a probe too
 
 log = structlog.get_logger("llmwiki.bridge.http")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

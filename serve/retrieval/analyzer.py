@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from collections.abc import Iterator
 from functools import lru_cache
@@ -32,13 +33,18 @@ KOREAN_PARTICLES = (
     "라는", "이다", "입니다", "하는", "하고", "은", "는", "이", "가", "을", "를", "의", "에", "로",
     "와", "과", "도", "만", "란",
 )
-_stemmer = snowballstemmer.stemmer("english")
+# A snowball stemmer keeps the word it works on in itself: one per thread, since searches and
+# index updates run both on the event loop and in worker threads.
+_stemmers = threading.local()
 
 
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """Snowball English stem of a lowercase ASCII word (cached: words repeat a lot)."""
-    return str(_stemmer.stemWord(word))
+    stemmer = getattr(_stemmers, "english", None)
+    if stemmer is None:
+        stemmer = _stemmers.english = snowballstemmer.stemmer("english")
+    return str(stemmer.stemWord(word))
 
 
 def _hangul_terms(run: str) -> Iterator[str]:

@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 from a2a.client.card_resolver import parse_agent_card
 
-from bridge.settings import SettingsError, parse_public_url, resolve_settings
+from bridge.config.resolve import resolve_settings
+from bridge.config.settings import SettingsError
+from common.options import parse_public_url
 from tests.support.bridge_sources import BridgeFactory, Client, source
 
 QUESTION = "How do we ship a hotfix release?"

@@ -10,10 +10,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from bridge.config.settings import BridgeSettings
 from bridge.policy import SourcePolicy
 from bridge.protocols.http import create_app
 from bridge.registry import normalize_inline
-from bridge.settings import BridgeSettings
 from bridge.sources.base import SourceCallError
 from bridge.sources.client import client_for
 from bridge.sources.http_source import augmentation_queries

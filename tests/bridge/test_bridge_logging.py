@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from bridge.config.resolve import resolve_settings
+from bridge.config.settings import BridgeSettings, SettingsError, parse_setting
 from bridge.redaction import MAX_ITEMS, MAX_STRING, redact, redact_text
-from bridge.settings import BridgeSettings, SettingsError, parse_io_log_mode, resolve_settings
 from tests.support.bridge_sources import BridgeFactory, Client, source
 from tests.support.fake_openai import FakeOpenAI
 
@@ -211,7 +212,7 @@ async def test_an_unwritable_io_log_never_fails_a_request(
     ("0", "off"), ("disabled", "off"), ("None", "off"), ("1", "file"), ("ON", "file"), ("jsonl", "file"),
     ("std-out", "logger"), ("log", "logger"), (True, "file"), (False, "off")])
 def test_io_log_mode_aliases(given: str | bool, mode: str) -> None:
-    assert parse_io_log_mode(given) == mode
+    assert parse_setting("io_log_mode", given) == mode
 
 
 def test_io_log_resolution(tmp_path: Path) -> None:

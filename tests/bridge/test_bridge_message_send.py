@@ -396,7 +396,8 @@ async def test_the_default_mode_applies_only_when_a_request_names_none(bridge_cl
 
 
 def test_the_default_mode_must_be_a_mode() -> None:
-    from bridge.settings import BridgeSettings, SettingsError, resolve_settings
+    from bridge.config.resolve import resolve_settings
+    from bridge.config.settings import BridgeSettings, SettingsError
 
     assert BridgeSettings().default_mode == "delegated-runtime"
     assert resolve_settings({}, {"LLMWIKI_AGENT_BRIDGE_DEFAULT_MODE": " Evidence-Only "}).default_mode == (

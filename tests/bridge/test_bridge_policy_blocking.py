@@ -15,11 +15,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from yarl import URL
 
+from bridge.config.settings import BridgeSettings
 from bridge.hosts import address_of, is_loopback_address, is_public_address, normalize_host
 from bridge.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
 from bridge.protocols.http import create_app
 from bridge.registry import normalize_inline
-from bridge.settings import BridgeSettings
 from bridge.sources.a2a_source import MESSAGE_URL_BLOCKED, A2aSourceClient
 from bridge.sources.base import SourceCallError
 from bridge.sources.protocols import source_clients

@@ -8,9 +8,9 @@ from urllib.parse import urlsplit
 import pytest
 from yarl import URL
 
+from bridge.config.settings import BridgeSettings, SettingsError, parse_setting
 from bridge.hosts import host_of_authority, is_loopback_host, is_public_host, normalize_host
 from bridge.policy import BrowserPolicy, SourcePolicy
-from bridge.settings import BridgeSettings, parse_hosts, parse_source_origins
 from tests.support.policy_cases import MUST_ALLOW, MUST_BLOCK, REBINDING_URLS
 
 PUBLIC_HTTPS = SourcePolicy("public-https")
@@ -67,7 +67,7 @@ def test_normalize_host(host: str, normalized: str | None) -> None:
 
 
 def test_private_http_and_allowlist_compare_normalized_hosts() -> None:
-    origins = parse_source_origins(["http://10.0.0.9:8765", "https://bücher.example"])
+    origins = parse_setting("allowed_source_origins", ["http://10.0.0.9:8765", "https://bücher.example"])
     assert origins == ("http://10.0.0.9:8765", "https://xn--bcher-kva.example")
     allowlist = SourcePolicy("allowlist", origins)
     for url in ("http://１０.０.０.９:8765/query", "http://10.0.0.9.:8765", "http://0xa.0.0.9:8765",
@@ -122,7 +122,8 @@ def test_foreign_hosts_are_refused(header: str) -> None:
 
 
 def test_accepted_hosts_come_from_the_configuration() -> None:
-    settings = BridgeSettings(host="192.168.1.5", allowed_hosts=parse_hosts("wiki-box, Bridge.LAN:8788"),
+    settings = BridgeSettings(host="192.168.1.5",
+                              allowed_hosts=parse_setting("allowed_hosts", "wiki-box, Bridge.LAN:8788"),
                               public_url="https://bridge.example.org",
                               allowed_origins=("https://app.example.org",))
     assert settings.accepted_hosts == ("wiki-box", "bridge.lan", "192.168.1.5", "bridge.example.org",
@@ -133,8 +134,8 @@ def test_accepted_hosts_come_from_the_configuration() -> None:
     for header in ("192.168.1.5:8788", "bridge.example.org", "BRIDGE.lan:1", "wiki-box:8788"):
         assert policy.host_allowed(header), header
     assert not policy.host_allowed("evil.example:8788")
-    with pytest.raises(ValueError, match="not a host name"):
-        parse_hosts("good.example, bad host")
+    with pytest.raises(SettingsError, match="not a host name"):
+        parse_setting("allowed_hosts", "good.example, bad host")
 
 
 @pytest.mark.parametrize(("origin", "allowed"), [

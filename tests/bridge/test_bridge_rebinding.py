@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
+from bridge.config.resolve import OPTIONS, resolve_settings
+from bridge.config.settings import BridgeSettings
+from bridge.config.writes import OPERATOR_ONLY_KEYS
 from bridge.protocols import a2a
 from bridge.service import BridgeService
-from bridge.settings import OPERATOR_ONLY_KEYS, BridgeSettings, resolve_settings
 from bridge.sources.protocols import source_clients
 from common.errors import CodedError
 from tests.support.bridge_sources import BridgeFactory, source
@@ -161,7 +163,7 @@ async def test_changing_the_token_needs_the_current_one(bridge_client: BridgeFac
 
 def test_the_service_itself_refuses_a_token_change_without_the_token(config_path: Path) -> None:
     """Not only the pipeline: a route that reached put_config without the token still could not."""
-    from bridge.settings_store import SettingsStore
+    from bridge.config.store import SettingsStore
 
     service = BridgeService(BridgeSettings(bearer_token="old-token"), [], SettingsStore(config_path),
                             clients=source_clients())
@@ -181,11 +183,7 @@ def test_the_service_itself_refuses_a_token_change_without_the_token(config_path
 
 def test_other_settings_fields_name_no_path() -> None:
     """The only path-valued settings are the operator-only ones (a new one must join them)."""
-    from dataclasses import fields
-
-    from bridge.settings import OPTIONS
-
-    paths = {f.name for f in fields(BridgeSettings) if "Path" in str(f.type)}
+    paths = {name for name, f in BridgeSettings.model_fields.items() if "Path" in str(f.annotation)}
     assert paths == {"config_path", "io_log_path", "deepagents_acp_cwd"}
     by_name = {o.name: o for o in OPTIONS}
     for name in paths | {"deepagents_acp_command", "deepagents_acp_args"}:  # what the bridge runs, too

@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bridge.policy import BrowserPolicy, SourcePolicy, is_public_host
-from bridge.settings import (
+from bridge.config.resolve import (
     OPTIONS,
     REPORTED_FIELDS,
-    BridgeSettings,
-    SettingsError,
-    check_bind_policy,
     default_config_path,
+    load_settings,
     resolve_settings,
 )
-from bridge.settings_store import SettingsFileError, SettingsStore, load_settings
+from bridge.config.settings import BridgeSettings, SettingsError, check_bind_policy
+from bridge.config.store import SettingsFileError, SettingsStore
+from bridge.policy import BrowserPolicy, SourcePolicy, is_public_host
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
@@ -35,7 +33,7 @@ def test_defaults() -> None:
 
 
 def test_every_setting_has_an_option() -> None:
-    settable = {f.name for f in fields(BridgeSettings)} - REPORTED_FIELDS
+    settable = set(BridgeSettings.model_fields) - REPORTED_FIELDS
     assert settable == {o.name for o in OPTIONS}
 
 

@@ -51,3 +51,29 @@ def test_query_terms_are_distinct_in_order() -> None:
 
 def test_control_characters_and_symbols_only_give_no_terms() -> None:
     assert analyze("\x00\x07 --- !!! ???") == []
+
+
+def test_stemming_from_several_threads_at_once_gives_each_word_its_own_stem() -> None:
+    """Searches and index updates run on the loop and in worker threads; a stemmer shared between
+    them mixed up (or crashed on) the words they stemmed at the same moment."""
+    import threading
+
+    from serve.retrieval.analyzer import stem
+
+    words = [f"{root}{suffix}" for root in ("connect", "deploy", "roll", "release", "index", "walk")
+             for suffix in ("", "ing", "ed", "ions", "ers", "ingly", "ational")]
+    expected = {word: stem.__wrapped__(word) for word in words}
+    wrong: list[str] = []
+
+    def work() -> None:
+        for _ in range(300):
+            for word in words:
+                if stem.__wrapped__(word) != expected[word]:
+                    wrong.append(word)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []

@@ -6,12 +6,9 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from bridge.settings import BridgeSettings, config_path_from, resolve_settings
 
 SETTINGS_VERSION = 1
 
@@ -95,14 +92,3 @@ class SettingsStore:
                 os.close(dir_fd)
         self.status = "ok"
 
-
-def load_settings(cli: Mapping[str, Any] | None = None,
-                  env: Mapping[str, str] | None = None) -> BridgeSettings:
-    """The CLI's settings: persistence always on (--config, env, or the default user path); the
-    file's `config` is the layer under options and environment. A corrupt file is skipped here and
-    reported by the running bridge."""
-    cli = dict(cli or {})
-    env = os.environ if env is None else env
-    path = config_path_from(cli, env)
-    document = SettingsStore(path).read_or_empty()
-    return resolve_settings({**cli, "config_path": path}, env, document.config)

@@ -1,0 +1,1 @@
+"""The bridge's configuration: the settings model, its resolution, the settings file and its writes."""
