@@ -11,8 +11,9 @@ from typing import Any
 
 from bridge import artifact
 from bridge.acp import AcpFailure, acp_answer, prompt_text
-from bridge.artifact import safe_id, safe_trace_text, step
+from bridge.artifact import step
 from bridge.config.settings import BridgeSettings
+from bridge.fields import as_list
 from bridge.prompt import AnsweredSource, compact_json, evidence_bundle, runtime_messages
 from bridge.registry import SourceDescriptor
 from bridge.runtime import (
@@ -23,8 +24,10 @@ from bridge.runtime import (
     runtime_diagnostic,
     tool_arguments,
 )
+from bridge.sources.base import SourceCallError
 from bridge.sources.client import SourceClient, client_for
-from bridge.sources.transport import SourceCallError, SourceTransport
+from bridge.sources.transport import SourceTransport
+from bridge.text import safe_id, safe_trace_text
 from common.bridge_schemas import Citation, Diagnostic, Graph, Observation, TraceStep
 
 RUNTIME_STEP_ID = "runtime-chat-completions"
@@ -204,7 +207,7 @@ class _ToolRunner:
         if name == "llmwiki_search":
             limit = _bounded_int(args.get("limit"), SEARCH_LIMIT, SEARCH_LIMIT)
             payload = await client.search({"query": ref, "limit": limit})
-            found = artifact.citations_from({"citations": artifact.as_list(payload.get("results"))}, source)
+            found = artifact.citations_from({"citations": as_list(payload.get("results"))}, source)
             numbered = [(self.evidence.add(c), c) for c in found]
             self._cite(trace, [c for _, c in numbered], f"Search returned {len(found)} citation(s)")
             return {"citations": [_citation_entry(n, c) for n, c in numbered]}
@@ -213,7 +216,7 @@ class _ToolRunner:
             text = page.get("text") if isinstance(page.get("text"), str) else page.get("summary")
             item = {"id": page.get("id") or page_ref, "title": page.get("title"), "path": page.get("path"),
                     "snippet": str(text or "")[:SNIPPET_CHARS * 4],
-                    "source_refs": artifact.as_list(page.get("source_refs"))}
+                    "source_refs": as_list(page.get("source_refs"))}
             [citation] = artifact.citations_from({"citations": [item]}, source)
             citation.snippet = citation.snippet[:SNIPPET_CHARS]
             number = self.evidence.add(citation)

@@ -11,7 +11,7 @@ from typing import Any
 import structlog
 
 from bridge.registry import now_iso
-from common.errors import json_bytes
+from common.json_wire import json_bytes
 
 SCHEMA = "llmwiki.agent-bridge.audit.v1"
 EVENT = "llmwiki.agent_bridge.request"

@@ -20,7 +20,7 @@ import structlog
 
 from bridge.redaction import redact, redact_text
 from bridge.registry import now_iso
-from common.errors import json_bytes
+from common.json_wire import json_bytes
 
 SCHEMA = "llmwiki.agent-bridge.io.v1"
 EVENT = "llmwiki.agent_bridge.io"

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.artifact import SourceEvidence, as_list
+from bridge.artifact import SourceEvidence
+from bridge.fields import as_list
 from bridge.registry import SourceDescriptor
 from common.bridge_schemas import Citation, Graph, SourceBundle
 

@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.core.errors import RequestRejected
 from bridge.guidance import GuidanceError, map_guidance
 from bridge.registry import SourceDescriptor, normalize_inline
 from bridge.retrieval import IntentError, parse_intent
 from common.bridge_schemas import RetrievalIntent
-from common.errors import CodedError
 from common.options import reference_text as query_text
 
 MODES = ("evidence-only", "delegated-runtime", "hybrid")
@@ -29,11 +29,8 @@ _USER_ROLES = ("user", "role_user")
 _AGENT_ROLES = ("agent", "role_agent")
 
 
-class RunRequestError(CodedError):
-    """A request the bridge refuses before touching any source (always HTTP 400)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(400, code, message)
+class RunRequestError(RequestRejected):
+    """A request the bridge refuses before touching any source."""
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from urllib.parse import urlsplit
 
 import openai
 
-from bridge.artifact import safe_id, safe_trace_text
 from bridge.config.settings import BridgeSettings
 from bridge.iolog import IoCall, IoLog
 from bridge.registry import now_iso
 from bridge.runtime_transport import CappedTransport, RuntimeAnswerTooLarge
+from bridge.text import safe_id, safe_trace_text
 from common.bridge_schemas import Diagnostic, Observation
 
 ADAPTER = "chat-completions"

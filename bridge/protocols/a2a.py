@@ -8,9 +8,12 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from bridge.artifact import ARTIFACT_NAME, as_list, as_object
-from bridge.service import BridgeService, RunError
-from bridge.wire_json import answer_response
+from bridge.artifact import ARTIFACT_NAME
+from bridge.core.errors import RunFailed
+from bridge.fields import as_list, as_object
+from bridge.iolog import io_scope
+from bridge.protocols.errors import http_error
+from bridge.service import BridgeService
 from common import a2a
 from common.a2a import CARD_PATH, INPUT_MODES, JSONRPC_PATH, OUTPUT_MODES
 from common.errors import CodedError, json_response
@@ -161,6 +164,25 @@ def rpc_run_error(rpc_id: object, exc: CodedError) -> dict[str, Any]:
     return a2a.rpc_error(rpc_id, _error_kind(exc.status)[0], exc.message, error_details(exc))
 
 
+async def logged_run(service: BridgeService, body: Any, request_id: str, trace_id: str,
+                     route: str | None) -> dict[str, Any]:
+    """The run, with its request and answer (or error, as the client gets it) in the I/O log under
+    `route` when the operator turned the log on."""
+    io = service.io
+    if route is None or not io.enabled:
+        return await service.run(body, request_id, trace_id)
+    with io_scope(trace_id=trace_id):
+        try:
+            task = await service.run(body, request_id, trace_id, inbound=route)
+        except RunFailed as exc:
+            error = http_error(exc)
+            io.emit("bridge.error", "inbound", route=route,
+                    response={"status": error.status, "body": error.body()})
+            raise
+        io.emit("bridge.response", "inbound", route=route, response={"status": 200, "body": task})
+        return task
+
+
 # -- JSON-RPC -----------------------------------------------------------------------------
 
 async def dispatch(service: BridgeService, payload: object, request_id: str, trace_id: str,
@@ -179,9 +201,9 @@ async def dispatch(service: BridgeService, payload: object, request_id: str, tra
     if not isinstance(call.params, dict):
         return a2a.rpc_error(call.id, a2a.INVALID_PARAMS, "Invalid params: expected an object")
     try:
-        envelope = await service.run(call.params, request_id, trace_id, inbound=inbound)
-    except RunError as exc:
-        return rpc_run_error(call.id, exc)
+        envelope = await logged_run(service, call.params, request_id, trace_id, inbound)
+    except RunFailed as exc:
+        return rpc_run_error(call.id, http_error(exc))
     except Exception:
         log.exception("a2a_jsonrpc_failed", method=call.method)
         return a2a.rpc_error(call.id, a2a.INTERNAL_ERROR, "Bridge request failed.")
@@ -221,16 +243,17 @@ def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf) -> li
             return json_response({**exc.body(), "requestId": request_id, "traceId": trace_id},
                                  status=exc.status)
         service = service_of(request)
-        # Run answers go through answer_response: parts written while sources answered are reused.
         if is_jsonrpc(body):
-            return answer_response(await dispatch(service, body, request_id, trace_id, SEND_PATH))
+            return json_response(await dispatch(service, body, request_id, trace_id, SEND_PATH))
         if not is_send_message_request(body, request.headers.get("A2A-Version")):
-            return answer_response(await service.run(body, request_id, trace_id, inbound=SEND_PATH))
+            # A refused or failed run escapes to the pipeline, which answers its coded body.
+            return json_response(await logged_run(service, body, request_id, trace_id, SEND_PATH))
         try:
-            envelope = await service.run(body, request_id, trace_id, inbound=SEND_PATH)
-        except RunError as exc:
-            return json_response(rest_error(exc), status=exc.status)
-        return answer_response({"task": task_of(envelope, body["message"])})
+            envelope = await logged_run(service, body, request_id, trace_id, SEND_PATH)
+        except RunFailed as exc:
+            error = http_error(exc)
+            return json_response(rest_error(error), status=error.status)
+        return json_response({"task": task_of(envelope, body["message"])})
 
     async def jsonrpc(request: web.Request) -> web.Response:
         request_id, trace_id = request[REQUEST_ID], trace_id_of(request)
@@ -238,7 +261,7 @@ def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf) -> li
             payload = await body_of(request)
         except CodedError:
             return json_response(a2a.rpc_error(None, a2a.PARSE_ERROR, "Parse error"))
-        return answer_response(await dispatch(service_of(request), payload, request_id, trace_id))
+        return json_response(await dispatch(service_of(request), payload, request_id, trace_id))
 
     return [web.get(CARD_PATH, card, allow_head=False), web.post(SEND_PATH, send),
             web.post(JSONRPC_PATH, jsonrpc)]

@@ -19,8 +19,10 @@ from bridge.auth import bearer_matches
 from bridge.config.rules import TRUE_WORDS
 from bridge.config.settings import BridgeSettings, check_bind_policy
 from bridge.config.store import SettingsFileError, SettingsStore
+from bridge.core.errors import BridgeError
 from bridge.iolog import header_summary, io_scope
 from bridge.protocols import a2a, mcp
+from bridge.protocols.errors import http_error
 from bridge.protocols.settings_page import settings_html
 from bridge.registry import SourceDescriptor, normalize_registered
 from bridge.service import BridgeService
@@ -123,6 +125,8 @@ async def _guarded(request: web.Request, handler: Handler, service: BridgeServic
         return _too_large(request)
     try:
         return await handler(request)
+    except BridgeError as exc:
+        return http_error(exc).response()
     except HttpError as exc:
         return exc.response()
     except web.HTTPRequestEntityTooLarge:

@@ -11,8 +11,10 @@ import structlog
 from aiohttp import web
 
 from bridge import audit
+from bridge.core.errors import BridgeError
 from bridge.service import BridgeService
-from bridge.source_tools import TOOL_NAMES, SourceTools, ToolArgumentError, tool_descriptors
+from bridge.source_tool_calls import SourceTools
+from bridge.source_tools import TOOL_NAMES, ToolArgumentError, tool_descriptors
 from common.errors import CodedError, json_response
 from common.logging import REQUEST_ID
 from common.mcp import (
@@ -120,7 +122,7 @@ class BridgeMcp:
     async def answer(self, message: Mapping[str, Any], era: Era, request_id: str,
                      trace_id: str) -> web.Response:
         """One validated message: 202 for notifications, else the JSON-RPC reply. A runtime failure
-        of `llmwiki_agent_run` escapes as its CodedError (the HTTP error body, contract 6.3)."""
+        of `llmwiki_agent_run` escapes as its `RunFailed` (the HTTP error body, contract 6.3)."""
         params = message.get("params")
         params = params if isinstance(params, dict) else {}
         audit.note(traceId=trace_id, **audit.mcp_names(message.get("method"), params.get("name"), TOOL_NAMES))
@@ -133,7 +135,7 @@ class BridgeMcp:
         except McpError as exc:
             audit.note(mcpError=True, mcpErrorCode=exc.code)
             return json_response(response(rid, error=exc), status=error_status(exc.code, era))
-        except CodedError:
+        except (CodedError, BridgeError):  # the pipeline answers these with the HTTP error body
             raise
         except Exception:  # a bridge bug still answers JSON-RPC, never a bare 5xx
             log.exception("mcp_method_failed", method=method)

@@ -10,11 +10,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
-from bridge.artifact import safe_id
 from bridge.registry import SourceDescriptor
-from bridge.sources.client import Prepare, SourceClient
-from bridge.sources.http_source import BundleRead
-from bridge.sources.transport import SourceCallError, SourceTransport, call_json, endpoint_url
+from bridge.sources.base import BundleRead, SourceCallError
+from bridge.sources.client import SourceClient
+from bridge.sources.transport import SourceTransport, call_json, endpoint_url
+from bridge.text import safe_id
 
 log = structlog.get_logger("llmwiki.bridge.sources")
 
@@ -201,10 +201,9 @@ class A2aSourceClient(SourceClient):
         self.card = discovered.raw if discovered is not None else None
         return None
 
-    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None, *,
-                          prepare: Prepare | None = None) -> dict[str, Any]:
-        """A2A forwards the intent itself, in camelCase, and takes no `limit` (and augments nothing,
-        so `prepare` is not needed)."""
+    async def run_context(self, query: str, fields: Mapping[str, Any],
+                          fallback: str | None) -> dict[str, Any]:
+        """A2A forwards the intent itself, in camelCase, and takes no `limit` (and augments nothing)."""
         body: dict[str, Any] = {"query": query}
         retrieval = forwarded_retrieval(fields, fallback) if fallback is not None else None
         if retrieval is not None:

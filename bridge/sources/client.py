@@ -3,20 +3,16 @@ tools ask of a Knowledge Source."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
-from bridge.artifact import bundle_capabilities, safe_trace_text
+from bridge.fanout import task_group
 from bridge.registry import SourceDescriptor
 from bridge.sources import http_source
-from bridge.sources.http_source import BundleRead
-from bridge.sources.transport import SourceCallError, SourceTransport, call_json, endpoint_url
-
-# Called with a run's context before augmentation is merged into it (see run_context).
-Prepare = Callable[[dict[str, Any]], None]
-
+from bridge.sources.base import BundleRead, SourceCallError, bundle_capabilities
+from bridge.sources.transport import SourceTransport, call_json, endpoint_url
+from bridge.text import safe_trace_text
 
 ALL_OPERATIONS = frozenset({"search", "read", "graph", "neighbors", "bundle"})
 
@@ -60,12 +56,10 @@ class SourceClient:
         """Capabilities the client learnt on the way (beyond the descriptor, bundle and payload)."""
         return ()
 
-    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None, *,
-                          prepare: Prepare | None = None) -> dict[str, Any]:
+    async def run_context(self, query: str, fields: Mapping[str, Any],
+                          fallback: str | None) -> dict[str, Any]:
         """The run's context for the question with the retrieval plan's fields (`fallback` is the
-        intent's fallback when there is an intent). A client that augments the context calls
-        `prepare` with it as soon as it arrives, before merging anything into it: work on what the
-        augmentation leaves alone is then done while the augmentation calls are still out."""
+        intent's fallback when there is an intent): the payload, nothing made of it yet."""
         return await self.context({"query": query, "limit": http_source.DEFAULT_QUERY_LIMIT, **fields})
 
     async def bundle(self) -> BundleRead:
@@ -130,22 +124,18 @@ class HttpSourceClient(SourceClient):
     async def discover(self) -> BundleRead | None:
         return await self.bundle()
 
-    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None, *,
-                          prepare: Prepare | None = None) -> dict[str, Any]:
+    async def run_context(self, query: str, fields: Mapping[str, Any],
+                          fallback: str | None) -> dict[str, Any]:
         """The query, with the augmentation searches sent at the same time (contract 3.8-3.9);
-        their new results are merged after the query's, in search order."""
+        their new results are merged after the query's, in search order. A failed query cancels
+        the searches (they never fail: a failed search only loses its extra evidence)."""
         extra = dict(fields)
         searches = [query] if "query_variants" in extra else http_source.augmentation_queries(query)
-        found = asyncio.create_task(http_source.search_results(
-            self.transport, self.source.url, self.label, searches, extra))
-        try:
+        async with task_group() as group:
+            found = group.create_task(http_source.search_results(
+                self.transport, self.source.url, self.label, searches, extra))
             payload = await super().run_context(query, extra, fallback)
-            if prepare is not None:
-                prepare(payload)
-        except BaseException:
-            found.cancel()
-            raise
-        http_source.merge_search_results(payload, await found)
+        http_source.merge_search_results(payload, found.result())
         return payload
 
     async def bundle(self) -> BundleRead:
@@ -197,8 +187,8 @@ class UnknownProtocolClient(SourceClient):
     async def bundle(self) -> BundleRead:
         return BundleRead(attempted=True, error=self._unsupported())
 
-    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None, *,
-                          prepare: Prepare | None = None) -> dict[str, Any]:
+    async def run_context(self, query: str, fields: Mapping[str, Any],
+                          fallback: str | None) -> dict[str, Any]:
         raise self._unsupported()
 
     async def context(self, body: dict[str, Any]) -> dict[str, Any]:

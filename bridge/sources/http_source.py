@@ -7,13 +7,13 @@ import functools
 import re
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from bridge.artifact import markdown_readable
-from bridge.sources.transport import SourceCallError, SourceTransport, call_json, endpoint_url
+from bridge.sources.base import BundleRead, SourceCallError
+from bridge.sources.transport import SourceTransport, call_json, endpoint_url
+from bridge.text import markdown_readable
 
 BUNDLE_KEYS = frozenset({
     "source_id", "sourceId", "bundle_id", "bundleId", "public_uri", "publicUri", "projection",
@@ -22,17 +22,6 @@ BUNDLE_KEYS = frozenset({
 BUNDLE_ENDPOINTS = (("source-bundle", "/source-bundle"), ("manifest", "/manifest"))
 DEFAULT_QUERY_LIMIT = 8
 log = structlog.get_logger("llmwiki.bridge.sources")
-
-
-@dataclass(frozen=True)
-class BundleRead:
-    """The outcome of source-bundle discovery. `attempted` is false when the policy allowed no
-    candidate URL (then there is no step); `raw` is None when every candidate failed."""
-
-    attempted: bool
-    raw: dict[str, Any] | None = None
-    endpoint: str | None = None
-    error: SourceCallError | None = None
 
 
 def has_bundle_metadata(payload: Any) -> bool:

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from bridge.sources.base import BundleRead, SourceCallError
 from bridge.sources.client import ALL_OPERATIONS, SourceClient
-from bridge.sources.http_source import BundleRead, has_bundle_metadata
-from bridge.sources.transport import SourceAnswer, SourceCallError, SourceTransport, call_source, decode_json
+from bridge.sources.http_source import has_bundle_metadata
+from bridge.sources.transport import SourceAnswer, SourceTransport, call_source, decode_json
 from common.version import __version__
 
 BUNDLE_TOOL = "llmwiki_source_bundle"

@@ -16,9 +16,10 @@ from pydantic_core import from_json
 
 from bridge.iolog import IoCall, IoLog, header_summary
 from bridge.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
+from bridge.sources.base import SourceCallError
 from bridge.sources.resolver import ConnectGuard, PolicyResolveError, PolicyResolver
-from common.errors import json_bytes
 from common.json_read import JsonTooDeep, loads_bounded
+from common.json_wire import json_bytes
 from common.version import __version__
 
 if TYPE_CHECKING:
@@ -29,31 +30,6 @@ MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # a source answer larger than this is a f
 # these; calls to every other host never wait behind it (docs/architecture.md, "Bounded work").
 CONNECTIONS_PER_HOST = 32
 KEEP_ALIVE_SECONDS = 15.0
-
-
-class SourceCallError(Exception):
-    """A source call failed. `message` is safe to show (no URL, no body); the flags feed diagnostics."""
-
-    def __init__(self, message: str, *, http_status: int | None = None, timeout: bool = False,
-                 invalid_json: bool = False, policy: bool = False, json_rpc_error: bool = False,
-                 upstream_error: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.http_status = http_status
-        self.timeout = timeout
-        self.invalid_json = invalid_json
-        self.policy = policy
-        self.json_rpc_error = json_rpc_error
-        # The source answered and said it failed (MCP isError, an A2A error or failed task state).
-        self.upstream_error = upstream_error
-
-    @property
-    def retryable(self) -> bool:
-        if self.policy or self.invalid_json or self.json_rpc_error or self.upstream_error:
-            return False
-        if self.http_status is None:
-            return True
-        return self.http_status in (408, 409, 425, 429) or self.http_status >= 500
 
 
 @dataclass(frozen=True)

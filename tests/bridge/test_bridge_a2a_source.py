@@ -16,9 +16,10 @@ from aiohttp.test_utils import TestServer
 from bridge.policy import SourcePolicy
 from bridge.registry import normalize_inline
 from bridge.sources.a2a_source import A2aSourceClient, agent_card_url, message_url
+from bridge.sources.base import SourceCallError
 from bridge.sources.client import client_for
 from bridge.sources.protocols import source_clients
-from bridge.sources.transport import SourceCallError, SourceTransport, source_http_client
+from bridge.sources.transport import SourceTransport, source_http_client
 from serve.protocols.http import create_app as create_serve_app
 from serve.settings import ServeSettings
 from tests.support.bridge_sources import BridgeFactory, Client, expected_citations, observations, source

@@ -1,5 +1,5 @@
-"""The run's fast paths give what the slower, plainer code they replace gives: wire-form graphs,
-text normalisation and the JSON writer."""
+"""The run's fast paths give what the slower, plainer code they replace gives: graphs validated
+in one call, text normalisation and the JSON writer."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from bridge import artifact, wire_json
+from bridge import artifact, fields
+from bridge import text as bridge_text
 from bridge.registry import normalize_inline
-from bridge.wire_json import WrittenDict, answer_body
 from common import json_wire
 from common.bridge_schemas import Graph, GraphEdge, GraphNode
 from common.errors import json_body, json_bytes
@@ -26,28 +26,28 @@ ODD = ["", None, 0, 7, 1.5, 3e-05, float("nan"), float("inf"), True, [], {}, ["x
 
 def _plain_graph(payload: dict[str, Any], source_id: str) -> Graph:
     """The node-by-node construction `graph_from` replaced."""
-    raw = artifact.as_object(payload.get("graph")) or payload
+    raw = fields.as_object(payload.get("graph")) or payload
     nodes: list[GraphNode] = []
     local_ids: set[str] = set()
-    for index, node in enumerate(n for n in artifact.as_list(raw.get("nodes")) if isinstance(n, dict)):
-        node_id = artifact._str(node.get("id")) or f"node:{index + 1}"
+    for index, node in enumerate(n for n in fields.as_list(raw.get("nodes")) if isinstance(n, dict)):
+        node_id = fields.text_of(node.get("id")) or f"node:{index + 1}"
         local_ids.add(node_id)
         nodes.append(GraphNode(
             id=f"{source_id}:{node_id}",
-            label=artifact._str(artifact._first(node, "label", "title", "id")) or f"Node {index + 1}",
-            kind=artifact._str(artifact._first(node, "kind", "role")) or "node",
-            path=artifact._str(node.get("path")),
-            metadata={**artifact.as_object(node.get("metadata")), "connectionId": source_id}))
+            label=fields.text_of(fields.first(node, "label", "title", "id")) or f"Node {index + 1}",
+            kind=fields.text_of(fields.first(node, "kind", "role")) or "node",
+            path=fields.text_of(node.get("path")),
+            metadata={**fields.as_object(node.get("metadata")), "connectionId": source_id}))
     edges: list[GraphEdge] = []
-    for edge in (e for e in artifact.as_list(raw.get("edges")) if isinstance(e, dict)):
-        source, target = artifact._str(edge.get("source")), artifact._str(edge.get("target"))
+    for edge in (e for e in fields.as_list(raw.get("edges")) if isinstance(e, dict)):
+        source, target = fields.text_of(edge.get("source")), fields.text_of(edge.get("target"))
         if not source or not target:
             continue
         edges.append(GraphEdge(
             source=f"{source_id}:{source}" if source in local_ids else source,
             target=f"{source_id}:{target}" if target in local_ids else target,
-            relation=artifact._str(artifact._first(edge, "relation", "kind")) or "related",
-            metadata={**artifact.as_object(edge.get("metadata")), "connectionId": source_id}))
+            relation=fields.text_of(fields.first(edge, "relation", "kind")) or "related",
+            metadata={**fields.as_object(edge.get("metadata")), "connectionId": source_id}))
     return Graph(nodes=nodes, edges=edges)
 
 
@@ -91,18 +91,14 @@ def test_graph_forms_equal_the_node_by_node_models(seed: int) -> None:
     payloads = [_odd_graph(rng) for _ in range(3)]
     plain = [_plain_graph(p, f"kb-{i % 2}") for i, p in enumerate(payloads)]
     expected = [g.wire() for g in plain]
-    assert [artifact.graph_from(p, f"kb-{i % 2}").wire() for i, p in enumerate(payloads)] == expected
-    fast = [artifact.evidence_graph(p, f"kb-{i % 2}") for i, p in enumerate(payloads)]
-    for graph, wire in zip(fast, expected, strict=True):
-        assert _same_json(graph.wire(), wire)
-        assert graph.model() == Graph.model_validate(wire)
-    assert _same_json(artifact.merge_evidence_graphs(fast).wire(), artifact.merge_graphs(plain).wire())
+    made = [artifact.graph_from(p, f"kb-{i % 2}") for i, p in enumerate(payloads)]
+    assert _same_json([g.wire() for g in made], expected)
 
 
 def test_graph_metadata_nan_is_written_as_null_like_the_model_dump() -> None:
     payload = {"graph": {"nodes": [{"id": "a", "metadata": {"x": float("nan"), "y": [float("-inf")]}}],
                          "edges": [{"source": "a", "target": "b", "metadata": {"w": float("inf")}}]}}
-    wire = artifact.evidence_graph(payload, "kb").wire()
+    wire = artifact.graph_from(payload, "kb").wire()
     assert wire == _plain_graph(payload, "kb").wire()
     assert wire["nodes"][0]["metadata"] == {"x": None, "y": [None], "connectionId": "kb"}
     assert wire["edges"][0]["metadata"] == {"w": None, "connectionId": "kb"}
@@ -133,9 +129,9 @@ def test_text_normalisation_equals_the_plain_regexes() -> None:
     samples += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 40))) for _ in range(3000)]
     samples += ["".join(rng.choice(one_line) for _ in range(rng.randint(1, 12))) for _ in range(3000)]
     for text in samples:
-        assert artifact.markdown_readable(text) == _plain_readable(text), repr(text)
-        assert artifact.safe_trace_text(text) == _plain_trace_text(text), repr(text)
-        assert artifact.safe_trace_text(text, 12) == _plain_trace_text(text, 12), repr(text)
+        assert bridge_text.markdown_readable(text) == _plain_readable(text), repr(text)
+        assert bridge_text.safe_trace_text(text) == _plain_trace_text(text), repr(text)
+        assert bridge_text.safe_trace_text(text, 12) == _plain_trace_text(text, 12), repr(text)
 
 
 def _stdlib(payload: Any) -> bytes:
@@ -203,90 +199,15 @@ def test_http_answers_hold_the_same_json_values() -> None:
     assert json_body({"q": "a\ud800b"}) == b'{"q":"a\\ud800b"}'  # the ASCII fallback still holds
 
 
-def _graphs(seed: int, ids: list[str]) -> list[artifact.EvidenceGraph]:
-    rng = random.Random(seed)
-    return [artifact.evidence_graph(_odd_graph(rng), source_id) for source_id in ids]
-
-
-@pytest.mark.parametrize("ids", [["kb-0", "kb-1", "kb-2"], ["kb-0", "kb-0"], ["a", "a:b"], ["kb-0"], []])
-@pytest.mark.parametrize("seed", range(30))
-def test_merged_graphs_written_ahead_equal_the_plain_merge_and_writer(seed: int, ids: list[str]) -> None:
-    """Graphs of distinct colon-free namespaces are joined, their JSON too; repeated or colon
-    namespaces, repeated keys and edges to other sources' nodes take the keyed merge."""
-    graphs = _graphs(seed, ids)
-    merged = artifact.merge_evidence_graphs(graphs)
-    plain = artifact.merge_graphs([g.model() for g in graphs]).wire()
-    wire = merged.wire()
-    assert _same_json(dict(wire), plain)
-    assert answer_body(wire) == json_body(dict(wire))
-    for graph in graphs:
-        assert answer_body(graph.wire()) == json_body(dict(graph.wire()))
-
-
-def _serve_graph(label: str = "P") -> dict[str, Any]:
-    nodes = [{"id": f"page:{i}", "label": f"{label}{i}", "kind": "page", "path": f"{i}.md",
-              "metadata": {"review_state": "approved", "score": 0.25, "okf": {}}} for i in range(5)]
-    edges = [{"source": f"page:{i}", "target": f"page:{i + 1}", "relation": "links", "metadata": {}}
-             for i in range(4)]
-    return {"graph": {"nodes": nodes, "edges": edges}}
-
-
-def test_a_serve_shaped_graph_is_written_ahead_and_joined() -> None:
-    nodes = _serve_graph()["graph"]["nodes"]
-    graphs = [artifact.evidence_graph(_serve_graph(), f"kb-{i}") for i in range(3)]
-    assert all(g.namespace == f"kb-{i}" and g.nodes_json is not None for i, g in enumerate(graphs))
-    merged = artifact.merge_evidence_graphs(graphs)
-    assert isinstance(merged.wire(), WrittenDict) and len(merged.nodes) == 15 and len(merged.edges) == 12
-    assert answer_body(merged.wire()) == json_body(dict(merged.wire()))
-    # an edge to another source's node, or a repeated node id, takes the keyed merge
-    outward = artifact.evidence_graph({"graph": {"nodes": nodes, "edges": [
-        {"source": "page:0", "target": "kb-0:page:1", "relation": "links"}]}}, "kb-9")
-    repeated = artifact.evidence_graph({"graph": {"nodes": nodes + nodes[:1], "edges": []}}, "kb-8")
-    assert outward.namespace is None and repeated.namespace is None
-    for odd in (outward, repeated):
-        mixed = artifact.merge_evidence_graphs([*graphs, odd])
-        assert mixed.wire() == artifact.merge_graphs([g.model() for g in (*graphs, odd)]).wire()
-
-
-def test_answers_with_written_parts_are_byte_for_byte_the_plain_writer() -> None:
-    graph = artifact.merge_evidence_graphs([artifact.evidence_graph(_serve_graph(), "kb-0"),
-                                            artifact.evidence_graph(_serve_graph("é 中文 \u2028"), "kb-1")])
-    wire = graph.wire()
-    assert isinstance(wire, WrittenDict)
-    result = {"answer": "a", "citations": [{"id": "c"}] * 3, "graph": wire, "steps": [{"id": "s"}] * 3}
-    task = artifact.task_envelope("a", result, "r", "t")
-    forms = [task, {"task": {"artifacts": [{"parts": [{"data": result}, {"text": "a"}]}]}},
-             {"jsonrpc": "2.0", "id": 1, "result": {"task": {"artifacts": [{"parts": [{"data": result}]}]}}},
-             {"one": wire, "two": wire}, [wire], wire]
-    for payload in forms:
-        assert answer_body(payload) == json_body(json.loads(json_body(payload)))
-    assert task["artifacts"][0]["parts"][0]["data"]["graph"] is wire  # left as it was
-    # the placeholder spelt by a value, or a value only the fallback writers can write
-    token = wire_json._TOKEN + "0"
-    for odd in (token, "a\ud800b", float("nan")):
-        payload = {"x": odd, "graph": wire}
-        assert answer_body(payload) == json_body(payload)
-        assert payload["graph"] is wire
-    assert answer_body({"plain": [1, 2.5, None]}) == json_body({"plain": [1, 2.5, None]})
-
-
-@pytest.mark.parametrize("keys", [("evidence",), ("citations",), ("evidence", "citations")])
-def test_citations_made_early_equal_the_citations_made_at_the_end(keys: tuple[str, ...]) -> None:
-    """Items made into citations before search results were merged in are reused only where they
-    still are: appended results, or results that push the `citations` items along, are made anew."""
-    from bridge.sources.http_source import merge_search_results
-
-    def item(page: str) -> dict[str, Any]:
-        return {"page_id": page, "title": page.upper(), "path": f"{page}.md", "snippet": "# S [[x|y]]"}
-
-    payload: dict[str, Any] = {key: [item(f"{key}-{i}") for i in range(3)] for key in keys}
-    payload[keys[0]].insert(1, "not an item")
-    payload[keys[-1]].append({"title": "no id"})  # its id is its place: a moved one gets a new one
-    made = artifact.early_citations(payload, SOURCE)
-    merge_search_results(payload, [[item("found-1"), item(f"{keys[0]}-0")], [item("found-2")]])
-    reused = artifact.citations_from(payload, SOURCE, made)
-    assert [c.wire() for c in reused] == [c.wire() for c in artifact.citations_from(payload, SOURCE)]
-    assert [c.id for c in reused][-2:] == ["kb-1:found-1", "kb-1:found-2"] or len(keys) == 2
-    kept = {id(c) for c in made.values()}
-    # with both lists, the additions go to `evidence` and every `citations` item moves along
-    assert sum(id(c) in kept for c in reused) == (len(made) if len(keys) == 1 else 3)
+def test_merged_graphs_keep_the_first_node_per_id_and_the_first_edge_per_key() -> None:
+    first = artifact.graph_from({"graph": {"nodes": [{"id": "a", "label": "first"}, {"id": "b"}],
+                                           "edges": [{"source": "a", "target": "b", "label": "x"}]}}, "kb")
+    nodes = [{"id": "a", "label": "second"}, {"id": "b"}, {"id": "c"}]
+    again = artifact.graph_from({"graph": {"nodes": nodes,
+                                           "edges": [{"source": "a", "target": "b"},
+                                                     {"source": "a", "target": "c"}]}}, "kb")
+    merged = artifact.merge_graphs([first, again]).wire()
+    labels = [(n["id"], n["label"]) for n in merged["nodes"]]
+    assert labels == [("kb:a", "first"), ("kb:b", "b"), ("kb:c", "c")]
+    assert [(e["source"], e["target"]) for e in merged["edges"]] == [("kb:a", "kb:b"), ("kb:a", "kb:c")]
+    assert merged["edges"][0]["metadata"] == {"connectionId": "kb"}

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bridge import service as service_module
+from bridge import artifact
 from bridge.runtime import CHAT_FAILED_MESSAGE, TOO_LARGE_MESSAGE
 from bridge.sources import transport
 from tests.support.bridge_sources import BridgeFactory, Client, source
@@ -123,14 +123,14 @@ async def test_a_bridge_bug_with_one_source_is_that_sources_failure(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Whatever escapes a source's processing (here: the evidence step raising) fails that
     source only, with a safe message, never the run."""
-    real = service_module.artifact.evidence_from
+    real = artifact.evidence_from
 
     def evidence_from(payload: dict[str, Any], descriptor: Any, *args: Any) -> Any:
         if descriptor.id == "odd":
             raise RecursionError("maximum recursion depth exceeded")
         return real(payload, descriptor, *args)
 
-    monkeypatch.setattr(service_module.artifact, "evidence_from", evidence_from)
+    monkeypatch.setattr(artifact, "evidence_from", evidence_from)
     client = await bridge_client()
     result = result_of(await send(client, run(source("good", serve_url), source("odd", serve_url))))
     assert_good_kept(result, "odd")

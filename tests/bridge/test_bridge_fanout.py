@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import weakref
 from typing import Any
 
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bridge.config.settings import BridgeSettings
-from bridge.fanout import fan_out
-from bridge.protocols.http import SERVICE_KEY
+from bridge.fanout import fan_out, task_group
 from bridge.registry import normalize_registered
-from bridge.service import BridgeService
-from bridge.sources.protocols import source_clients
 from tests.support.bridge_sources import BridgeFactory, source
 
 NAME = web.AppKey("name", str)
@@ -36,46 +34,16 @@ async def test_results_keep_input_order_and_the_limit() -> None:
     assert peak == 3
 
 
-async def test_start_order_is_the_order_items_take_slots_in() -> None:
-    started: list[int] = []
+async def test_the_artifact_keeps_selected_order_when_sources_finish_out_of_it(
+        bridge_client: BridgeFactory, aiohttp_server: Any) -> None:
+    fast_answered = asyncio.Event()
 
-    async def work(index: int) -> int:
-        started.append(index)
-        await asyncio.sleep(0.001)
-        return index * 10
-
-    assert await fan_out(range(4), work, 4, start_order=[3, 1, 0, 2]) == [0, 10, 20, 30]
-    assert started == [3, 1, 0, 2]
-    started.clear()
-    assert await fan_out(range(5), work, 2, start_order=[4, 3, 2, 1, 0]) == [0, 10, 20, 30, 40]
-    assert started == [4, 3, 2, 1, 0]
-    for wrong in ([0, 1], [0, 1, 1], [0, 1, 3]):
-        try:
-            await fan_out(range(3), work, 2, start_order=wrong)
-        except ValueError:
-            continue
-        raise AssertionError(f"start order {wrong} was accepted")
-
-
-def test_start_order_is_slowest_first_and_unseen_sources_before_any() -> None:
-    service = BridgeService(BridgeSettings(config_path=None), clients=source_clients())
-    a, b, c, d = normalize_registered([source(name, f"http://127.0.0.1:{port}")
-                                       for name, port in (("a", 1), ("b", 2), ("c", 3), ("d", 4))])
-    assert service.start_order([a, b, c, d]) == [0, 1, 2, 3]  # nothing seen yet: selected order
-    service._note_path_time(a, 0.020)
-    service._note_path_time(b, 0.040)
-    service._note_path_time(d, 0.030)
-    assert service.start_order([a, b, c, d]) == [2, 1, 3, 0]
-    service._note_path_time(b, 0.010)  # smoothed: 25 ms now, below d's 30 ms
-    assert service.start_order([a, b, c, d]) == [2, 3, 1, 0]
-
-
-async def test_the_run_starts_the_slowest_source_it_has_seen_first(bridge_client: BridgeFactory,
-                                                                   aiohttp_server: Any) -> None:
     async def answer(request: web.Request) -> web.Response:
         name = request.app[NAME]
-        if name == "slow":
-            await asyncio.sleep(0.05)
+        if name == "slow":  # answers only after the source selected after it
+            await asyncio.wait_for(fast_answered.wait(), 10)
+        elif request.path == "/query":
+            fast_answered.set()
         return web.json_response({"wiki_title": name, "evidence": [
             {"page_id": "p", "title": name, "path": "p.md", "snippet": "s"}]})
 
@@ -83,7 +51,7 @@ async def test_the_run_starts_the_slowest_source_it_has_seen_first(bridge_client
         return web.Response(status=404)
 
     urls = []
-    for name in ("fast", "slow"):
+    for name in ("slow", "fast"):
         app = web.Application()
         app[NAME] = name
         app.router.add_post("/{tail:.*}", answer)
@@ -91,16 +59,12 @@ async def test_the_run_starts_the_slowest_source_it_has_seen_first(bridge_client
         server: TestServer = await aiohttp_server(app)
         urls.append(str(server.make_url("")))
     client = await bridge_client(sources=normalize_registered(
-        [source("fast", urls[0]), source("slow", urls[1])]))
-    service = client.server.app[SERVICE_KEY]
-    assert service.start_order(service.sources) == [0, 1]
-    for _ in range(2):
-        response = await client.post("/message:send", json={"query": "q", "mode": "evidence-only"})
-        result = (await response.json())["artifacts"][0]["parts"][0]["data"]
-        # whatever order the calls started in, the artifact keeps the selected order
-        assert [c["id"] for c in result["citations"]] == ["fast:p", "slow:p"]
-        assert [s["id"] for s in result["steps"] if s["id"].startswith("tool-")] == ["tool-fast", "tool-slow"]
-        assert service.start_order(service.sources) == [1, 0]
+        [source("slow", urls[0]), source("fast", urls[1])]))
+    response = await client.post("/message:send", json={"query": "q", "mode": "evidence-only"})
+    result = (await response.json())["artifacts"][0]["parts"][0]["data"]
+    assert fast_answered.is_set()
+    assert [c["id"] for c in result["citations"]] == ["slow:p", "fast:p"]
+    assert [s["id"] for s in result["steps"] if s["id"].startswith("tool-")] == ["tool-slow", "tool-fast"]
 
 
 async def test_a_bug_in_work_cancels_the_group() -> None:
@@ -160,3 +124,41 @@ async def test_bridge_fan_out_is_concurrent_but_bounded(bridge_client: BridgeFac
     # a bundle 404 is a warning step, the query still counts
     assert all(d["phase"] == "source-bundle" for d in result["diagnostics"])
     assert all(s["status"] == "done" for s in result["steps"] if s["id"].startswith("tool-"))
+
+
+async def test_a_task_group_failure_is_itself_and_frees_what_the_calls_held_at_once() -> None:
+    """As a source's query fails while its searches are out: no ExceptionGroup to unwrap, and no
+    reference cycle keeping the calls' frames (and the buffers they read) until a collection."""
+
+    class Buffer:
+        pass
+
+    held: list[weakref.ref[Buffer]] = []
+    searching = asyncio.Event()
+
+    async def search() -> None:
+        buffer = Buffer()
+        held.append(weakref.ref(buffer))
+        searching.set()
+        await asyncio.Event().wait()  # only the query's failure ends it
+
+    async def query() -> None:
+        buffer = Buffer()
+        held.append(weakref.ref(buffer))
+        await asyncio.wait_for(searching.wait(), 10)
+        raise ValueError("source down")
+
+    gc.disable()
+    try:
+        caught: ValueError | None = None
+        try:
+            async with task_group() as group:
+                group.create_task(search())
+                await query()
+        except ValueError as exc:
+            caught = exc.with_traceback(None)
+        assert caught is not None and str(caught) == "source down" and caught.__context__ is None
+        caught = None
+        assert len(held) == 2 and [ref() for ref in held] == [None, None]
+    finally:
+        gc.enable()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -9,11 +10,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from bridge import artifact
 from bridge.config.settings import BridgeSettings
 from bridge.policy import SourcePolicy
 from bridge.protocols.http import create_app
 from bridge.registry import normalize_inline
+from bridge.sources.base import SourceCallError
 from bridge.sources.client import client_for
 from bridge.sources.http_source import augmentation_queries
 from bridge.sources.protocols import source_clients
@@ -198,42 +199,51 @@ async def test_request_bodies_go_out_as_compact_utf8_json(aiohttp_server: Any) -
     assert get == ("GET", None, b"")
 
 
-async def test_the_context_is_prepared_before_search_results_are_merged_into_it(aiohttp_server: Any) -> None:
+async def test_the_run_context_is_the_query_with_new_search_results_merged(aiohttp_server: Any) -> None:
     calls: list[tuple[str, Any]] = []
     server: TestServer = await aiohttp_server(fake_source(calls))
     descriptor = normalize_inline([source("fake", str(server.make_url("")))])[0]
-    prepared: list[tuple[dict[str, Any], list[str]]] = []
-
-    def prepare(context: dict[str, Any]) -> None:
-        prepared.append((context, [e["page_id"] for e in context["evidence"]]))
-
     async with source_http_client(SourcePolicy) as http:
         transport = SourceTransport(http, SourcePolicy(), 5.0, clients=source_clients())
         payload = await client_for(transport, descriptor).run_context(
-            "Which release checklist steps need a second reviewer?", {}, None, prepare=prepare)
-    [(context, seen)] = prepared
-    assert context is payload and seen == ["a"]  # the query's own evidence only
+            "Which release checklist steps need a second reviewer?", {}, None)
     assert [e["page_id"] for e in payload["evidence"]] == ["a", "extra-release"]
 
 
-async def test_the_run_makes_each_graph_once_while_searches_are_out(bridge_client: BridgeFactory,
-                                                                    aiohttp_server: Any,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_failed_query_is_its_own_error_and_cancels_the_searches(aiohttp_server: Any) -> None:
+    """The searches run in the query's task group: a failed query does not wait for them."""
+    searching = asyncio.Event()
+
+    async def query(request: web.Request) -> web.Response:
+        await asyncio.wait_for(searching.wait(), 10)  # fail only once a search is out
+        return web.Response(status=503)
+
+    async def search(request: web.Request) -> web.Response:
+        searching.set()
+        await asyncio.Event().wait()  # never answers: only cancellation ends the bridge's wait
+        raise AssertionError("unreachable")
+
+    app = web.Application()
+    app.router.add_post("/query", query)
+    app.router.add_post("/search", search)
+    server: TestServer = await aiohttp_server(app)
+    descriptor = normalize_inline([source("fake", str(server.make_url("")))])[0]
+    async with source_http_client(SourcePolicy) as http:
+        transport = SourceTransport(http, SourcePolicy(), 30.0, clients=source_clients())
+        with pytest.raises(SourceCallError) as failed:
+            await asyncio.wait_for(client_for(transport, descriptor).run_context(
+                "Which release checklist steps need a second reviewer?", {}, None), 10)
+    assert failed.value.http_status == 503
+
+
+async def test_the_run_has_the_query_graph_and_the_merged_search_citations(bridge_client: BridgeFactory,
+                                                                           aiohttp_server: Any) -> None:
     calls: list[tuple[str, Any]] = []
     server: TestServer = await aiohttp_server(fake_source(calls))
-    made: list[dict[str, Any]] = []
-    real = artifact.evidence_graph
-
-    def evidence_graph(payload: dict[str, Any], source_id: str) -> artifact.EvidenceGraph:
-        made.append({"evidence": [e["page_id"] for e in payload["evidence"]]})
-        return real(payload, source_id)
-
-    monkeypatch.setattr(artifact, "evidence_graph", evidence_graph)
     client = await bridge_client()
     response = await client.post("/message:send", json={
         "query": "Which release checklist steps need a second reviewer?", "mode": "evidence-only",
         "knowledgeSources": [source("fake", str(server.make_url("")))]})
     result = (await response.json())["artifacts"][0]["parts"][0]["data"]
-    assert made == [{"evidence": ["a"]}]  # before the search result was merged in
     assert [c["id"] for c in result["citations"]] == ["fake:a", "fake:extra-release"]
     assert [n["id"] for n in result["graph"]["nodes"]] == ["fake:a", "fake:b"]

@@ -25,7 +25,7 @@ RETRIEVAL = {"schemaVersion": "llmwiki.retrieval.v1", "searchMode": "lexical",
 def refused(envelope: Any) -> RunRequestError:
     with pytest.raises(RunRequestError) as caught:
         parse_run_request(envelope)
-    assert caught.value.status == 400
+    assert caught.value.kind == "rejected"  # the web layer answers 400
     return caught.value
 
 

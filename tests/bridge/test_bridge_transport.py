@@ -19,7 +19,8 @@ from aiohttp.test_utils import TestServer
 
 from bridge.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
 from bridge.sources import transport
-from bridge.sources.transport import SourceCallError, SourceTransport, call_json, source_http_client
+from bridge.sources.base import SourceCallError
+from bridge.sources.transport import SourceTransport, call_json, source_http_client
 from tests.support.bridge_sources import FakeDns
 
 Script = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]  # -> keep the connection open

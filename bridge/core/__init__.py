@@ -1,0 +1,1 @@
+"""The run: request -> selection -> discovery -> fan-out -> evidence -> runtime -> artifact (no web)."""

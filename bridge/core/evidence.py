@@ -1,0 +1,46 @@
+"""The evidence of a run, built in one place from the sources' outcomes (in selected order)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bridge import artifact
+from bridge.core.gather import SourceOutcome
+from bridge.prompt import AnsweredSource
+from bridge.registry import SourceDescriptor
+from common.bridge_schemas import Citation, Diagnostic, Graph, SourceBundle, TraceStep
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Every source's steps, diagnostics and bundles in selected order; the citations deduped by id
+    (first wins); the merged graph; which sources answered and which failed (contract 3.7)."""
+
+    steps: list[TraceStep]
+    diagnostics: list[Diagnostic]
+    bundles: list[SourceBundle]
+    citations: list[Citation]
+    graph: Graph
+    answered: list[AnsweredSource]
+    failed: list[SourceDescriptor]
+
+    def step(self) -> TraceStep:
+        """The run's `bridge-evidence` step."""
+        return artifact.step(
+            "bridge-evidence", "Prepare evidence", "done",
+            detail=f"Prepared {len(self.citations)} citation(s), {len(self.graph.nodes)} graph node(s), "
+                   f"{len(self.bundles)} source bundle metadata record(s), and {len(self.failed)} source "
+                   "failure note(s).")
+
+
+def collect(outcomes: Sequence[SourceOutcome]) -> Evidence:
+    answered = [AnsweredSource(o.source, o.evidence, o.bundle) for o in outcomes if o.evidence is not None]
+    return Evidence(
+        steps=[s for o in outcomes for s in o.steps],
+        diagnostics=[d for o in outcomes for d in o.diagnostics],
+        bundles=[o.bundle for o in outcomes if o.bundle is not None],
+        citations=artifact.dedupe_citations([a.evidence.citations for a in answered]),
+        graph=artifact.merge_graphs([a.evidence.graph for a in answered]),
+        answered=answered,
+        failed=[o.source for o in outcomes if o.failed])
