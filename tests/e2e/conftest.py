@@ -16,7 +16,7 @@ if str(REPO) not in sys.path:  # so `tests.e2e.*` imports however pytest is laun
     sys.path.insert(0, str(REPO))
 
 from tests.e2e.model_server import ModelServer, running_model_server  # noqa: E402
-from tests.e2e.processes import Service, console_script, start_serve  # noqa: E402
+from tests.e2e.processes import Service, console_script, start_serve, stop_checked  # noqa: E402
 
 SAMPLE_WIKI = REPO / "fixtures" / "sample-wiki"
 REFERENCE_VERSION = "0.2.17"
@@ -50,21 +50,12 @@ def reference_serve_script() -> Path:
     return _install_reference()
 
 
-def _stopped_cleanly(service: Service) -> None:
-    violations = service.guard_violations()
-    status = service.stop()
-    assert not violations, f"{service.name} tried to reach beyond loopback: {violations}"
-    # SIGTERM is how systemd stops the unit: a clean exit, not a traceback.
-    assert status in (0, -15), f"{service.name} exited with {status}\n{service.logs()}"
-    assert "Traceback" not in service.stderr.read_text(errors="replace"), service.logs()
-
-
 @pytest.fixture(scope="module")
 def our_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """Our installed `llmwiki-serve` on the sample wiki, A2A on."""
     service = start_serve(tmp_path_factory.mktemp("our-serve"), SAMPLE_WIKI, "--enable-a2a")
     yield service
-    _stopped_cleanly(service)
+    stop_checked(service)
 
 
 @pytest.fixture(scope="module")

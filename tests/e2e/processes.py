@@ -87,6 +87,16 @@ class Service:
         return int(self.process.returncode)
 
 
+def stop_checked(service: Service) -> None:
+    """Stop with SIGTERM, as systemd stops a unit, and fail the test if the service tried to reach
+    beyond loopback, exited uncleanly or wrote a traceback."""
+    violations = service.guard_violations()
+    status = service.stop()
+    assert not violations, f"{service.name} tried to reach beyond loopback: {violations}"
+    assert status in (0, -15), f"{service.name} exited with {status}\n{service.logs()}"
+    assert "Traceback" not in service.stderr.read_text(errors="replace"), service.logs()
+
+
 def service_env(work: Path, extra: Mapping[str, str] | None = None,
                 fake_dns: Mapping[str, Sequence[str]] | None = None) -> dict[str, str]:
     """A clean environment: HOME in the test's directory, none of the services' variables from the

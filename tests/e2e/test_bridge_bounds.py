@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.e2e.hostile_sources import HostileSources, running_hostile_sources
-from tests.e2e.processes import Service, start_bridge
+from tests.e2e.processes import Service, start_bridge, stop_checked
 
 QUESTION = "How do we roll back a release?"
 TIMEOUT_MS = 8000
@@ -34,10 +34,7 @@ def bridge(tmp_path_factory: pytest.TempPathFactory, hostile: HostileSources) ->
                            "--run-deadline-ms", str(DEADLINE_MS), "--max-sources-per-run", "40",
                            "--base-url", f"{hostile.url}/runtime/v1", "--model", "m")
     yield service
-    violations = service.guard_violations()
-    assert service.stop() in (0, -15), service.logs()
-    assert not violations
-    assert "Traceback" not in service.stderr.read_text(errors="replace"), service.logs()
+    stop_checked(service)
 
 
 def source(source_id: str, url: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.processes import Service, start_bridge
+from tests.e2e.processes import Service, start_bridge, stop_checked
 
 TOKEN = "e2e-bridge-token"
 QUESTION = "How do we roll back a release?"
@@ -34,10 +34,7 @@ def bridge(tmp_path_factory: pytest.TempPathFactory, our_serve: Service) -> Iter
         {"id": "agent", "name": "Agent", "protocol": "a2a", "url": our_serve.url}]}
     service = start_bridge(tmp_path_factory.mktemp("bridge"), "--bearer-token", TOKEN, settings=settings)
     yield service
-    violations = service.guard_violations()
-    assert service.stop() in (0, -15), service.logs()
-    assert not violations
-    assert "Traceback" not in service.stderr.read_text(errors="replace"), service.logs()
+    stop_checked(service)
 
 
 def mcp_client(bridge: Service, mode: str) -> Client:

@@ -13,17 +13,10 @@ import httpx
 import pytest
 
 from tests.e2e.model_server import ModelServer
-from tests.e2e.processes import Service, free_port, start_bridge
+from tests.e2e.processes import Service, free_port, start_bridge, stop_checked
 
 QUESTION = "How do we ship a hotfix release?"
 FAKE_AGENT = Path(__file__).resolve().parents[1] / "support" / "fake_acp_agent.py"
-
-
-def _stop(service: Service) -> None:
-    violations = service.guard_violations()
-    assert service.stop() in (0, -15), service.logs()
-    assert not violations, violations
-    assert "Traceback" not in service.stderr.read_text(errors="replace"), service.logs()
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +26,7 @@ def bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     service = start_bridge(tmp_path_factory.mktemp("contract-bridge"),
                            env={"LLMWIKI_AGENT_BRIDGE_BASE_URL": dead})
     yield service
-    _stop(service)
+    stop_checked(service)
 
 
 def send(bridge: Service, body: Any, **headers: str) -> httpx.Response:
@@ -124,7 +117,7 @@ def test_health_probe_is_honest_about_the_runtime(bridge: Service, tmp_path: Pat
         probed = httpx.get(f"{healthy.url}/health?probe=1").json()
         assert probed["status"] == "ok" and probed["runtimeConnection"]["reachability"]["ok"] is True
     finally:
-        _stop(healthy)
+        stop_checked(healthy)
 
 
 def test_a_source_is_tested_before_it_is_saved(bridge: Service, our_serve: Service) -> None:
@@ -158,4 +151,4 @@ def test_the_acp_adapter_runs_as_a_subprocess_of_the_installed_bridge(tmp_path: 
         health = httpx.get(f"{service.url}/health?probe=1").json()
         assert health["runtimeConnection"]["reachability"]["basis"] == "adapter_not_probeable"
     finally:
-        _stop(service)
+        stop_checked(service)

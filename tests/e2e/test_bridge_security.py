@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.processes import Service, start_bridge
+from tests.e2e.processes import Service, start_bridge, stop_checked
 
 SAVED = {"version": 1, "config": {"model": "owner-model", "sourcePolicy": "private-http"},
          "sources": [{"id": "wiki", "name": "Wiki", "protocol": "llmwiki-http",
@@ -34,19 +34,11 @@ ATTEMPTS: list[tuple[str, str, Any]] = [
 ]
 
 
-def _stop(service: Service) -> None:
-    violations = service.guard_violations()
-    status = service.stop()
-    assert not violations, f"the bridge tried to reach beyond loopback: {violations}"
-    assert status in (0, -15), service.logs()
-    assert "Traceback" not in service.stderr.read_text(errors="replace"), service.logs()
-
-
 @pytest.fixture
 def bridge(tmp_path: Path) -> Iterator[Service]:
     service = start_bridge(tmp_path, settings=SAVED)
     yield service
-    _stop(service)
+    stop_checked(service)
 
 
 def _port(service: Service) -> int:
@@ -160,4 +152,4 @@ def test_public_https_blocks_private_addresses_however_written(tmp_path: Path) -
             assert observed["policy"] == "source-url", tool
         assert result["citations"] == []
     finally:
-        _stop(service)
+        stop_checked(service)

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.processes import Service, console_script, run_command, start_bridge
+from tests.e2e.processes import Service, console_script, run_command, start_bridge, stop_checked
 
 QUESTION = "How do we ship a hotfix release?"
 DEAD = "http://127.0.0.1:9"  # nothing listens on the discard port
@@ -35,10 +35,7 @@ def serve(request: pytest.FixtureRequest) -> Service:
 def bridge(tmp_path: Path) -> Iterator[Service]:
     service = start_bridge(tmp_path)
     yield service
-    violations = service.guard_violations()
-    assert service.stop() in (0, -15), service.logs()
-    assert not violations
-    assert "Traceback" not in service.stderr.read_text(errors="replace"), service.logs()
+    stop_checked(service)
 
 
 async def test_registered_sources_answer_and_probe(bridge: Service, serve: Service) -> None:

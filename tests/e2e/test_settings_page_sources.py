@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.e2e.processes import Service, start_bridge
+from tests.e2e.processes import Service, start_bridge, stop_checked
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -24,9 +24,7 @@ FORMS = [("llmwiki-http", ""), ("mcp", "/mcp/stream"), ("a2a", "")]
 def bridge(tmp_path: Path) -> Iterator[Service]:
     service = start_bridge(tmp_path)
     yield service
-    violations = service.guard_violations()
-    assert service.stop() in (0, -15), service.logs()
-    assert not violations
+    stop_checked(service)
 
 
 @pytest.fixture
