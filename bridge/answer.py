@@ -24,8 +24,9 @@ from bridge.runtime import (
     runtime_diagnostic,
     tool_arguments,
 )
+from bridge.source_tools import TOOL_PROTOCOLS
 from bridge.sources.base import SourceCallError
-from bridge.sources.client import SourceClient, client_for
+from bridge.sources.client import client_for
 from bridge.sources.transport import SourceTransport
 from bridge.text import safe_id, safe_trace_text
 from common.bridge_schemas import Citation, Diagnostic, Graph, Observation, TraceStep
@@ -276,8 +277,7 @@ async def runtime_answer(settings: BridgeSettings, transport: SourceTransport | 
     evidence = _Evidence(list(citations), [graph])
     bundle = evidence_bundle(query, citations, answered, failed, graph, conversation_context)
     # Tools only for sources whose protocol can run them (an A2A source answers context only).
-    sources = [a.source for a in answered if transport is not None
-               and "search" in transport.clients.get(a.source.protocol, SourceClient).operations]
+    sources = [a.source for a in answered if a.source.protocol in TOOL_PROTOCOLS["llmwiki_search"]]
     tools = tool_schemas(sources) if hybrid and sources and transport is not None else None
     runner = _ToolRunner(transport, sources, evidence, steps, diagnostics, settings) if tools and transport \
         else None

@@ -4,7 +4,7 @@ tools ask of a Knowledge Source."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from bridge.fanout import task_group
@@ -14,8 +14,6 @@ from bridge.sources.base import BundleRead, SourceCallError, bundle_capabilities
 from bridge.sources.transport import SourceTransport, call_json, endpoint_url
 from bridge.text import safe_trace_text
 
-ALL_OPERATIONS = frozenset({"search", "read", "graph", "neighbors", "bundle"})
-
 
 class SourceClient:
     """The operations a source may support. Every method raises `SourceCallError` (safe message)
@@ -24,8 +22,6 @@ class SourceClient:
 
     protocol = ""
     bundle_kind = ""  # in bundle step details: "Read safe<kind> source bundle metadata."
-    # What the protocol can do beyond a run's context: the runtime's source tools need these.
-    operations: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, transport: SourceTransport, source: SourceDescriptor) -> None:
         self.transport = transport
@@ -103,7 +99,6 @@ class HttpSourceClient(SourceClient):
     """`llmwiki-http`: serve's HTTP routes."""
 
     protocol = "llmwiki-http"
-    operations = ALL_OPERATIONS
 
     def _url(self, path: str, query: list[tuple[str, str]] | None = None) -> str:
         url = endpoint_url(self.source.url, path)

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from bridge.sources.base import BundleRead, SourceCallError
-from bridge.sources.client import ALL_OPERATIONS, SourceClient
+from bridge.sources.client import SourceClient
 from bridge.sources.http_source import has_bundle_metadata
 from bridge.sources.transport import SourceAnswer, SourceTransport, call_source, decode_json
 from common.version import __version__
@@ -264,7 +264,6 @@ class McpSourceClient(SourceClient):
 
     protocol = "mcp"
     bundle_kind = " MCP"
-    operations = ALL_OPERATIONS
 
     @property
     def url(self) -> str:
