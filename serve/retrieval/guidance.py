@@ -39,7 +39,6 @@ from common.guidance import (
     RetrievalGuidance,
 )
 from serve.retrieval.guidance_text import (
-    FENCE_PREFIXES,
     clean_markdown,
     fold,
     identifiers_in,
@@ -47,6 +46,7 @@ from serve.retrieval.guidance_text import (
     safe_path,
     terms_from_text,
     trim,
+    unfenced_lines,
     unique,
 )
 from serve.source.page import ROLE_RANK, Page
@@ -91,14 +91,7 @@ def _facts_of(page: Page) -> _PageFacts:
 def _paragraphs(text: str) -> Iterator[str]:
     """Blank-line-separated paragraphs with fenced code left out, produced lazily."""
     lines: list[str] = []
-    in_fence = False
-    for line in io.StringIO(text):
-        stripped = line.strip()
-        if stripped.startswith(FENCE_PREFIXES):
-            in_fence = not in_fence
-            continue
-        if in_fence:
-            continue
+    for stripped in unfenced_lines(io.StringIO(text)):
         if stripped:
             lines.append(stripped)
         elif lines:

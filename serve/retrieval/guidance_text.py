@@ -6,7 +6,7 @@ import ipaddress
 import posixpath
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from common.guidance import MAX_PATH_CHARS
 
@@ -180,6 +180,17 @@ def identifiers_in(*texts: str) -> list[str]:
     return found
 
 
+def unfenced_lines(lines: Iterable[str]) -> Iterator[str]:
+    """Each line stripped, those of fenced code blocks (and the fences) left out."""
+    in_fence = False
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith(FENCE_PREFIXES):
+            in_fence = not in_fence
+        elif not in_fence:
+            yield stripped
+
+
 def clean_markdown(text: str) -> str:
     """Markdown inline cleaning (contract 5.8), whitespace collapsed, not yet trimmed."""
     if "[[" in text:
@@ -189,15 +200,8 @@ def clean_markdown(text: str) -> str:
     if "<" in text:
         text = HTML_TAG_RE.sub(" ", text)
     parts: list[str] = []
-    in_fence = False
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith(FENCE_PREFIXES):
-            in_fence = not in_fence
-            continue
-        if in_fence:
-            continue
-        stripped = stripped.lstrip("#").lstrip(LINE_LEAD_CHARS)
+    for line in unfenced_lines(text.splitlines()):
+        stripped = line.lstrip("#").lstrip(LINE_LEAD_CHARS)
         if not stripped or stripped.startswith("|"):
             continue
         parts.append(stripped)
