@@ -67,6 +67,7 @@ SLICES: dict[str, dict[str, str]] = {
     "fixtures": {"en": "en", "ko": "ko-cjk", "ja": "ko-cjk", "zh": "ko-cjk", "id": "identifiers",
                  "leak": LEAK},
     "tldr-known-item": {"en": "en", "ko": "ko"},
+    "real-natural": {"en": "en", "ko": "ko"},  # tests/support/real_folders.py
 }
 GRADES = (1, 2)
 
@@ -161,6 +162,11 @@ def recall_at_k(ranked_ids: Sequence[str], relevant: Mapping[str, int], k: int =
     if not wanted:
         return 0.0
     return len(wanted.intersection(ranked_ids[:k])) / len(wanted)
+
+
+def answer_in_top(ranked_ids: Sequence[str], relevant: Mapping[str, int], k: int) -> bool:
+    """Whether an answering page (grade 2) is among the first k distinct ids."""
+    return any(pid is not None and relevant.get(pid, 0) == 2 for pid in _top(ranked_ids, k))
 
 
 def mrr_at_k(ranked_ids: Sequence[str], relevant: Mapping[str, int], k: int = 10) -> float:

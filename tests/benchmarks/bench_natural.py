@@ -1,0 +1,149 @@
+"""Natural questions over real public folders: nDCG@10, MRR@10, top-1 and top-3.
+
+    .venv/bin/python -m tests.benchmarks.bench_natural [--engine service|reference|all]
+        [--json [PATH]] [--per-query]
+
+Questions: fixtures/judged/real-natural.jsonl (written from reading the pages, before any
+search ran). Folders: the real-folders archive (tests/support/real_folders.py; by default
+../shared/corpora/real-folders.tar.gz, or $LLMWIKI_REAL_FOLDERS), unpacked outside the tree.
+
+Engines, as in bench_retrieval: ``service`` is ``serve.service.KnowledgeSource`` search,
+the path the gates in tests/serve/retrieval/test_real_folders.py use; ``reference`` is
+bench_retrieval's plain re-implementation of the reference's legacy lexical search. A
+folder that the engine cannot serve scores every question 0 and is named in the report.
+
+top-1 / top-3: share of answerable questions with an answering page (grade 2) in the first
+1 / 3 results; MRR@10 counts any relevant page, as the other judged sets do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from serve.errors import KnowledgeSourceError
+from tests.benchmarks.bench_retrieval import ReferenceSearch, build_projection
+from tests.benchmarks.harness import write_json_report
+from tests.support import judged as J
+from tests.support import real_folders as R
+
+K = 10
+SearchIds = Callable[[str, int], list[str]]
+
+
+class Engine:
+    """Per-folder searchers for one engine; a folder it cannot serve answers nothing."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.searchers: dict[Path, SearchIds] = {}
+        self.failures: dict[str, str] = {}
+        self.closers: list[Callable[[], None]] = []
+
+    def searcher(self, root: Path) -> SearchIds:
+        if root not in self.searchers:
+            self.searchers[root] = self._make(root)
+        return self.searchers[root]
+
+    def _make(self, root: Path) -> SearchIds:
+        if self.name == "reference":
+            try:
+                return ReferenceSearch(build_projection(root)).search_ids
+            except KnowledgeSourceError as exc:
+                return self._failed(root, exc)
+        from serve.service import KnowledgeSource
+        from serve.settings import ServeSettings
+
+        source = KnowledgeSource(ServeSettings(root=root, page_cache=False, inotify=False,
+                                               refresh_interval_seconds=3600.0))
+        self.closers.append(source.close)
+
+        def search(query: str, limit: int) -> list[str]:
+            try:
+                return J.service_search_ids(source, query, limit)
+            except KnowledgeSourceError as exc:
+                self.failures[root.name] = f"{type(exc).__name__}: {exc}".replace(str(root), root.name)
+                return []
+
+        return search
+
+    def _failed(self, root: Path, exc: Exception) -> SearchIds:
+        self.failures[root.name] = f"{type(exc).__name__}: {exc}".replace(str(root), root.name)
+        return lambda query, limit: []
+
+    def close(self) -> None:
+        for close in self.closers:
+            close()
+        self.closers.clear()
+        self.searchers.clear()
+
+
+def run(engine: Engine, judgements: Sequence[J.Judgement], real_root: Path) -> list[J.QueryScore]:
+    return J.score_queries(lambda j: engine.searcher(R.resolve(j.folder, real_root))(j.query, K),
+                           judgements, K)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = ["## Natural questions over real folders (k = 10)", "",
+             "| engine | set | answerable | unanswerable | nDCG@10 | MRR@10 | top-1 | top-3 |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, result in report["engines"].items():
+        for key, fig in result["figures"].items():
+            if "mrr@10" not in fig:
+                lines.append(f"| {name} | {key} | 0 | {fig['unanswerable']} | | | | |")
+                continue
+            lines.append(f"| {name} | {key} | {fig['questions']} | {fig['unanswerable']} "
+                         f"| {fig['ndcg@10']:.4f} | {fig['mrr@10']:.4f} | {fig['top1']:.3f} "
+                         f"| {fig['top3']:.3f} |")
+        for folder, error in sorted(result["not_served"].items()):
+            lines.append(f"\n{name}: `{folder}` not served ({error}); its questions score 0.")
+    lines += ["", f"Targets (issue 15): MRR@10 >= {R.TARGET_MRR}, top-3 >= {R.TARGET_TOP3} "
+              "on answerable questions."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.bench_natural",
+                                     description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--engine", choices=("service", "reference", "all"), default="all")
+    parser.add_argument("--json", metavar="PATH", nargs="?", const="-",
+                        help="also dump the figures as JSON (to PATH; '-' or no PATH: stdout)")
+    parser.add_argument("--per-query", action="store_true", help="include every ranking in the JSON")
+    args = parser.parse_args(argv)
+    out = sys.stderr if args.json == "-" else sys.stdout
+
+    real_root = R.extract()
+    if real_root is None:
+        print(f"real folders not found: {R.TARBALL} (or ${R.ENV})", file=sys.stderr)
+        return 2
+    judgements = R.load()
+    names = ["reference", "service"] if args.engine == "all" else [args.engine]
+    report: dict[str, Any] = {
+        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        "k": K, "engines": {},
+    }
+    for name in names:
+        engine = Engine(name)
+        try:
+            scores = run(engine, judgements, real_root)
+        finally:
+            engine.close()
+        result: dict[str, Any] = {"figures": R.grouped(scores, K), "not_served": dict(engine.failures)}
+        if args.per_query:
+            result["per_query"] = [
+                {"id": s.judgement.id, "folder": s.judgement.folder, "query": s.judgement.query,
+                 "ndcg": round(s.ndcg, 4), "mrr": round(s.mrr, 4), "top": list(s.ranked_ids[:K]),
+                 "relevant": dict(s.judgement.relevant)} for s in scores]
+        report["engines"][name] = result
+    out.write(markdown(report))
+    if args.json:
+        write_json_report(report, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
