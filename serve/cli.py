@@ -238,8 +238,8 @@ def _serve(settings: ServeSettings, early: EarlyRead | None) -> int:
         # that build is done (it waits on the index lock, then finds everything built).
         await asyncio.get_running_loop().run_in_executor(None, source.warm)
         state = "ready" if source.index_ready else "listening (folder not loaded)"
-        systemd_notify.ready(f"{state}: {url}")
         log.info("ready", url=url, index_ready=source.index_ready)
+        systemd_notify.ready(f"{state}: {url}")
 
     def listening(*_: object) -> None:
         # run_app calls its `print` hook once every site listens: readiness starts from there.
