@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import socket
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -19,33 +17,10 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import SAMPLE_WIKI
-from tests.e2e.processes import START_SECONDS, STOP_SECONDS, console_script, free_port, launch
+from tests.e2e.notify_socket import NotifySocket
+from tests.e2e.processes import STOP_SECONDS, console_script, free_port, launch
 
 EXPOSURE_WARNINGS = ["public_bind", "any_host_allowed", "drafts_on_public_bind"]
-
-
-class NotifySocket:
-    """A datagram socket like systemd's: a filesystem path or an abstract (`@`) name."""
-
-    def __init__(self, sock: socket.socket, address: str) -> None:
-        self.sock, self.address = sock, address
-
-    def await_state(self, key: str, process: subprocess.Popen[bytes], stderr: Path,
-                    timeout: float = START_SECONDS) -> dict[str, str]:
-        """The first datagram carrying `key` (READY, STOPPING), failing if the process exits."""
-        deadline = time.monotonic() + timeout
-        while (remaining := deadline - time.monotonic()) > 0:
-            readable, _, _ = select.select([self.sock], [], [], min(remaining, 0.5))
-            if readable:
-                fields = dict(line.split("=", 1) for line in
-                              self.sock.recv(4096).decode("utf-8").splitlines() if "=" in line)
-                if key in fields:
-                    return fields
-            elif process.poll() is not None:
-                raise AssertionError(f"exited with {process.returncode} before {key}=1:\n"
-                                     f"{stderr.read_text(errors='replace')[-3000:]}")
-        process.kill()
-        raise AssertionError(f"no {key}=1 datagram within {timeout} s")
 
 
 @pytest.fixture(params=["abstract", "path"])
