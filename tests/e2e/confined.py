@@ -1,7 +1,7 @@
 """Run a command under the confinement a unit file asks systemd for, without systemd: its
 SystemCallFilter= allow list (with SystemCallErrorNumber=EPERM), its RestrictAddressFamilies= for
-socket(2), and MemoryDenyWriteExecute= as the kernel's own W^X switch (PR_SET_MDWE, which refuses
-writable-executable mappings and making memory executable later, as systemd's seccomp rules do).
+socket(2), and MemoryDenyWriteExecute= the way systemd enforces it, as a second seccomp filter
+refusing writable-and-executable mappings and making memory executable later.
 
 Usage: python confined.py ALLOWED_SYSCALLS_FILE FAMILY[,FAMILY...] -- COMMAND [ARG...]
 Test instrumentation: libseccomp through ctypes, then exec; nothing of the product is imported."""
@@ -15,10 +15,16 @@ import socket
 import sys
 
 _PR_SET_NO_NEW_PRIVS = 38
-_PR_SET_MDWE = 65
-_PR_MDWE_REFUSE_EXEC_GAIN = 1
 _SCMP_ACT_ALLOW = 0x7FFF0000
 _SCMP_CMP_EQ = 4
+_SCMP_CMP_MASKED_EQ = 7
+_PROT_WRITE, _PROT_EXEC = 0x2, 0x4
+_SHM_EXEC = 0o100000
+# syscall, argument, mask, value: refused when `argument & mask == value` (systemd's W^X rules).
+_WX_RULES = (("mmap", 2, _PROT_WRITE | _PROT_EXEC, _PROT_WRITE | _PROT_EXEC),
+             ("mprotect", 2, _PROT_EXEC, _PROT_EXEC),
+             ("pkey_mprotect", 2, _PROT_EXEC, _PROT_EXEC),
+             ("shmat", 2, _SHM_EXEC, _SHM_EXEC))
 
 
 def _errno_action(errno: int) -> int:
@@ -30,12 +36,7 @@ class _ArgCmp(ctypes.Structure):
                 ("datum_b", ctypes.c_uint64)]
 
 
-def confine(allowed: list[str], families: list[str]) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_MDWE, _PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) != 0:
-        raise SystemExit(f"confined: PR_SET_MDWE failed (errno {ctypes.get_errno()})")
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise SystemExit("confined: PR_SET_NO_NEW_PRIVS failed")
+def _libseccomp() -> ctypes.CDLL:
     seccomp = ctypes.CDLL(ctypes.util.find_library("seccomp") or "libseccomp.so.2", use_errno=True)
     seccomp.seccomp_init.restype = ctypes.c_void_p
     seccomp.seccomp_init.argtypes = [ctypes.c_uint32]
@@ -43,22 +44,41 @@ def confine(allowed: list[str], families: list[str]) -> None:
     seccomp.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
                                                ctypes.c_uint, ctypes.POINTER(_ArgCmp)]
     seccomp.seccomp_load.argtypes = [ctypes.c_void_p]
-    context = seccomp.seccomp_init(_errno_action(1))  # EPERM, as SystemCallErrorNumber=EPERM
+    return seccomp
+
+
+def _add(seccomp: ctypes.CDLL, context: int, action: int, name: str,
+         compare: _ArgCmp | None = None) -> None:
+    number = seccomp.seccomp_syscall_resolve_name(name.encode())
+    if number < 0:
+        return  # not a call of this architecture
+    result = seccomp.seccomp_rule_add_array(context, action, number, 0 if compare is None else 1,
+                                            None if compare is None else ctypes.byref(compare))
+    if result != 0:
+        raise SystemExit(f"confined: cannot add a rule for {name}")
+
+
+def confine(allowed: list[str], families: list[str]) -> None:
+    """Two filters, as systemd loads them; the kernel applies the stricter answer of the two."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise SystemExit("confined: PR_SET_NO_NEW_PRIVS failed")
+    seccomp = _libseccomp()
+    refuse = _errno_action(1)  # EPERM, as SystemCallErrorNumber=EPERM and systemd's W^X rules
+    calls = seccomp.seccomp_init(refuse)
     for name in allowed:
-        number = seccomp.seccomp_syscall_resolve_name(name.encode())
-        if number < 0 or name == "socket":  # not a call of this architecture; socket: below
-            continue
-        if seccomp.seccomp_rule_add_array(context, _SCMP_ACT_ALLOW, number, 0, None) != 0:
-            raise SystemExit(f"confined: cannot allow {name}")
+        if name != "socket":
+            _add(seccomp, calls, _SCMP_ACT_ALLOW, name)
     if "socket" in allowed:
-        number = seccomp.seccomp_syscall_resolve_name(b"socket")
         for family in families:
-            compare = _ArgCmp(0, _SCMP_CMP_EQ, int(getattr(socket, family)), 0)
-            if seccomp.seccomp_rule_add_array(context, _SCMP_ACT_ALLOW, number, 1,
-                                              ctypes.byref(compare)) != 0:
-                raise SystemExit(f"confined: cannot allow socket({family})")
-    if seccomp.seccomp_load(context) != 0:
-        raise SystemExit("confined: seccomp_load failed")
+            _add(seccomp, calls, _SCMP_ACT_ALLOW, "socket",
+                 _ArgCmp(0, _SCMP_CMP_EQ, int(getattr(socket, family)), 0))
+    wx = seccomp.seccomp_init(_SCMP_ACT_ALLOW)
+    for name, argument, mask, value in _WX_RULES:
+        _add(seccomp, wx, refuse, name, _ArgCmp(argument, _SCMP_CMP_MASKED_EQ, mask, value))
+    for context in (wx, calls):
+        if seccomp.seccomp_load(context) != 0:
+            raise SystemExit("confined: seccomp_load failed")
 
 
 def main(argv: list[str]) -> None:
