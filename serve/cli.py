@@ -236,7 +236,11 @@ def _serve(settings: ServeSettings, early: EarlyRead | None) -> int:
     async def announce_ready() -> None:
         # The start-up warm-up builds the index in a worker thread; warm() again returns once
         # that build is done (it waits on the index lock, then finds everything built).
-        await asyncio.get_running_loop().run_in_executor(None, source.warm)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, source.warm)
+        except Exception:  # a bug, not a state: systemd times the start out and restarts us
+            log.exception("ready_check_failed")
+            return
         state = "ready" if source.index_ready else "listening (folder not loaded)"
         log.info("ready", url=url, index_ready=source.index_ready)
         systemd_notify.ready(f"{state}: {url}")
