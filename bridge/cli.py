@@ -11,9 +11,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import structlog
+
 from bridge.config.resolve import OPTIONS, load_settings
 from bridge.config.settings import BridgeSettings, SettingsError, check_bind_policy
 from bridge.registry import redact_url
+from common import systemd_notify
+from common.exposure import exposure_warnings
 from common.logging import configure_logging
 from common.version import __version__
 
@@ -102,13 +106,17 @@ async def serve(settings: BridgeSettings) -> None:
             if isinstance(address, tuple) and len(address) >= 2:
                 port = int(address[1])
                 break
-        sys.stdout.write(json.dumps(ready_event(settings, port), separators=(",", ":")) + "\n")
-        sys.stdout.flush()
+        # Handlers first: a supervisor may send SIGTERM as soon as it hears we are ready.
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
+        event = ready_event(settings, port)
+        sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+        systemd_notify.ready(f"ready: {event['url']}")
         await stop.wait()
+        systemd_notify.stopping()
     finally:
         await runner.cleanup()
 
@@ -202,6 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"failed to start llmwiki agent bridge: {exc}\n")
         return 1
     configure_logging(settings.log_level, settings.log_format)
+    log = structlog.get_logger("llmwiki.bridge")
+    for warning in exposure_warnings(settings.host, public_bind=settings.public_bind):
+        log.warning(warning.event, host=settings.host, message=warning.message)
     try:
         asyncio.run(serve(settings))
     except OSError as exc:

@@ -212,13 +212,47 @@ def start_early_read(settings: ServeSettings) -> EarlyRead | None:
 
 
 def _serve(settings: ServeSettings, early: EarlyRead | None) -> int:
+    import asyncio
+
+    import structlog
     from aiohttp import web
 
+    from common import systemd_notify
+    from common.exposure import exposure_warnings
     from serve.protocols.http import create_app
     from serve.service import KnowledgeSource
 
+    log = structlog.get_logger("llmwiki.serve")
+    for warning in exposure_warnings(settings.host, any_host="*" in settings.allowed_hosts,
+                                     drafts=settings.allow_drafts):
+        log.warning(warning.event, host=settings.host, message=warning.message)
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    url = f"http://{host}:{settings.port}"
+    announcing: set[asyncio.Task[None]] = set()
+
     async def started(app: web.Application) -> None:
         resume_gc_after_start_up()
+
+    async def announce_ready() -> None:
+        # The start-up warm-up builds the index in a worker thread; warm() again returns once
+        # that build is done (it waits on the index lock, then finds everything built).
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, source.warm)
+        except Exception:  # a bug, not a state: systemd times the start out and restarts us
+            log.exception("ready_check_failed")
+            return
+        state = "ready" if source.index_ready else "listening (folder not loaded)"
+        log.info("ready", url=url, index_ready=source.index_ready)
+        systemd_notify.ready(f"{state}: {url}")
+
+    def listening(*_: object) -> None:
+        # run_app calls its `print` hook once every site listens: readiness starts from there.
+        task = asyncio.get_running_loop().create_task(announce_ready())
+        announcing.add(task)
+        task.add_done_callback(announcing.discard)
+
+    async def shutting_down(app: web.Application) -> None:
+        systemd_notify.stopping()
 
     try:
         source = KnowledgeSource(settings, early=early)
@@ -231,7 +265,8 @@ def _serve(settings: ServeSettings, early: EarlyRead | None) -> int:
     # on_startup handlers run after the cleanup contexts' start-up half, which loads the
     # folder, and before the server accepts connections.
     app.on_startup.append(started)
-    web.run_app(app, host=settings.host, port=settings.port, access_log=None, print=None,
+    app.on_shutdown.append(shutting_down)
+    web.run_app(app, host=settings.host, port=settings.port, access_log=None, print=listening,
                 handle_signals=True)
     return 0
 
