@@ -318,14 +318,15 @@ class SearchResult(WireModel):
     route: str
 
 
-class SearchResponse(BaseModel):
-    """`{"results": [...]}`; items may be projected by `fields`, so they stay open."""
+class SearchResponse(WireModel):
+    """`{"results": [...]}`; items are SearchResults, or their projection by `fields` (so open)."""
 
     results: list[JsonObject]
 
 
-class ContextPack(BaseModel):
-    """POST /query: the context pack (orientation and evidence items may be projected)."""
+class ContextPack(WireModel):
+    """POST /query: the context pack (orientation and evidence items are SearchResults, or their
+    projection by `fields`, so open)."""
 
     query: str
     wiki_title: str
