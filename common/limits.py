@@ -1,5 +1,6 @@
-"""serve's request limits (contract 4.8, 4.11, 4.12, 6.1): each range written once, for the
-request models, the lenient MCP-style arguments, the CLI, the settings and the docs."""
+"""Request limits: each range written once, for the request models, the lenient MCP-style
+arguments, the CLI, the settings and the descriptions. serve's (serve contract 4.8, 4.11, 4.12,
+6.1) first, then the bridge's retrieval intent."""
 
 from __future__ import annotations
 
@@ -33,3 +34,7 @@ NEIGHBORHOOD_LIMIT = Limit(1, 500)
 READ_MAX_CHARS = Limit(200, 1_000_000)
 DEFAULT_NEIGHBORHOOD_DEPTH = 1
 DEFAULT_NEIGHBORHOOD_LIMIT = 50
+
+# The bridge's retrieval intent (bridge contract 3.5) and its source tools' context limit.
+INTENT_LIMIT = Limit(1, 50)
+INTENT_SNIPPET_CHARS = Limit(1, 20000)

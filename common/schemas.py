@@ -10,6 +10,8 @@ from common.guidance import MAX_QUERY_VARIANTS, RetrievalGuidance
 from common.limits import SEARCH_LIMIT, SNIPPET_CHARS
 
 JsonObject = dict[str, Any]
+SearchMode = Literal["lexical", "literal", "vector", "hybrid"]
+Direction = Literal["out", "in", "both"]
 
 
 class WireModel(BaseModel):
@@ -42,7 +44,7 @@ class GraphNeighborhoodResponse(WireModel):
     seeds: list[str]
     unmatched: list[str]
     depth: int
-    direction: Literal["out", "in", "both"]
+    direction: Direction
     relations: list[str]
     nodes: list[GraphNode]
     edges: list[GraphEdge]
@@ -273,7 +275,7 @@ class QueryRequest(BaseModel):
     query: str = ""
     limit: int | None = Field(default=None, ge=SEARCH_LIMIT.low, le=SEARCH_LIMIT.high)
     include_drafts: bool = False
-    mode: Literal["lexical", "literal", "vector", "hybrid"] = "lexical"
+    mode: SearchMode = "lexical"
     fields: list[str] | None = None
     snippet_chars: int | None = Field(default=None, ge=SNIPPET_CHARS.low, le=SNIPPET_CHARS.high)
     min_score: float | None = Field(default=None, ge=0)

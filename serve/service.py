@@ -6,7 +6,7 @@ import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from common.limits import (
     DEFAULT_NEIGHBORHOOD_DEPTH,
@@ -17,6 +17,7 @@ from common.limits import (
 )
 from common.schemas import (
     CorsStatus,
+    Direction,
     GraphNeighborhoodResponse,
     GraphResponse,
     HealthDiagnostics,
@@ -64,7 +65,7 @@ BASE_CAPABILITIES = (
     "llmwiki_search_mode_lexical",
     "llmwiki_search_mode_literal",
 )
-DIRECTIONS = ("out", "in", "both")
+DIRECTIONS: tuple[str, ...] = get_args(Direction)
 NEIGHBORHOOD_SEED_MATCHES = 10
 
 

@@ -6,13 +6,12 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, get_args
 from urllib.parse import quote, unquote
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ValidationError
 
 from common.booleans import coerce_bool
-from common.guidance import MAX_QUERY_VARIANTS
 from common.limits import (
     DEFAULT_NEIGHBORHOOD_DEPTH,
     DEFAULT_NEIGHBORHOOD_LIMIT,
@@ -41,11 +40,12 @@ from common.mcp import (
     request_id_of,
     response,
 )
-from common.schemas import QueryRequest
+from common.schemas import QueryRequest, SearchMode
+from common.serve_tools import argument_models, input_schema, output_schema
 from common.version import __version__
 from serve.errors import KnowledgeSourceError, UserError
 from serve.read_focus import ReadOptions
-from serve.service import KnowledgeSource
+from serve.service import DIRECTIONS, KnowledgeSource
 from serve.settings import MCP_TOOL_NAMES, SettingsError, tool_selection
 
 TOOL_NAMES: tuple[str, ...] = MCP_TOOL_NAMES
@@ -62,7 +62,7 @@ CAPABILITIES: dict[str, Any] = {
 }
 ANNOTATIONS = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
 ROLE_PRIORITY = {"hot": 1.0, "index": 0.95, "overview": 0.9}
-SEARCH_MODES = ("lexical", "literal", "vector", "hybrid")
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 RETRIEVAL_CAPABILITY_PREFIXES = ("llmwiki_retrieval_", "llmwiki_agent_guided_lexical_",
                                  "llmwiki_search_mode_")
 
@@ -142,64 +142,6 @@ def _variants(args: Mapping[str, Any]) -> tuple[str, ...]:
         cause = (error.get("ctx") or {}).get("error")
         raise UserError(str(cause) if cause else "query_variants must be an array of strings") from None
     return tuple(model.query_variants)
-
-
-# -- tool argument models (schemas for tools/list; validation on the standard surfaces) ------
-
-
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-NameList = list[str] | str | None
-VARIANTS_HELP = ("At most two agent-written lexical rewrites of the query (mode=lexical only), "
-                 "e.g. terms chosen from retrieval_guidance. Omit when not needed.")
-
-
-def argument_models(context_limit: int, graph_limit: int) -> dict[str, type[BaseModel]]:
-    search_fields: dict[str, Any] = {
-        "query": (str, ""),
-        "limit": (int, context_limit),
-        "include_drafts": (bool, False),
-        "mode": (Literal["lexical", "literal", "vector", "hybrid"], "lexical"),
-        "fields": (NameList, None),
-        "snippet_chars": (int | None, None),
-        "min_score": (float | None, None),
-        "exclude_page_ids": (NameList, None),
-        "query_variants": (list[str], Field(default_factory=list, max_length=MAX_QUERY_VARIANTS,
-                                            description=VARIANTS_HELP)),
-    }
-    specs: dict[str, dict[str, Any]] = {
-        "llmwiki_context": search_fields,
-        "llmwiki_search": search_fields,
-        "llmwiki_read": {"page_id": (str, ...), "include_drafts": (bool, False),
-                         "fields": (NameList, None), "query": (str | None, None),
-                         "sections": (NameList, None), "max_chars": (int | None, None),
-                         "include_links": (bool | None, None)},
-        "llmwiki_graph": {"limit": (int, graph_limit), "include_drafts": (bool, False)},
-        "llmwiki_graph_neighbors": {
-            "seed": (str, ""), "seeds": (list[str] | None, None), "depth": (int, 1),
-            "direction": (Literal["out", "in", "both"], "both"), "relation": (str, ""),
-            "relations": (list[str] | None, None), "limit": (int, 50),
-            "include_drafts": (bool, False)},
-        "llmwiki_source_refs": {"include_drafts": (bool, False)},
-        "llmwiki_source_bundle": {"include_drafts": (bool, False)},
-    }
-    models: dict[str, type[BaseModel]] = {}
-    for name, spec in specs.items():
-        model_name = f"{name}Arguments"
-        models[name] = create_model(model_name, __base__=_Args, **spec)
-    return models
-
-
-def input_schema(model: type[BaseModel]) -> dict[str, Any]:
-    schema = model.model_json_schema()
-    schema.setdefault("properties", {})
-    return schema
-
-
-def output_schema(name: str) -> dict[str, Any]:
-    return {"type": "object", "additionalProperties": True, "title": f"{name}DictOutput"}
 
 
 # -- the dispatcher -------------------------------------------------------------------------
@@ -412,7 +354,7 @@ class Dispatcher:
             return s.graph(limit, include)
         if name == "llmwiki_graph_neighbors":
             direction = args.get("direction")
-            direction = direction if direction in ("out", "in", "both") else "both"
+            direction = direction if direction in DIRECTIONS else "both"
             seeds = list(dict.fromkeys(_names(args.get("seed")) + _names(args.get("seeds"))))
             relations = list(dict.fromkeys(_names(args.get("relation"))
                                            + _names(args.get("relations"))))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel
 
@@ -113,7 +113,7 @@ def openapi_document() -> dict[str, Any]:
                 [_query("seed", {"type": "array", "items": {"type": "string"}}),
                  _query("depth", {"type": "integer", "default": 1},
                         f"Clamped to {NEIGHBORHOOD_DEPTH.span}."),
-                 _query("direction", {"enum": ["out", "in", "both"], "default": "both"}),
+                 _query("direction", {"enum": list(get_args(schemas.Direction)), "default": "both"}),
                  _query("relation", {"type": "array", "items": {"type": "string"}}),
                  _query("limit", {"type": "integer", "default": 50},
                         f"Clamped to {NEIGHBORHOOD_LIMIT.span}."),
