@@ -19,6 +19,7 @@ from bridge.text import safe_trace_text
 from common.bridge_schemas import JsonObject, RetrievalIntent
 from common.guidance import RetrievalGuidance
 from common.json_schema import tool_schema
+from common.limits import INTENT_LIMIT
 from common.options import reference_text as query_text
 
 TOOL_NAMES = ("llmwiki_agent_run", "llmwiki_list_sources", "llmwiki_context", "llmwiki_search",
@@ -29,7 +30,7 @@ TOOL_PROTOCOLS: dict[str, tuple[str, ...]] = {
     "llmwiki_search": ("llmwiki-http", "mcp"), "llmwiki_read": ("llmwiki-http", "mcp"),
     "llmwiki_graph": ("llmwiki-http", "mcp"), "llmwiki_graph_neighbors": ("llmwiki-http", "mcp"),
     "llmwiki_source_bundle": ("llmwiki-http", "mcp")}
-CONTEXT_LIMIT = (8, 1, 50)  # default, minimum, maximum
+CONTEXT_LIMIT = (8, INTENT_LIMIT.low, INTENT_LIMIT.high)  # default, minimum, maximum
 GRAPH_LIMIT = (120, 1, 500)
 DEPTH = (1, 1, 4)
 DIRECTIONS = ("out", "in", "both")

@@ -10,6 +10,7 @@ from pydantic.alias_generators import to_camel
 from common import schemas
 from common.bounded import Trimmed
 from common.guidance import MAX_QUERY_VARIANTS
+from common.limits import INTENT_LIMIT, INTENT_SNIPPET_CHARS
 
 JsonObject = dict[str, Any]
 DIAGNOSTIC_SCHEMA = "llmwiki.agent-bridge.diagnostic.v1"
@@ -138,8 +139,9 @@ def _item(max_chars: int) -> Trimmed:
 class RetrievalSearch(CamelModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=False, extra="forbid")
 
-    limit: int | None = Field(default=None, ge=1, le=50, strict=True)
-    snippet_chars: int | None = Field(default=None, ge=1, le=20000, strict=True)
+    limit: int | None = Field(default=None, ge=INTENT_LIMIT.low, le=INTENT_LIMIT.high, strict=True)
+    snippet_chars: int | None = Field(default=None, ge=INTENT_SNIPPET_CHARS.low,
+                                      le=INTENT_SNIPPET_CHARS.high, strict=True)
     fields: list[Annotated[str, _item(80)]] | None = Field(default=None, max_length=16)
     exclude_page_ids: list[Annotated[str, _item(512)]] | None = Field(default=None, max_length=50)
     query_variants: list[Annotated[str, _item(1000)]] | None = Field(

@@ -7,15 +7,14 @@ from typing import Any
 
 from aiohttp import web
 
-# Re-exported: the HTTP layers import the JSON writers with the response helpers.
-from common.json_wire import json_body as json_body
+# Re-exported: the HTTP layers import the JSON writer with the response helpers.
 from common.json_wire import json_bytes as json_bytes
 
 
 def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    """JSON with non-ASCII kept (UTF-8), as both services answer."""
-    return web.Response(body=json_body(payload), status=status, content_type="application/json",
-                        charset="utf-8", headers=headers)
+    """JSON (data or a wire model) with non-ASCII kept (UTF-8), as both services answer."""
+    return web.Response(body=json_bytes(payload, exact_floats=False), status=status,
+                        content_type="application/json", charset="utf-8", headers=headers)
 
 
 class HttpError(Exception):

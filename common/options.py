@@ -20,6 +20,7 @@ class Option:
     help: str
     repeatable: bool = False
     is_flag: bool = False
+    flag_value: bool = True  # what the flag sets (False: `--no-...` turns the setting off)
     aliases: tuple[str, ...] = ()  # other accepted spellings of the flag
     legacy_env: tuple[str, ...] = ()  # older environment variable names still honoured
     file_keys: tuple[str, ...] = ()  # keys in a settings file (the bridge has one)

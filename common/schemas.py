@@ -7,8 +7,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from common.guidance import MAX_QUERY_VARIANTS, RetrievalGuidance
+from common.limits import SEARCH_LIMIT, SNIPPET_CHARS
 
 JsonObject = dict[str, Any]
+SearchMode = Literal["lexical", "literal", "vector", "hybrid"]
+Direction = Literal["out", "in", "both"]
 
 
 class WireModel(BaseModel):
@@ -41,7 +44,7 @@ class GraphNeighborhoodResponse(WireModel):
     seeds: list[str]
     unmatched: list[str]
     depth: int
-    direction: Literal["out", "in", "both"]
+    direction: Direction
     relations: list[str]
     nodes: list[GraphNode]
     edges: list[GraphEdge]
@@ -138,8 +141,16 @@ WIKI_PAGE_FIELDS: tuple[str, ...] = tuple(WikiPage.model_fields)
 
 
 class ReadNotFound(WireModel):
+    """A page withheld from this caller (a draft without permission)."""
+
     found: Literal[False] = False
     reason: str = "not approved for serving"
+
+
+class PageMissing(WireModel):
+    """No such page, as the MCP read tool answers it (HTTP answers 404)."""
+
+    found: Literal[False] = False
 
 
 class HealthSource(WireModel):
@@ -155,21 +166,23 @@ class HealthSource(WireModel):
 
 
 class HealthEndpoints(WireModel):
-    health: str = "/health"
-    manifest: str = "/manifest"
-    source_bundle: str = "/source-bundle"
-    source_refs: str = "/source-refs"
-    query: str = "/query"
-    search: str = "/search"
-    read: str = "/read/{page_id}"
-    graph: str = "/graph"
-    graph_neighborhood: str = "/graph/neighborhood"
-    mcp_jsonrpc: str = "/mcp"
-    mcp_streamable_http: str = "/mcp/stream"
-    openapi: str = "/openapi.json"
-    docs: str = "/docs"
-    a2a_agent_card: str = ""
-    a2a_message_send: str = ""
+    """Each route's path ("" for an opt-in route not enabled); serve/routes.py holds them."""
+
+    health: str
+    manifest: str
+    source_bundle: str
+    source_refs: str
+    query: str
+    search: str
+    read: str
+    graph: str
+    graph_neighborhood: str
+    mcp_jsonrpc: str
+    mcp_streamable_http: str
+    openapi: str
+    docs: str
+    a2a_agent_card: str
+    a2a_message_send: str
 
 
 class CorsStatus(WireModel):
@@ -195,6 +208,18 @@ class HealthResponse(WireModel):
     endpoints: HealthEndpoints
     cors: CorsStatus
     diagnostics: HealthDiagnostics | None = None
+
+
+class ProjectionStoreDiagnostics(WireModel):
+    """GET /diagnostics/projection-store (contract 4.5); serve keeps its projection in memory."""
+
+    backend: Literal["InMemoryProjectionStore", "RedisProjectionStore"] = "InMemoryProjectionStore"
+    backend_kind: Literal["memory", "redis"] = "memory"
+    endpoint: str | None = None
+    namespace: str = "default"
+    cache_source_id: str
+    available: bool = True
+    last_error: str = ""
 
 
 class ErrorDetail(WireModel):
@@ -248,11 +273,11 @@ class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     query: str = ""
-    limit: int | None = Field(default=None, ge=1, le=30)
+    limit: int | None = Field(default=None, ge=SEARCH_LIMIT.low, le=SEARCH_LIMIT.high)
     include_drafts: bool = False
-    mode: Literal["lexical", "literal", "vector", "hybrid"] = "lexical"
+    mode: SearchMode = "lexical"
     fields: list[str] | None = None
-    snippet_chars: int | None = Field(default=None, ge=0, le=2000)
+    snippet_chars: int | None = Field(default=None, ge=SNIPPET_CHARS.low, le=SNIPPET_CHARS.high)
     min_score: float | None = Field(default=None, ge=0)
     exclude_page_ids: list[str] = Field(default_factory=list)
     query_variants: list[str] = Field(default_factory=list)
@@ -295,14 +320,15 @@ class SearchResult(WireModel):
     route: str
 
 
-class SearchResponse(BaseModel):
-    """`{"results": [...]}`; items may be projected by `fields`, so they stay open."""
+class SearchResponse(WireModel):
+    """`{"results": [...]}`; items are SearchResults, or their projection by `fields` (so open)."""
 
     results: list[JsonObject]
 
 
-class ContextPack(BaseModel):
-    """POST /query: the context pack (orientation and evidence items may be projected)."""
+class ContextPack(WireModel):
+    """POST /query: the context pack (orientation and evidence items are SearchResults, or their
+    projection by `fields`, so open)."""
 
     query: str
     wiki_title: str

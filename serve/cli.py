@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from common.limits import SEARCH_LIMIT, SNIPPET_CHARS, Limit
 from common.version import __version__
 from serve.errors import KnowledgeSourceError
 from serve.settings import OPTIONS, ServeSettings, SettingsError, SourceProfileError, resolve_settings
@@ -22,7 +23,8 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     for option in OPTIONS:
         dest = option.name
         if option.is_flag:
-            parser.add_argument(option.flag, *option.aliases, dest=dest, action="store_true", default=None,
+            action = "store_true" if option.flag_value else "store_false"
+            parser.add_argument(option.flag, *option.aliases, dest=dest, action=action, default=None,
                                 help=f"{option.help} [env {option.env}]")
         elif option.repeatable:
             parser.add_argument(option.flag, dest=dest, action="append", default=None,
@@ -54,12 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
         retrieval = commands.add_parser(name, help=text)
         retrieval.add_argument("root", metavar="ROOT")
         retrieval.add_argument("text", metavar="TEXT")
-        retrieval.add_argument("-l", "--limit", type=_bounded_int(1, 30), default=None)
+        retrieval.add_argument("-l", "--limit", type=_bounded_int(SEARCH_LIMIT), default=None)
         retrieval.add_argument("--mode", choices=("lexical", "literal", "vector", "hybrid"),
                                default="lexical")
         retrieval.add_argument("--fields", action="append", default=None,
                                help="result fields to keep (repeat or comma-separate)")
-        retrieval.add_argument("--snippet-chars", type=_bounded_int(0, 2000), default=None)
+        retrieval.add_argument("--snippet-chars", type=_bounded_int(SNIPPET_CHARS), default=None)
         retrieval.add_argument("--min-score", type=_non_negative, default=None)
         retrieval.add_argument("--exclude-page-id", action="append", default=None)
         retrieval.add_argument("--source-id", dest="source_id", default=None)
@@ -77,14 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _bounded_int(low: int, high: int) -> Any:
+def _bounded_int(limit: Limit) -> Any:
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low} and {high}")
+        if not limit.contains(value):
+            raise argparse.ArgumentTypeError(f"must be between {limit.low} and {limit.high}")
         return value
     return parse
 
@@ -112,13 +114,17 @@ def _settings(args: argparse.Namespace, one_shot: bool) -> ServeSettings:
     cli: dict[str, Any] = {k: v for k, v in vars(args).items()
                            if k not in ("command", "root", *RETRIEVAL_ARGS)}
     if one_shot:
-        # The flags that turn the restart cache and file watching off: a one-shot reads
-        # the folder once and exits.
-        cli.update(page_cache=True, inotify=True)
+        # A one-shot reads the folder once and exits: no restart cache, no file watching.
+        cli.update(page_cache=False, inotify=False)
     return resolve_settings(args.root, cli)
 
 
 def _print_json(payload: Any) -> None:
+    """A service answer (JSON data or a wire model), indented for people."""
+    from pydantic import BaseModel  # not at start-up: `serve` imports this module first
+
+    if isinstance(payload, BaseModel):
+        payload = payload.model_dump(mode="json")
     sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
 
 

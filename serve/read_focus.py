@@ -9,10 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from common.limits import READ_MAX_CHARS
 from serve.source.page import Page
 
-MIN_MAX_CHARS = 200
-MAX_MAX_CHARS = 1_000_000
 FOCUSED_DEFAULT_MAX_CHARS = 8000
 MAX_QUERY_SECTIONS = 6
 CLIP_NEWLINE_SHARE = 0.6
@@ -72,7 +71,7 @@ def fold(text: str) -> str:
 
 
 def clamp_max_chars(value: int) -> int:
-    return max(MIN_MAX_CHARS, min(MAX_MAX_CHARS, value))
+    return READ_MAX_CHARS.clamp(value)
 
 
 # -- sections ---------------------------------------------------------------------------

@@ -6,8 +6,34 @@ import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
+from common.limits import (
+    DEFAULT_NEIGHBORHOOD_DEPTH,
+    DEFAULT_NEIGHBORHOOD_LIMIT,
+    GRAPH_LIMIT,
+    NEIGHBORHOOD_DEPTH,
+    NEIGHBORHOOD_LIMIT,
+)
+from common.schemas import (
+    CorsStatus,
+    Direction,
+    GraphNeighborhoodResponse,
+    GraphResponse,
+    HealthDiagnostics,
+    HealthEndpoints,
+    HealthResponse,
+    HealthSource,
+    PageMissing,
+    ProjectionMetadata,
+    ProjectionStoreDiagnostics,
+    RawOriginsMetadata,
+    ReadNotFound,
+    SearchResponse,
+    SourceBundleManifest,
+    SourceRefsResponse,
+    WikiManifest,
+)
 from common.version import __version__
 from serve.errors import KnowledgeSourceError
 from serve.folder import EarlyRead
@@ -19,6 +45,7 @@ from serve.projection import Projection
 from serve.read_focus import ReadOptions, read_payload
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.search import Searcher, SearchRequest, project_fields
+from serve.routes import endpoint_paths
 from serve.settings import ServeSettings
 from serve.source import okf
 
@@ -38,16 +65,17 @@ BASE_CAPABILITIES = (
     "llmwiki_search_mode_lexical",
     "llmwiki_search_mode_literal",
 )
-DIRECTIONS = ("out", "in", "both")
+DIRECTIONS: tuple[str, ...] = get_args(Direction)
 NEIGHBORHOOD_SEED_MATCHES = 10
 
 
 @dataclass(frozen=True, slots=True)
-class ReadResult:
-    """Outcome of a read: a payload, or a withheld page, or no such page."""
+class PageRead:
+    """Outcome of a page read: a payload, or a withheld page, or no such page. A found page's
+    payload is a WikiPage, or its projection (`fields`), clipping or focus (contract 4.10)."""
 
     outcome: Literal["found", "withheld", "missing"]
-    payload: dict[str, Any]
+    payload: dict[str, Any] | ReadNotFound | PageMissing
 
 
 class KnowledgeSource:
@@ -155,118 +183,96 @@ class KnowledgeSource:
 
     # -- discovery --------------------------------------------------------------------
 
-    def health(self, cors: dict[str, Any]) -> dict[str, Any]:
+    def health(self, cors: CorsStatus) -> HealthResponse:
         p = self.snapshot()
         skipped = sum(1 for d in p.diagnostics if d.skipped)
-        return {
-            "status": "ok",
-            "service": "llmwiki-serve",
-            "version": __version__,
-            "source": {
-                "source_id": p.source_id,
-                "bundle_id": p.bundle_id,
-                "public_uri": p.public_uri,
-                "title": p.title,
-                "adapter": p.layout.adapter,
-                "implementation": p.layout.implementation,
-                "page_count": p.page_count,
-                "approved_page_count": p.approved_page_count,
-                "projection": p.projection_metadata(),
-            },
-            "capabilities": self.capabilities(p),
-            "endpoints": {
-                "health": "/health",
-                "manifest": "/manifest",
-                "source_bundle": "/source-bundle",
-                "source_refs": "/source-refs",
-                "query": "/query",
-                "search": "/search",
-                "read": "/read/{page_id}",
-                "graph": "/graph",
-                "graph_neighborhood": "/graph/neighborhood",
-                "mcp_jsonrpc": "/mcp",
-                "mcp_streamable_http": "/mcp/stream",
-                "openapi": "/openapi.json",
-                "docs": "/docs",
-                "a2a_agent_card": "/.well-known/agent-card.json" if self.a2a_enabled else "",
-                "a2a_message_send": "/message:send" if self.a2a_enabled else "",
-            },
-            "cors": cors,
-            "diagnostics": {
-                "freshness": self.freshness.mode,
-                "skipped_files": skipped,
-                "degraded_files": len(p.diagnostics) - skipped,
-            },
-        }
+        return HealthResponse(
+            version=__version__,
+            source=HealthSource(
+                source_id=p.source_id, bundle_id=p.bundle_id, public_uri=p.public_uri,
+                title=p.title, adapter=p.layout.adapter, implementation=p.layout.implementation,
+                page_count=p.page_count, approved_page_count=p.approved_page_count,
+                projection=_projection(p)),
+            capabilities=self.capabilities(p),
+            endpoints=HealthEndpoints(**endpoint_paths(self.a2a_enabled)),
+            cors=cors,
+            diagnostics=HealthDiagnostics(freshness=self.freshness.mode, skipped_files=skipped,
+                                          degraded_files=len(p.diagnostics) - skipped))
 
-    def manifest(self, *, for_network: bool = True) -> dict[str, Any]:
+    def manifest(self, *, for_network: bool = True) -> WikiManifest:
         p = self.snapshot()
-        return {
-            "title": p.title,
-            "description": p.description,
-            "root": "" if for_network else str(self.root),
-            "source_id": p.source_id,
-            "bundle_id": p.bundle_id,
-            "public_uri": p.public_uri,
-            "adapter": p.layout.adapter,
-            "implementation": p.layout.implementation,
-            "source_profile": p.layout.metadata.get("source_profile", ""),
-            "format_version": p.layout.metadata.get("format_version", ""),
-            "page_count": p.page_count,
-            "approved_page_count": p.approved_page_count,
-            "hot_page": p.role_page_path("hot"),
-            "index_page": p.role_page_path("index"),
-            "overview_page": p.role_page_path("overview"),
-            "projection": p.projection_metadata(),
-            "raw_origins": p.raw_origins(),
-            "capabilities": self.capabilities(p, for_network=for_network),
-        }
+        return WikiManifest(
+            title=p.title,
+            description=p.description,
+            root="" if for_network else str(self.root),
+            source_id=p.source_id,
+            bundle_id=p.bundle_id,
+            public_uri=p.public_uri,
+            adapter=p.layout.adapter,
+            implementation=p.layout.implementation,
+            source_profile=p.layout.metadata.get("source_profile", ""),
+            format_version=p.layout.metadata.get("format_version", ""),
+            page_count=p.page_count,
+            approved_page_count=p.approved_page_count,
+            hot_page=p.role_page_path("hot"),
+            index_page=p.role_page_path("index"),
+            overview_page=p.role_page_path("overview"),
+            projection=_projection(p),
+            raw_origins=RawOriginsMetadata(**p.raw_origins()),
+            capabilities=self.capabilities(p, for_network=for_network),
+        )
 
-    def source_refs(self, include_drafts: bool = False) -> dict[str, Any]:
+    def source_refs(self, include_drafts: bool = False) -> SourceRefsResponse:
         p = self.snapshot()
-        return {"source_id": p.source_id, "bundle_id": p.bundle_id,
-                "source_refs": p.source_refs(self.allow(include_drafts))}
+        return SourceRefsResponse(source_id=p.source_id, bundle_id=p.bundle_id,
+                                  source_refs=p.source_refs(self.allow(include_drafts)))
 
-    def source_bundle(self, include_drafts: bool = False, *, for_network: bool = True) -> dict[str, Any]:
+    def source_bundle(self, include_drafts: bool = False, *,
+                      for_network: bool = True) -> SourceBundleManifest:
         p = self.snapshot()
-        return {
-            "source_id": p.source_id,
-            "bundle_id": p.bundle_id,
-            "public_uri": p.public_uri,
-            "title": p.title,
-            "description": p.description,
-            "adapter": p.layout.adapter,
-            "implementation": p.layout.implementation,
-            "source_profile": p.layout.metadata.get("source_profile", ""),
-            "format_version": p.layout.metadata.get("format_version", ""),
-            "projection": p.projection_metadata(),
-            "raw_origins": p.raw_origins(),
-            "capabilities": self.capabilities(p, for_network=for_network),
-            "source_refs": p.source_refs(self.allow(include_drafts)),
-        }
+        return SourceBundleManifest(
+            source_id=p.source_id,
+            bundle_id=p.bundle_id,
+            public_uri=p.public_uri,
+            title=p.title,
+            description=p.description,
+            adapter=p.layout.adapter,
+            implementation=p.layout.implementation,
+            source_profile=p.layout.metadata.get("source_profile", ""),
+            format_version=p.layout.metadata.get("format_version", ""),
+            projection=_projection(p),
+            raw_origins=RawOriginsMetadata(**p.raw_origins()),
+            capabilities=self.capabilities(p, for_network=for_network),
+            source_refs=p.source_refs(self.allow(include_drafts)),
+        )
+
+    def projection_store(self) -> ProjectionStoreDiagnostics:
+        """Contract 4.5: this build keeps its projection in memory only."""
+        return ProjectionStoreDiagnostics(cache_source_id=self.cache_source_id())
 
     # -- pages ------------------------------------------------------------------------
 
     def read(self, page_id: str, *, include_drafts: bool = False,
-             fields: Sequence[str] | None = None, options: ReadOptions | None = None) -> ReadResult:
+             fields: Sequence[str] | None = None, options: ReadOptions | None = None) -> PageRead:
         p = self.snapshot()
         page = p.find_page(page_id)
         if page is None:
-            return ReadResult("missing", {"found": False})
+            return PageRead("missing", PageMissing())
         if not page.approved and not self.allow(include_drafts):
-            return ReadResult("withheld", {"found": False, "reason": "not approved for serving"})
-        return ReadResult("found", read_payload(page, fields, options or ReadOptions(),
-                                                self.settings.read_default_max_chars))
+            return PageRead("withheld", ReadNotFound())
+        return PageRead("found", read_payload(page, fields, options or ReadOptions(),
+                                              self.settings.read_default_max_chars))
 
     # -- graph ------------------------------------------------------------------------
 
-    def graph(self, limit: int | None = None, include_drafts: bool = False) -> dict[str, Any]:
-        limit = self.settings.graph_default_limit if limit is None else max(1, min(2000, limit))
-        return self.snapshot().graph(self.allow(include_drafts)).truncated(limit)
+    def graph(self, limit: int | None = None, include_drafts: bool = False) -> GraphResponse:
+        limit = self.settings.graph_default_limit if limit is None else GRAPH_LIMIT.clamp(limit)
+        return GraphResponse(**self.snapshot().graph(self.allow(include_drafts)).truncated(limit))
 
-    def neighborhood(self, seeds: Sequence[str], *, depth: int = 1, direction: str = "both",
-                     relations: Sequence[str] = (), limit: int = 50,
-                     include_drafts: bool = False) -> dict[str, Any]:
+    def neighborhood(self, seeds: Sequence[str], *, depth: int = DEFAULT_NEIGHBORHOOD_DEPTH,
+                     direction: str = "both", relations: Sequence[str] = (),
+                     limit: int = DEFAULT_NEIGHBORHOOD_LIMIT,
+                     include_drafts: bool = False) -> GraphNeighborhoodResponse:
         if direction not in DIRECTIONS:
             raise ValueError("direction must be out, in or both")
         view = self.snapshot().graph(self.allow(include_drafts))
@@ -314,9 +320,9 @@ class KnowledgeSource:
         return SearchRequest(limit=self.settings.context_default_limit if limit is None else limit,
                              include_drafts=include, **values)
 
-    def search(self, req: SearchRequest) -> dict[str, Any]:
+    def search(self, req: SearchRequest) -> SearchResponse:
         items = self.searcher().search(req)
-        return {"results": [project_fields(i, req.fields) for i in items]}
+        return SearchResponse(results=[project_fields(i, req.fields) for i in items])
 
     def context(self, req: SearchRequest) -> dict[str, Any]:
         return self.searcher().context(req, graph_limit=self.settings.context_graph_limit)
@@ -327,12 +333,12 @@ class KnowledgeSource:
         return self.searcher().context_json(req, graph_limit=self.settings.context_graph_limit)
 
 
-def neighborhood(view: GraphView, seeds: Sequence[str], *, depth: int = 1, direction: str = "both",
-                 relations: Sequence[str] = (), limit: int = 50,
-                 max_limit: int = 500) -> dict[str, Any]:
+def neighborhood(view: GraphView, seeds: Sequence[str], *, depth: int = DEFAULT_NEIGHBORHOOD_DEPTH,
+                 direction: str = "both", relations: Sequence[str] = (),
+                 limit: int = DEFAULT_NEIGHBORHOOD_LIMIT) -> GraphNeighborhoodResponse:
     """Breadth-first neighbourhood of seed nodes in one graph view (contract 4.12)."""
-    depth = max(0, min(4, depth))
-    limit = max(1, min(max_limit, limit))
+    depth = NEIGHBORHOOD_DEPTH.clamp(depth)
+    limit = NEIGHBORHOOD_LIMIT.clamp(limit)
     wanted = list(dict.fromkeys(_relation(r) for r in relations if r.strip()))
     resolved: list[str] = []
     unmatched: list[str] = []
@@ -385,14 +391,13 @@ def neighborhood(view: GraphView, seeds: Sequence[str], *, depth: int = 1, direc
         frontier = next_frontier
     edges = [e for e in traversed if e.source in seen and e.target in seen][:limit]
     graph = view.payload([view.by_id[n] for n in visited], edges)
-    return {
-        "seeds": resolved,
-        "unmatched": unmatched,
-        "depth": depth,
-        "direction": direction,
-        "relations": wanted,
-        **graph,
-    }
+    return GraphNeighborhoodResponse(seeds=resolved, unmatched=unmatched, depth=depth,
+                                     direction=direction,
+                                     relations=wanted, **graph)
+
+
+def _projection(p: Projection) -> ProjectionMetadata:
+    return ProjectionMetadata(**p.projection_metadata())
 
 
 def _relation(value: str) -> str:

@@ -8,6 +8,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from common.booleans import parse_bool
+from common.limits import CONTEXT_GRAPH_LIMIT, GRAPH_LIMIT, READ_MAX_CHARS, SEARCH_LIMIT, Limit
 from common.options import Option, parse_public_url
 
 DEFAULT_MAX_PAGE_BYTES = 8 * 1024 * 1024
@@ -65,14 +67,14 @@ class ServeSettings:
 
     def __post_init__(self) -> None:
         parse_source_profile(self.source_profile)
-        _check_range("port", self.port, 1, 65535)
-        _check_range("graph_default_limit", self.graph_default_limit, 1, 2000)
-        _check_range("context_default_limit", self.context_default_limit, 1, 30)
-        _check_range("context_graph_limit", self.context_graph_limit, 0, 2000)
+        _check_range("port", self.port, Limit(1, 65535))
+        _check_range("graph_default_limit", self.graph_default_limit, GRAPH_LIMIT)
+        _check_range("context_default_limit", self.context_default_limit, SEARCH_LIMIT)
+        _check_range("context_graph_limit", self.context_graph_limit, CONTEXT_GRAPH_LIMIT)
         if self.read_default_max_chars is not None:
-            _check_range("read_default_max_chars", self.read_default_max_chars, 200, 1_000_000)
-        _check_range("max_page_bytes", self.max_page_bytes, 1024, 1 << 31)
-        _check_range("max_body_bytes", self.max_body_bytes, 1024, 1 << 30)
+            _check_range("read_default_max_chars", self.read_default_max_chars, READ_MAX_CHARS)
+        _check_range("max_page_bytes", self.max_page_bytes, Limit(1024, 1 << 31))
+        _check_range("max_body_bytes", self.max_body_bytes, Limit(1024, 1 << 30))
         if self.refresh_interval_seconds < 0:
             raise SettingsError("refresh_interval_seconds must be >= 0")
         if self.log_format not in ("auto", "json", "console"):
@@ -100,20 +102,11 @@ def tool_selection(include: Sequence[str], exclude: Sequence[str]) -> tuple[str,
     return enabled
 
 
-def _check_range(name: str, value: int, low: int, high: int) -> None:
+def _check_range(name: str, value: int, limit: Limit) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise SettingsError(f"{name} must be an integer")
-    if not low <= value <= high:
-        raise SettingsError(f"{name} must be between {low} and {high}")
-
-
-def parse_bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError("must be a boolean (true/false, 1/0, yes/no, on/off)")
+    if not limit.contains(value):
+        raise SettingsError(f"{name} must be between {limit.low} and {limit.high}")
 
 
 def parse_int(text: str) -> int:
@@ -159,28 +152,28 @@ OPTIONS: tuple[Option, ...] = (
            "Input profile: auto (detect the folder shape) or okf-v0.2 (serve the root as an "
            "Open Knowledge Format v0.2 bundle, validated strictly)."),
     Option("graph_default_limit", "--graph-default-limit", "LLMWIKI_GRAPH_DEFAULT_LIMIT", parse_int,
-           "Nodes returned by /graph when the client gives no limit (1..2000, default 100)."),
+           f"Nodes returned by /graph when the client gives no limit ({GRAPH_LIMIT.span}, default 100)."),
     Option("context_default_limit", "--context-default-limit", "LLMWIKI_CONTEXT_DEFAULT_LIMIT",
            parse_int, "Evidence items for /query and /search when the client gives no limit "
-           "(1..30, default 8)."),
+           f"({SEARCH_LIMIT.span}, default 8)."),
     Option("context_graph_limit", "--context-graph-limit", "LLMWIKI_CONTEXT_GRAPH_LIMIT",
            parse_int, "Most nodes (and edges) in a context pack's graph: the neighbourhood of "
-           "the evidence (0..2000, default 120; 0 = no graph)."),
+           f"the evidence ({CONTEXT_GRAPH_LIMIT.span}, default 120; 0 = no graph)."),
     Option("read_default_max_chars", "--read-default-max-chars", "LLMWIKI_READ_DEFAULT_MAX_CHARS",
            parse_int, "Character budget of plain page reads that give no max_chars "
-           "(200..1000000; default: unlimited)."),
+           f"({READ_MAX_CHARS.span}; default: unlimited)."),
     Option("cache_dir", "--cache-dir", "LLMWIKI_SERVE_CACHE_DIR", Path,
            "Where the restart cache of parsed pages lives (default: user cache dir; never "
            "inside the root)."),
     Option("page_cache", "--no-page-cache", "LLMWIKI_SERVE_PAGE_CACHE", parse_bool,
-           "Disable the restart cache (env: set to false).", is_flag=True),
+           "Disable the restart cache (env: set to false).", is_flag=True, flag_value=False),
     Option("max_page_bytes", "--max-page-bytes", "LLMWIKI_SERVE_MAX_PAGE_BYTES", parse_int,
            "Files larger than this are skipped and reported (default 8 MiB)."),
     Option("max_body_bytes", "--max-body-bytes", "LLMWIKI_SERVE_MAX_BODY_BYTES", parse_int,
            "Largest accepted request body (default 1 MiB)."),
     Option("inotify", "--no-inotify", "LLMWIKI_SERVE_INOTIFY", parse_bool,
            "Use stat scans instead of kernel change notifications (env: set to false).",
-           is_flag=True),
+           is_flag=True, flag_value=False),
     Option("log_level", "--log-level", "LLMWIKI_SERVE_LOG_LEVEL", str,
            "debug, info, warning or error (default info)."),
     Option("log_format", "--log-format", "LLMWIKI_SERVE_LOG_FORMAT", str,
@@ -204,22 +197,19 @@ OPTIONS: tuple[Option, ...] = (
            "serve's URL as clients reach it (e.g. https://wiki.example.org behind a TLS proxy); the "
            "A2A card's absolute URLs start with it instead of the request's scheme and Host."),
 )
-OPTION_NAMES = frozenset(o.name for o in OPTIONS)
-_INVERTED_FLAGS = frozenset({"page_cache", "inotify"})  # their flag turns the setting off
 
 
 def resolve_settings(root: str | Path, cli: Mapping[str, Any],
                      env: Mapping[str, str] | None = None) -> ServeSettings:
-    """Resolve every option: a CLI value wins, then the environment, then the default."""
+    """Resolve every option: a CLI value wins, then the environment, then the default. `cli`
+    holds each setting's own value (`page_cache=False` for --no-page-cache); None, () and a flag
+    left at its other value mean not given."""
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
     for option in OPTIONS:
         given = cli.get(option.name)
-        if given is not None and given != () and given is not False:
-            if option.name in _INVERTED_FLAGS:
-                values[option.name] = False
-            else:
-                values[option.name] = tuple(given) if option.repeatable else given
+        if given is not None and given != () and (not option.is_flag or given == option.flag_value):
+            values[option.name] = tuple(given) if option.repeatable else given
             continue
         raw = env.get(option.env)
         if raw is None or raw == "":
@@ -235,7 +225,3 @@ def resolve_settings(root: str | Path, cli: Mapping[str, Any],
     known = {f.name for f in fields(ServeSettings)}
     values = {k: v for k, v in values.items() if k in known}
     return ServeSettings(root=Path(root).expanduser(), **values)
-
-
-def option_table() -> Sequence[Option]:
-    return OPTIONS

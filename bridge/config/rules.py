@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 from collections.abc import Callable, Mapping
@@ -13,13 +14,12 @@ from urllib.parse import urlsplit
 from pydantic import PlainValidator, ValidationInfo
 
 from bridge.hosts import host_of_authority, normalize_host
+from common.booleans import FALSE_WORDS, TRUE_WORDS, parse_bool
 from common.options import parse_public_url, reference_text
 
 # Where a value came from: the command line or the caller's code, the environment, the
 # settings file's `config`, or the body of `PUT /settings/config.json`.
 Source = Literal["option", "env", "settings", "http"]
-TRUE_WORDS = ("1", "true", "yes", "on")
-FALSE_WORDS = ("0", "false", "no", "off")
 SOURCE_POLICIES = ("private-http", "allowlist", "public-https")
 IO_LOG_MODES = ("off", "file", "logger")
 ORCHESTRATION_MODES = ("evidence-only", "delegated-runtime", "hybrid")
@@ -96,11 +96,8 @@ def flag(value: Any, source: Source) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and source != "settings":
-        word = value.strip().lower()
-        if word in TRUE_WORDS:
-            return True
-        if word in FALSE_WORDS or source != "http":
-            return False
+        with contextlib.suppress(ValueError):  # the words are common/booleans.py's
+            return parse_bool(value, strict=source == "http")
     raise Refused("must be a JSON boolean" if source == "settings" else "must be a boolean")
 
 

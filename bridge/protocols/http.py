@@ -16,7 +16,6 @@ from aiohttp.abc import AbstractResolver
 
 from bridge import audit
 from bridge.auth import bearer_matches
-from bridge.config.rules import TRUE_WORDS
 from bridge.config.settings import BridgeSettings, check_bind_policy
 from bridge.config.store import SettingsFileError, SettingsStore
 from bridge.core.errors import BridgeError
@@ -28,6 +27,7 @@ from bridge.registry import SourceDescriptor, normalize_registered
 from bridge.service import BridgeService
 from bridge.sources.protocols import source_clients
 from bridge.sources.transport import source_http_client
+from common.booleans import TRUE_WORDS
 from common.errors import CodedError, HttpError, json_response
 from common.json_read import JsonTooDeep, loads_bounded
 from common.logging import REQUEST_ID, setup_request_context

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 from aiohttp import web
 
 from common import a2a
-from common.a2a import CARD_PATH, INPUT_MODES, JSONRPC_PATH, OUTPUT_MODES
+from common.a2a import INPUT_MODES, OUTPUT_MODES
 from common.errors import ValidationFailed, issue, json_response
+from common.schemas import WikiManifest
 from common.version import __version__
-from serve.protocols.params import json_body
+from serve.protocols.params import read_json_body
+from serve.routes import path_of
 from serve.service import KnowledgeSource
 
-SEND_PATH = "/message:send"
 ARTIFACT_NAME = "llmwiki_context"
 DEFAULT_DESCRIPTION = "LLMWiki Serve A2A endpoint"
 NO_EVIDENCE = "No approved LLMWiki evidence matched the request."
@@ -110,14 +111,14 @@ def task_v03(pack: dict[str, Any], message: object) -> dict[str, Any]:
                         render_summary(pack))
 
 
-def agent_card(manifest: dict[str, Any], base_url: str) -> dict[str, Any]:
+def agent_card(manifest: WikiManifest, base_url: str) -> dict[str, Any]:
     """A valid A2A 1.0 card that also carries the 0.3 connection fields. Interface URLs are
     absolute: the official client uses them verbatim."""
-    jsonrpc_url = base_url + JSONRPC_PATH
-    title = manifest.get("title") or "LLMWiki"
+    jsonrpc_url = base_url + path_of("a2a_jsonrpc")
+    title = manifest.title or "LLMWiki"
     return {
         "name": title,
-        "description": manifest.get("description") or DEFAULT_DESCRIPTION,
+        "description": manifest.description or DEFAULT_DESCRIPTION,
         "version": __version__,
         "capabilities": {"streaming": False, "pushNotifications": False},
         "defaultInputModes": INPUT_MODES,
@@ -150,15 +151,15 @@ def _pack(source: KnowledgeSource, query: str) -> dict[str, Any]:
     return source.context(source.request(query=query))
 
 
-def routes(source_of: SourceOf) -> list[web.RouteDef]:
-    """The A2A routes; registered only when A2A is enabled."""
+def handlers(source_of: SourceOf) -> dict[str, Callable[[web.Request], Awaitable[web.Response]]]:
+    """The A2A handlers by route name (the route table routes them only when A2A is enabled)."""
 
     async def card(request: web.Request) -> web.Response:
         source = source_of(request)
         return json_response(agent_card(source.manifest(), _base_url(request, source.settings.public_url)))
 
     async def send(request: web.Request) -> web.Response:
-        body = await json_body(request)
+        body = await read_json_body(request)
         if not isinstance(body, dict):
             raise ValidationFailed([issue("model_attributes_type", ["body"],
                                           "Input should be a valid dictionary or object to extract "
@@ -171,12 +172,12 @@ def routes(source_of: SourceOf) -> list[web.RouteDef]:
 
     async def jsonrpc(request: web.Request) -> web.Response:
         try:
-            payload = await json_body(request)
+            payload = await read_json_body(request)
         except ValidationFailed:
             return json_response(a2a.rpc_error(None, a2a.PARSE_ERROR, "Parse error"))
         return json_response(_dispatch(source_of(request), payload))
 
-    return [web.get(CARD_PATH, card), web.post(SEND_PATH, send), web.post(JSONRPC_PATH, jsonrpc)]
+    return {"a2a_agent_card": card, "a2a_message_send": send, "a2a_jsonrpc": jsonrpc}
 
 
 def _dispatch(source: KnowledgeSource, payload: object) -> dict[str, Any]:
@@ -199,17 +200,17 @@ def openapi_paths() -> dict[str, Any]:
     """OpenAPI entries for the A2A routes (added to /openapi.json only when enabled)."""
     json_object = {"content": {"application/json": {"schema": {"type": "object"}}}}
     return {
-        CARD_PATH: {"get": {
+        path_of("a2a_agent_card"): {"get": {
             "summary": "A2A agent card (1.0, with the 0.3 connection fields)",
             "responses": {"200": {"description": "Agent card", **json_object}}}},
-        SEND_PATH: {"post": {
+        path_of("a2a_message_send"): {"post": {
             "summary": "A2A message: legacy {data: {query}} / {text} / {message: {parts}} forms "
                        "or an A2A 1.0 SendMessageRequest; approved pages only",
             "requestBody": {"required": True, **json_object},
             "responses": {"200": {"description": "Legacy completed response, or {task: Task} for a "
                                                  "1.0 request", **json_object},
                           "422": {"description": "Body is not a JSON object"}}}},
-        JSONRPC_PATH: {"post": {
+        path_of("a2a_jsonrpc"): {"post": {
             "summary": "A2A JSON-RPC: SendMessage (1.0) and message/send (0.3)",
             "requestBody": {"required": True, **json_object},
             "responses": {"200": {"description": "JSON-RPC response (errors also use 200)",

@@ -12,17 +12,19 @@ import structlog
 from aiohttp import web
 
 from common.errors import CodedError, DetailError, HttpError, json_response
+from common.limits import DEFAULT_NEIGHBORHOOD_DEPTH, DEFAULT_NEIGHBORHOOD_LIMIT
 from common.logging import setup_request_context
-from common.schemas import QueryRequest
+from common.schemas import CorsStatus, QueryRequest
 from serve.errors import KnowledgeSourceError, UserError, WikiRootError
 from serve.memory import release_free_memory
 from serve.protocols import a2a, mcp_http
 from serve.protocols.openapi import docs_page, openapi_document
-from serve.protocols.params import QueryParams, json_body, model_from_body
+from serve.protocols.params import QueryParams, model_from_body, read_json_body
 from serve.protocols.security import OriginPolicy, setup_security
 from serve.read_focus import ReadOptions
 from serve.retrieval.search import SearchRequest, SlowSearch
-from serve.service import KnowledgeSource
+from serve.routes import routed
+from serve.service import DIRECTIONS, KnowledgeSource
 from serve.settings import ServeSettings
 
 SOURCE_KEY = web.AppKey("knowledge_source", KnowledgeSource)
@@ -74,7 +76,8 @@ def _source(request: web.Request) -> KnowledgeSource:
 
 
 async def health(request: web.Request) -> web.Response:
-    return json_response(_source(request).health(request.app[POLICY_KEY].status()))
+    cors = CorsStatus(**request.app[POLICY_KEY].status())
+    return json_response(_source(request).health(cors))
 
 
 async def manifest(request: web.Request) -> web.Response:
@@ -125,9 +128,9 @@ async def graph(request: web.Request) -> web.Response:
 
 async def graph_neighborhood(request: web.Request) -> web.Response:
     params = QueryParams(request)
-    depth = params.integer("depth", 1)
-    direction = params.choice("direction", ("out", "in", "both"), "both")
-    limit = params.integer("limit", 50)
+    depth = params.integer("depth", DEFAULT_NEIGHBORHOOD_DEPTH)
+    direction = params.choice("direction", DIRECTIONS, "both")
+    limit = params.integer("limit", DEFAULT_NEIGHBORHOOD_LIMIT)
     include = params.boolean("include_drafts")
     params.check()
     assert depth is not None and limit is not None
@@ -163,7 +166,7 @@ async def _off_loop_if_slow(source: KnowledgeSource, req: SearchRequest,
 
 
 async def query(request: web.Request) -> web.Response:
-    body = model_from_body(QueryRequest, await json_body(request))
+    body = model_from_body(QueryRequest, await read_json_body(request))
     source = _source(request)
     req = _search_request(source, body)
     body_bytes: bytes = await _off_loop_if_slow(source, req, source.context_json)
@@ -171,17 +174,14 @@ async def query(request: web.Request) -> web.Response:
 
 
 async def search(request: web.Request) -> web.Response:
-    body = model_from_body(QueryRequest, await json_body(request))
+    body = model_from_body(QueryRequest, await read_json_body(request))
     source = _source(request)
     req = _search_request(source, body)
     return json_response(await _off_loop_if_slow(source, req, source.search))
 
 
 async def projection_store(request: web.Request) -> web.Response:
-    cache_id = _source(request).cache_source_id()
-    return json_response({"backend": "InMemoryProjectionStore", "backend_kind": "memory",
-                          "endpoint": None, "namespace": "default", "cache_source_id": cache_id,
-                          "available": True, "last_error": ""})
+    return json_response(_source(request).projection_store())
 
 
 def _openapi(request: web.Request) -> dict[str, Any]:
@@ -199,23 +199,24 @@ async def docs(request: web.Request) -> web.Response:
     return web.Response(text=docs_page(_openapi(request)), content_type="text/html")
 
 
+HANDLERS: dict[str, Handler] = {
+    "health": health, "manifest": manifest, "source_bundle": source_bundle,
+    "source_refs": source_refs, "query": query, "search": search, "read": read_page,
+    "graph": graph, "graph_neighborhood": graph_neighborhood, "openapi": openapi, "docs": docs,
+    "projection_store": projection_store,
+    "mcp_jsonrpc": mcp_http.mcp_post, "mcp_streamable_http": mcp_http.stream_post,
+}
+
+
 def add_routes(app: web.Application) -> None:
-    """The whole route table, in one place."""
-    app.router.add_get("/health", health)
-    app.router.add_get("/manifest", manifest)
-    app.router.add_get("/source-refs", source_refs)
-    app.router.add_get("/source-bundle", source_bundle)
-    app.router.add_post("/query", query)
-    app.router.add_post("/search", search)
-    app.router.add_get("/read/{page_id:.+}", read_page)
-    app.router.add_get("/graph", graph)
-    app.router.add_get("/graph/neighborhood", graph_neighborhood)
-    app.router.add_get("/diagnostics/projection-store", projection_store)
-    app.router.add_get("/openapi.json", openapi)
-    app.router.add_get("/docs", docs)
-    mcp_http.add_routes(app, app[SOURCE_KEY], app[POLICY_KEY])
-    if app[SOURCE_KEY].a2a_enabled:  # opt-in: otherwise both paths 404 like unknown routes
-        app.router.add_routes(a2a.routes(_source))
+    """Route every row of serve's route table (the opt-in A2A rows only when enabled: otherwise
+    their paths 404 like unknown ones)."""
+    source = app[SOURCE_KEY]
+    mcp_http.setup(app, source, app[POLICY_KEY])
+    handlers = {**HANDLERS, **a2a.handlers(_source)}
+    for route in routed(source.a2a_enabled):
+        app.router.add_route(route.method, route.pattern or route.path, handlers[route.name])
+    mcp_http.add_stream_variants(app)
 
 
 def create_app(settings: ServeSettings, source: KnowledgeSource | None = None) -> web.Application:

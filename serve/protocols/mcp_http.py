@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from common.errors import json_response
 from common.mcp import INVALID_REQUEST, McpError, Rejection, Reply, response, route_stream
 from serve.protocols.mcp import Dispatcher
-from serve.protocols.params import json_body, model_from_body
+from serve.protocols.params import model_from_body, read_json_body
 from serve.protocols.security import LOOPBACK_HOSTS, OriginPolicy
+from serve.routes import path_of
 from serve.service import KnowledgeSource
 
 DISPATCHER_KEY = web.AppKey("mcp_dispatcher", Dispatcher)
@@ -98,16 +99,21 @@ async def stream_not_allowed(request: web.Request) -> web.Response:
 async def mcp_post(request: web.Request) -> web.Response:
     if VERSION_HEADER in request.headers:  # a real MCP client: answer exactly as the stream
         return await stream_post(request)
-    message = model_from_body(JsonRpcRequest, await json_body(request)).model_dump()
+    message = model_from_body(JsonRpcRequest, await read_json_body(request)).model_dump()
     return await _answer(request, message,
                          functools.partial(request.app[DISPATCHER_KEY].handle_compat, message))
 
 
-def add_routes(app: web.Application, source: KnowledgeSource, policy: OriginPolicy) -> None:
+def setup(app: web.Application, source: KnowledgeSource, policy: OriginPolicy) -> None:
+    """What the MCP handlers read from the app (POST /mcp and the stream are in the route table)."""
     app[DISPATCHER_KEY] = Dispatcher(source)
     app[MCP_SOURCE_KEY] = source
     app[STREAM_POLICY_KEY] = policy
-    app.router.add_post("/mcp", mcp_post)
-    for path in ("/mcp/stream", "/mcp/stream/"):
-        app.router.add_post(path, stream_post)
-        app.router.add_route("*", path, stream_not_allowed)  # GET, DELETE, ...: 405
+
+
+def add_stream_variants(app: web.Application) -> None:
+    """The stream also answers with a trailing slash, and every other method with a 405."""
+    path = path_of("mcp_streamable_http")
+    app.router.add_post(path + "/", stream_post)
+    for variant in (path, path + "/"):
+        app.router.add_route("*", variant, stream_not_allowed)  # GET, DELETE, ...: 405

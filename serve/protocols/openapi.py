@@ -1,14 +1,16 @@
-"""The OpenAPI document for serve's HTTP surface, built from the wire models."""
+"""The OpenAPI document for serve's HTTP surface, built from the wire models and the route table."""
 
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel
 
 from common import schemas
+from common.limits import GRAPH_LIMIT, NEIGHBORHOOD_DEPTH, NEIGHBORHOOD_LIMIT, READ_MAX_CHARS
 from common.version import __version__
+from serve.routes import path_of
 
 MODELS: tuple[type[BaseModel], ...] = (
     schemas.HealthResponse,
@@ -19,6 +21,10 @@ MODELS: tuple[type[BaseModel], ...] = (
     schemas.ReadNotFound,
     schemas.GraphResponse,
     schemas.GraphNeighborhoodResponse,
+    schemas.QueryRequest,
+    schemas.ContextPack,
+    schemas.SearchResponse,
+    schemas.ProjectionStoreDiagnostics,
     schemas.ErrorBody,
     schemas.HttpDetailResponse,
     schemas.HTTPValidationError,
@@ -55,10 +61,16 @@ def _get(summary: str, ok: type[BaseModel] | dict[str, Any], params: list[dict[s
     return {"get": {"summary": summary, "parameters": params or [], "responses": responses}}
 
 
+def _post(summary: str, ok: type[BaseModel]) -> dict[str, Any]:
+    responses = {"200": {"description": "OK", **_json(ok)}, **ERRORS}
+    return {"post": {"summary": summary, "requestBody": {"required": False, **_json(schemas.QueryRequest)},
+                     "responses": responses}}
+
+
 def openapi_document() -> dict[str, Any]:
     components: dict[str, Any] = {}
     for model in MODELS:
-        schema = model.model_json_schema(ref_template=REF)
+        schema = model.model_json_schema(ref_template=REF, by_alias=False)  # serve speaks snake_case
         for name, sub in schema.pop("$defs", {}).items():
             components[name] = sub
         components[model.__name__] = schema
@@ -70,13 +82,15 @@ def openapi_document() -> dict[str, Any]:
         "info": {"title": "llmwiki-serve", "version": __version__,
                  "description": "Read-only Knowledge Source over a Markdown knowledge folder."},
         "paths": {
-            "/health": _get("Readiness and discovery", schemas.HealthResponse),
-            "/manifest": _get("Wiki manifest (root redacted)", schemas.WikiManifest),
-            "/source-refs": _get("Typed source-reference handles", schemas.SourceRefsResponse,
-                                 [DRAFTS]),
-            "/source-bundle": _get("Bundle identity, capabilities and source refs",
-                                   schemas.SourceBundleManifest, [DRAFTS]),
-            "/read/{page_id}": _get(
+            path_of("health"): _get("Readiness and discovery", schemas.HealthResponse),
+            path_of("manifest"): _get("Wiki manifest (root redacted)", schemas.WikiManifest),
+            path_of("source_refs"): _get("Typed source-reference handles",
+                                         schemas.SourceRefsResponse, [DRAFTS]),
+            path_of("source_bundle"): _get("Bundle identity, capabilities and source refs",
+                                           schemas.SourceBundleManifest, [DRAFTS]),
+            path_of("query"): _post("Context pack for a question", schemas.ContextPack),
+            path_of("search"): _post("Ranked search results", schemas.SearchResponse),
+            path_of("read"): _get(
                 "Read one page by id or path", read_ok,
                 [{"name": "page_id", "in": "path", "required": True, "schema": {"type": "string"}},
                  DRAFTS, _query("fields", {"type": "string"},
@@ -87,20 +101,25 @@ def openapi_document() -> dict[str, Any]:
                         "Focused read: section numbers or headings (repeatable and/or "
                         "comma-separated); descendants are included."),
                  _query("max_chars", {"type": "integer"},
-                        "Text budget, clamped to 200..1000000 (focused reads default to 8000)."),
+                        f"Text budget, clamped to {READ_MAX_CHARS.span} (focused reads default to 8000)."),
                  _query("include_links", {"type": "boolean"},
                         "false drops links from a plain read; true adds them to a focused one.")],
                 {"404": {"description": "No such page", **_json(schemas.HttpDetailResponse)}}),
-            "/graph": _get("The link graph (truncated)", schemas.GraphResponse,
-                           [_query("limit", {"type": "integer"}, "Clamped to 1..2000."), DRAFTS]),
-            "/graph/neighborhood": _get(
+            path_of("graph"): _get("The link graph (truncated)", schemas.GraphResponse,
+                                   [_query("limit", {"type": "integer"},
+                                           f"Clamped to {GRAPH_LIMIT.span}."), DRAFTS]),
+            path_of("graph_neighborhood"): _get(
                 "A bounded neighbourhood around seed nodes", schemas.GraphNeighborhoodResponse,
                 [_query("seed", {"type": "array", "items": {"type": "string"}}),
-                 _query("depth", {"type": "integer", "default": 1}, "Clamped to 0..4."),
-                 _query("direction", {"enum": ["out", "in", "both"], "default": "both"}),
+                 _query("depth", {"type": "integer", "default": 1},
+                        f"Clamped to {NEIGHBORHOOD_DEPTH.span}."),
+                 _query("direction", {"enum": list(get_args(schemas.Direction)), "default": "both"}),
                  _query("relation", {"type": "array", "items": {"type": "string"}}),
-                 _query("limit", {"type": "integer", "default": 50}, "Clamped to 1..500."),
+                 _query("limit", {"type": "integer", "default": 50},
+                        f"Clamped to {NEIGHBORHOOD_LIMIT.span}."),
                  DRAFTS]),
+            path_of("projection_store"): _get("Projection cache diagnostics",
+                                              schemas.ProjectionStoreDiagnostics),
         },
         "components": {"schemas": components},
     }

@@ -9,12 +9,10 @@ from typing import TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from common.booleans import parse_bool
 from common.errors import ValidationFailed, issue
 
 M = TypeVar("M", bound=BaseModel)
-
-TRUE_VALUES = frozenset({"true", "1", "yes", "on", "y", "t"})
-FALSE_VALUES = frozenset({"false", "0", "no", "off", "n", "f"})
 
 
 class QueryParams:
@@ -28,14 +26,12 @@ class QueryParams:
         raw = self.query.get(name)
         if raw is None:
             return default
-        lowered = raw.strip().lower()
-        if lowered in TRUE_VALUES:
-            return True
-        if lowered in FALSE_VALUES:
-            return False
-        self.issues.append(issue("bool_parsing", ["query", name],
-                                 "Input should be a valid boolean, unable to interpret input", raw))
-        return default
+        try:
+            return parse_bool(raw, letters=True)  # FastAPI's query-string rules
+        except ValueError:
+            self.issues.append(issue("bool_parsing", ["query", name],
+                                     "Input should be a valid boolean, unable to interpret input", raw))
+            return default
 
     def optional_boolean(self, name: str) -> bool | None:
         """A boolean, or None when absent (the default then depends on other params)."""
@@ -86,7 +82,7 @@ class QueryParams:
             raise ValidationFailed(self.issues)
 
 
-async def json_body(request: web.Request) -> object:
+async def read_json_body(request: web.Request) -> object:
     """The request's JSON body; invalid JSON is a 422 `json_invalid` issue at its position."""
     raw = await request.read()
     try:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from common.json_wire import json_bytes
+from common.limits import SNIPPET_CHARS
 from serve.errors import UserError
 from serve.projection import Projection
 from serve.retrieval.analyzer import analyze
@@ -21,7 +22,6 @@ from serve.retrieval.index import ROLE_MULTIPLIER, Hit, LexicalIndex
 from serve.retrieval.pairs import literal_haystack
 from serve.source.page import ROLE_RANK, Page, collapse
 
-RESULT_FIELDS = ("page_id", "title", "path", "score", "snippet", "role", "source_refs", "route")
 DEFAULT_SNIPPET_CHARS = 280
 MAX_QUERY_TERMS = 64  # a 100 KB query is searched by its first 64 distinct terms
 MAX_QUERY_CHARS = 8192
@@ -72,7 +72,7 @@ class SearchRequest:
 
 def snippet_size(limit: int | None) -> int:
     """The snippet length a request's snippet_chars asks for."""
-    return DEFAULT_SNIPPET_CHARS if limit is None else max(0, min(2000, limit))
+    return DEFAULT_SNIPPET_CHARS if limit is None else SNIPPET_CHARS.clamp(limit)
 
 
 def snippet(page: Page, needles: Sequence[str], limit: int | None, *, literal: str = "") -> str:

@@ -12,7 +12,6 @@ from serve.source.frontmatter import json_safe, split_frontmatter
 
 HEADING_RE = re.compile(r"^(#{1,6})\s+(.+?)\s*$", re.MULTILINE)
 HEADING_PREFIX_RE = re.compile(r"^#{1,6}\s+", re.MULTILINE)
-WHITESPACE_RE = re.compile(r"\s+")
 # The '#' must not follow a word character or '/'; checked by hand because a leading
 # look-behind makes the regex engine test it at every position of the body.
 INLINE_TAG_RE = re.compile(r"#([A-Za-z0-9\uac00-\ud7a3][A-Za-z0-9\uac00-\ud7a3_./-]*)")

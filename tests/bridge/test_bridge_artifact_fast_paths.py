@@ -16,7 +16,7 @@ from bridge import text as bridge_text
 from bridge.registry import normalize_inline
 from common import json_wire
 from common.bridge_schemas import Graph, GraphEdge, GraphNode
-from common.errors import json_body, json_bytes
+from common.errors import json_bytes
 
 SOURCE = normalize_inline([{"id": "kb-1", "name": "KB", "protocol": "llmwiki-http", "status": "ready",
                             "url": "http://127.0.0.1:9"}])[0]
@@ -187,16 +187,17 @@ def test_json_bytes_looks_for_small_floats_only_where_a_number_can_be(
 
 
 def test_http_answers_hold_the_same_json_values() -> None:
-    """`json_body` (HTTP answers) skips the tiny-float spelling pass: the text may differ from the
-    stdlib's only in how such a number is written, never in what any JSON reader gets back."""
+    """HTTP answers skip the tiny-float spelling pass (`exact_floats=False`): the text may differ from
+    the stdlib's only in how such a number is written, never in what any JSON reader gets back."""
     rng = random.Random(11)
     values: list[Any] = [0.0, 1e-05, -2.5e-07, 9.99e-05, 5e-324, 11.1528, 1e16, "é 中文", "1e-05", None, True,
                          2**70, "\u2028"]
     for _ in range(2000):
         payload = {"a": rng.choice(values), "b": [rng.choice(values) for _ in range(rng.randint(0, 4))]}
-        assert json.loads(json_body(payload)) == json.loads(_stdlib(payload)), payload
-    assert json_body({"score": 1.5}) == _stdlib({"score": 1.5})
-    assert json_body({"q": "a\ud800b"}) == b'{"q":"a\\ud800b"}'  # the ASCII fallback still holds
+        assert json.loads(json_bytes(payload, exact_floats=False)) == json.loads(_stdlib(payload)), payload
+    assert json_bytes({"score": 1.5}, exact_floats=False) == _stdlib({"score": 1.5})
+    # the ASCII fallback still holds
+    assert json_bytes({"q": "a\ud800b"}, exact_floats=False) == b'{"q":"a\\ud800b"}'
 
 
 def test_merged_graphs_keep_the_first_node_per_id_and_the_first_edge_per_key() -> None:

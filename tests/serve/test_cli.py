@@ -19,6 +19,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from common.schemas import CorsStatus
 from common.version import __version__
 from tests.support.folders import copy_fixture, tree_digest
 
@@ -296,7 +297,8 @@ def test_serve_reads_a_large_folder_ahead_and_answers_as_the_service_does(
     assert b"Traceback" not in stderr and b"early_read_failed" not in stderr
     source = KnowledgeSource(ServeSettings(root=root, page_cache=False))
     try:
-        expected = source.health({})
+        expected = source.health(CorsStatus(mode="local-dev-allowlist", local_dev_origins=True,
+                                            explicit_origin_count=0)).model_dump(mode="json")
     finally:
         source.close()
     assert served["source"] == expected["source"]

@@ -12,11 +12,14 @@ import pytest
 
 import serve.folder as folder_module
 import serve.source.layout as layout_module
+from common.schemas import CorsStatus
 from serve.folder import EarlyRead, FileRecord, FolderMirror, _digest_file
 from serve.service import KnowledgeSource
 from serve.settings import DEFAULT_MAX_PAGE_BYTES, ServeSettings
 from serve.source.tree import Walk, is_tracked_file, walk_dir, walk_root
 from tests.support.folders import copy_fixture
+
+LOCAL_CORS = CorsStatus(mode="local-dev-allowlist", local_dev_origins=True, explicit_origin_count=0)
 
 ROLLBACK = "runbooks/rollback.md"
 
@@ -57,7 +60,7 @@ def mirrored(root: Path) -> dict[str, FileRecord]:
 
 
 def answers(source: KnowledgeSource) -> tuple[Any, ...]:
-    return (source.health({}), source.manifest(), source.source_bundle(include_drafts=True),
+    return (source.health(LOCAL_CORS), source.manifest(), source.source_bundle(include_drafts=True),
             source.graph(limit=2000), [page.payload() for page in source.snapshot().pages],
             [page.sections for page in source.snapshot().pages])
 
@@ -171,7 +174,7 @@ def test_files_read_again_at_start_keep_the_signature_of_an_ordinary_read(
     ordinary = KnowledgeSource(ServeSettings(root=sample_root, page_cache=False))
     sources += [started, ordinary]
     assert started.freshness.mirror.parsed_count < len(records)
-    assert started.health({})["source"] == ordinary.health({})["source"]
+    assert started.health(LOCAL_CORS).source == ordinary.health(LOCAL_CORS).source
 
 
 def test_an_early_read_never_taken_is_stopped_with_the_source(

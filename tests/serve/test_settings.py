@@ -42,9 +42,30 @@ def test_environment_lists_and_flags(tmp_path: Path) -> None:
 
 
 def test_inverted_flags_turn_features_off(tmp_path: Path) -> None:
-    settings = resolve_settings(tmp_path, {"page_cache": True, "inotify": True}, {})
+    settings = resolve_settings(tmp_path, {"page_cache": False, "inotify": False}, {})
     assert settings.page_cache is False
     assert settings.inotify is False
+    on = {"LLMWIKI_SERVE_PAGE_CACHE": "1", "LLMWIKI_SERVE_INOTIFY": "yes"}
+    assert resolve_settings(tmp_path, {"page_cache": None, "inotify": None}, on).page_cache is True
+    # A flag left at its other value is a flag not given: the environment decides.
+    off = {"LLMWIKI_SERVE_PAGE_CACHE": "off", "LLMWIKI_SERVE_INOTIFY": "0"}
+    settings = resolve_settings(tmp_path, {"page_cache": True, "inotify": True}, off)
+    assert settings.page_cache is False
+    assert settings.inotify is False
+
+
+def test_no_flags_on_the_command_line_turn_features_off(tmp_path: Path) -> None:
+    from serve.cli import _settings, build_parser
+
+    args = build_parser().parse_args(["serve", str(tmp_path), "--no-page-cache", "--no-inotify"])
+    settings = _settings(args, one_shot=False)
+    assert (settings.page_cache, settings.inotify) == (False, False)
+    args = build_parser().parse_args(["serve", str(tmp_path)])
+    settings = _settings(args, one_shot=False)
+    assert (settings.page_cache, settings.inotify) == (True, True)
+    args = build_parser().parse_args(["manifest", str(tmp_path)])
+    settings = _settings(args, one_shot=True)  # a one-shot command turns both off itself
+    assert (settings.page_cache, settings.inotify) == (False, False)
 
 
 @pytest.mark.parametrize(

@@ -1250,7 +1250,7 @@ async def test_a_literal_search_over_its_inline_read_budget_moves_to_a_worker_th
     monkeypatch.setattr(http, "LITERAL_INLINE_READS", inline_reads)
     body = {"query": "release", "mode": "literal", "limit": 5}
     pack = await context(client, body)
-    unbounded = source.search(source.request(query="release", mode="literal", limit=5))["results"]
+    unbounded = source.search(source.request(query="release", mode="literal", limit=5)).results
     assert pack["evidence"] == unbounded and unbounded
     if inline_reads:  # a few pages to read: answered on the event loop
         assert calls == [(True, inline_reads)]
