@@ -190,8 +190,24 @@ _intern = sys.intern
 _options: dict[tuple[bool, ...], ParseOptions] = {}
 
 
+def _fields(raw: Any, kind: type[tuple[Any, ...]]) -> Any:
+    """`raw` when it has exactly the fields of the named tuple `kind` (a cache record that does
+    not would fail later, far from here)."""
+    if not isinstance(raw, tuple) or len(raw) != len(kind._fields):  # type: ignore[attr-defined]
+        raise ValueError(f"a cached {kind.__name__} has the wrong shape")
+    return raw
+
+
 def decode_record(raw: tuple[Any, ...]) -> FileRecord:
-    stat, digest, verified_ns, flat_page, fragment, parse_key, text, sidecar, problem, skipped = raw
+    stat, digest, verified_ns, flat_page, fragment, parse_key, text, sidecar, problem, skipped = (
+        _fields(raw, FileRecord))
+    _fields(stat, FileStat)
+    if flat_page is not None:
+        _fields(flat_page, Page)
+    if fragment is not None:
+        _fields(fragment, Fragment)
+    for edge in sidecar:
+        _fields(edge, SidecarEdge)
     # No interning here: parse_page and record_from interned the strings pages repeat, and
     # marshal keeps that, so loading shares them again at C speed.
     if parse_key is not None:
