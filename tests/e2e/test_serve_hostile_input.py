@@ -165,3 +165,40 @@ def test_descriptor_exhaustion_is_logged_once_per_interval(tmp_path: Path) -> No
             connection.close()
     assert call(url, "GET", "/health").status == 200
     stop_checked(service)
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> bytes:
+    """Everything the server sent before closing `sock`; fails if it is still open after `seconds`."""
+    sock.settimeout(seconds)
+    received = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            data = sock.recv(4096)
+        except TimeoutError:
+            break
+        if not data:
+            return received
+        received += data
+    raise AssertionError(f"still open after {seconds} s; received {received[:200]!r}")
+
+
+def test_idle_and_slow_connections_are_closed_after_their_timeouts(tmp_path: Path) -> None:
+    root = copy_wiki(tmp_path)
+    service = start_serve(tmp_path / "run", root, "--idle-timeout-seconds", "1", "--body-timeout-seconds", "1")
+    try:
+        idle = socket.create_connection(("127.0.0.1", int(service.url.rsplit(":", 1)[1])))
+        headers = socket.create_connection(idle.getpeername())
+        headers.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never ends its headers
+        body = socket.create_connection(idle.getpeername())
+        body.sendall(b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100\r\n\r\n{")  # never sends the rest of its body
+        kept = socket.create_connection(idle.getpeername())
+        kept.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # answered, then idle
+        for sock in (idle, headers, kept):
+            _closed_within(sock, 6)
+        answer = _closed_within(body, 6)
+        assert not answer or answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        assert call(service.url, "GET", "/health").status == 200
+    finally:
+        stop_checked(service)
