@@ -1,7 +1,9 @@
-"""structlog set-up and the per-request context middleware (request id, access log, 500s)."""
+"""structlog set-up, the per-request context middleware (request id, access log, 500s) and the
+event loop's error reports."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import sys
@@ -42,7 +44,17 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
-    logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr)
+    # Records of the standard library's loggers (asyncio, aiohttp) are written in the same format,
+    # so a JSON log stays one JSON object per line.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[structlog.stdlib.add_log_level, structlog.stdlib.add_logger_name,
+                           structlog.processors.TimeStamper(fmt="iso", utc=True)],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    *(json_processors() if use_json else [structlog.dev.ConsoleRenderer(colors=False)])]))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(max(numeric, logging.WARNING))
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
@@ -52,6 +64,38 @@ def json_processors() -> list[Any]:
     tracebacks = structlog.processors.ExceptionRenderer(
         structlog.tracebacks.ExceptionDictTransformer(show_locals=False))
     return [tracebacks, structlog.processors.JSONRenderer()]
+
+
+# asyncio reports each failed accept (descriptors exhausted) with a traceback, and retries every
+# second per listening socket: without a limit a flood of connections floods the log.
+ACCEPT_FAILED = "socket.accept() out of system resource"
+LOOP_REPORT_INTERVAL = 10.0
+
+
+class LoopErrors:
+    """The event loop's exception handler: failed accepts logged once per interval (with how many
+    were left out), anything else logged as an error with its exception."""
+
+    def __init__(self, service: str, interval: float = LOOP_REPORT_INTERVAL) -> None:
+        self.log = structlog.get_logger(f"llmwiki.{service}.loop")
+        self.interval = interval
+        self.last = float("-inf")
+        self.left_out = 0
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        message = str(context.get("message", ""))
+        error = context.get("exception")
+        if message.startswith(ACCEPT_FAILED):
+            now = time.monotonic()
+            if now - self.last < self.interval:
+                self.left_out += 1
+                return
+            self.log.warning("accept_failed", error=str(error), left_out=self.left_out,
+                             next_report_after_seconds=self.interval)
+            self.last, self.left_out = now, 0
+            return
+        self.log.error("event_loop_error", message=message,
+                       exc_info=error if isinstance(error, BaseException) else None)
 
 
 def request_id_for(request: web.Request) -> str:
@@ -86,3 +130,8 @@ def setup_request_context(app: web.Application, service: str) -> None:
             structlog.contextvars.unbind_contextvars("request_id")
 
     app.middlewares.append(request_context)
+
+    async def install_loop_errors(_: web.Application) -> None:
+        asyncio.get_running_loop().set_exception_handler(LoopErrors(service))
+
+    app.on_startup.append(install_loop_errors)

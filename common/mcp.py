@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from common.json_read import JsonTooDeep, loads_bounded
+from common.json_read import JsonRejected, loads_bounded
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSION = "2026-07-28"
@@ -116,9 +116,9 @@ def parse_body(raw: bytes) -> Any:
     """Raises McpError(-32700) when the body is not JSON."""
     try:
         return loads_bounded(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, JsonTooDeep) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, JsonRejected) as exc:
         reason = (exc.msg if isinstance(exc, json.JSONDecodeError)
-                  else "body is nested too deeply" if isinstance(exc, JsonTooDeep) else "body is not UTF-8")
+                  else str(exc) if isinstance(exc, JsonRejected) else "body is not UTF-8")
         raise McpError(PARSE_ERROR, f"Parse error: {reason}") from None
 
 

@@ -156,6 +156,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except SettingsError as exc:
         parser.error(str(exc))
+    if settings.page_cache:
+        from serve.page_cache import default_cache_dir, is_inside
+
+        cache_dir = settings.cache_dir or default_cache_dir()
+        if is_inside(cache_dir, settings.root.expanduser()):
+            sys.stderr.write(f"Error: the restart cache directory {cache_dir} is inside the served root; "
+                             "give --cache-dir outside it, or --no-page-cache\n")
+            return 2
     early = None
     if args.command in ("serve", "mcp"):  # long-running: build temporaries must not stay resident
         from serve.memory import keep_large_blocks_out_of_the_heap

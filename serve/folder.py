@@ -25,6 +25,7 @@ from serve.projection import Diagnostic, Projection, signature_of
 from serve.source import okf
 from serve.source.layout import FolderView, Layout, detect_layout
 from serve.source.page import Page, ParseOptions, parse_page
+from serve.source.reading import FileChanging, NotRegularFile, TooLarge, read_head, read_regular
 from serve.source.sidecar import SidecarEdge, parse_sidecar
 from serve.source.tree import (
     NAME_NOT_UTF8,
@@ -52,8 +53,7 @@ CONFIG_TEXT_FILES = frozenset({"dendron.yml", ".vscode/extensions.json"})
 # A file whose ctime is this close to when it was verified may still change without a
 # visible stat difference (coarse timestamps); such records are re-read, never trusted.
 RACY_WINDOW_NS = 2_000_000_000
-READ_CHUNK = 1 << 20
-READ_TAIL = 1 << 16  # small: each os.read allocates its whole size first
+CHANGING = "changing"  # the problem code of a file that was being written during every read
 _new = tuple.__new__
 
 
@@ -77,29 +77,13 @@ class FileRecord(NamedTuple):
 
 
 def _digest_file(path: str, limit: int) -> tuple[str, bytes | None]:
-    """BLAKE2b-16 of the whole file; the bytes too when the file is at most `limit`."""
-    # O_NOFOLLOW: a file swapped for a symlink after it was listed is refused, not followed.
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    """BLAKE2b-16 and the bytes of a file of at most `limit` bytes. A larger file is never read:
+    its digest is that of its size and mtime, and there are no bytes."""
     try:
-        # Plain os.read calls, less than half the cost of a buffered file object: one read of
-        # the size fstat reports (plus a byte, to see the end) is nearly always the whole
-        # file; the loop covers a file that grew meanwhile.
-        data = os.read(fd, min(os.fstat(fd).st_size, limit) + 1)
-        parts = [data]
-        total = len(data)
-        while total <= limit and (more := os.read(fd, min(READ_TAIL, limit + 1 - total))):
-            parts.append(more)
-            total += len(more)
-        if len(parts) > 1:
-            data = b"".join(parts)
-        if total <= limit:
-            return hashlib.blake2b(data, digest_size=16).hexdigest(), data
-        h = hashlib.blake2b(data, digest_size=16)
-        while chunk := os.read(fd, READ_CHUNK):
-            h.update(chunk)
-        return h.hexdigest(), None
-    finally:
-        os.close(fd)
+        data = read_regular(path, limit)
+    except TooLarge as big:
+        return hashlib.blake2b(f"{big.size}:{big.mtime_ns}".encode(), digest_size=16).hexdigest(), None
+    return hashlib.blake2b(data, digest_size=16).hexdigest(), data
 
 
 def decode_text(data: bytes) -> tuple[str, str]:
@@ -139,6 +123,10 @@ def read_file(job: ReadJob) -> ReadResult:
     now = time.time_ns()
     try:
         digest, data = _digest_file(path, limit)
+    except NotRegularFile:
+        return ReadResult(rel, "", now, problem="not_regular_file", skipped=True)
+    except FileChanging:  # never trusted, so read again at the next check
+        return ReadResult(rel, "", 0, problem=CHANGING, skipped=True)
     except OSError:
         return ReadResult(rel, "", now, problem="unreadable", skipped=True)
     if data is None:
@@ -202,8 +190,24 @@ _intern = sys.intern
 _options: dict[tuple[bool, ...], ParseOptions] = {}
 
 
+def _fields(raw: Any, kind: type[tuple[Any, ...]]) -> Any:
+    """`raw` when it has exactly the fields of the named tuple `kind` (a cache record that does
+    not would fail later, far from here)."""
+    if not isinstance(raw, tuple) or len(raw) != len(kind._fields):  # type: ignore[attr-defined]
+        raise ValueError(f"a cached {kind.__name__} has the wrong shape")
+    return raw
+
+
 def decode_record(raw: tuple[Any, ...]) -> FileRecord:
-    stat, digest, verified_ns, flat_page, fragment, parse_key, text, sidecar, problem, skipped = raw
+    stat, digest, verified_ns, flat_page, fragment, parse_key, text, sidecar, problem, skipped = (
+        _fields(raw, FileRecord))
+    _fields(stat, FileStat)
+    if flat_page is not None:
+        _fields(flat_page, Page)
+    if fragment is not None:
+        _fields(fragment, Fragment)
+    for edge in sidecar:
+        _fields(edge, SidecarEdge)
     # No interning here: parse_page and record_from interned the strings pages repeat, and
     # marshal keeps that, so loading shares them again at C speed.
     if parse_key is not None:
@@ -532,8 +536,8 @@ class FolderMirror:
             return record.text
         marker = rel == okf.MARKER
         try:
-            with open(os.path.join(self.root_str, rel), "rb") as handle:
-                text = decode_text(handle.read(okf.MARKER_READ_BYTES if marker else 1 << 20))[0]
+            text = decode_text(read_head(os.path.join(self.root_str, rel),
+                                         okf.MARKER_READ_BYTES if marker else 1 << 20))[0]
         except OSError:
             return None
         return okf.marker_head(text) if marker else text
@@ -567,7 +571,10 @@ class FolderMirror:
             if record.page is not None:
                 self.parsed_count += 1
             known = previous.get(rel)
-            if (known is not None and known.page is not None and record.page is None
+            if record.problem == CHANGING and known is not None:
+                # Being written: the last whole version stays until a read sees the file settled.
+                record = known._replace(verified_ns=0)
+            elif (known is not None and known.page is not None and record.page is None
                     and record.digest == known.digest and not record.skipped):
                 record = known._replace(stat=record.stat, verified_ns=record.verified_ns)
             out[rel] = record

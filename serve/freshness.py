@@ -18,9 +18,13 @@ from serve.folder import FileRecord, FolderMirror
 from serve.projection import Projection
 from serve.settings import DEFAULT_MAX_PAGE_BYTES
 from serve.source.tree import MARKER_DIRS, PAGE_SUFFIXES, is_tracked_file, is_walked_dir
+from serve.source.reading import TooLarge, read_regular
 
 # Directory mtimes come from the kernel's coarse clock: allow for its granularity.
 DIR_MTIME_SLACK_NS = 50_000_000
+
+WRITE_SETTLE_SECONDS = 2.0
+MARKER_LIMIT = 1 << 20  # a producer manifest is small; a larger one counts as absent
 
 log = structlog.get_logger("llmwiki.serve.freshness")
 
@@ -62,6 +66,7 @@ class Freshness:
         self.root_identity: tuple[int, int] | None = None
         self.watcher: inotify.Inotify | None = None
         self.watches: dict[int, str] = {}
+        self.writing: dict[str, float] = {}  # files modified in place and not yet closed, since when
         self.marker_state: tuple[object, ...] | None = None
         self.known_counts = dict(known_counts or {})
         self.walks = 0  # full walks done (observability and tests)
@@ -195,8 +200,8 @@ class Freshness:
     def _marker_state(marker: Path) -> tuple[object, ...] | None:
         try:
             st = os.stat(marker)
-            digest = hashlib.blake2b(marker.read_bytes(), digest_size=16).hexdigest()
-        except OSError:
+            digest = hashlib.blake2b(read_regular(str(marker), MARKER_LIMIT), digest_size=16).hexdigest()
+        except (OSError, TooLarge):
             return None
         return (st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino, digest)
 
@@ -214,6 +219,7 @@ class Freshness:
             self.watcher.close()
         self.watcher = None
         self.watches = {}
+        self.writing = {}
 
     def _modified_since(self, rel_dirs: list[str], since_ns: int) -> list[str]:
         touched = []
@@ -249,8 +255,9 @@ class Freshness:
     def _apply_events(self) -> None:
         assert self.watcher is not None
         events = self.watcher.read_events()
-        if not events:
+        if not events and not self.writing:
             return
+        now = time.monotonic()
         files: set[str] = set()
         dirs: set[str] = set()
         full = False
@@ -282,6 +289,18 @@ class Freshness:
                         self._unwatch_subtree(rel)
             elif is_tracked_file(rel) or event.name.lower().endswith(PAGE_SUFFIXES):
                 files.add(rel)
+                if event.mask & inotify.IN_MODIFY and not event.mask & inotify.IN_CLOSE_WRITE:
+                    self.writing.setdefault(rel, now)
+                else:
+                    self.writing.pop(rel, None)
+        # A file written in place (modified, not yet closed) keeps its last whole version until
+        # its writer closes it, or WRITE_SETTLE_SECONDS pass for a writer that keeps it open.
+        for rel, since in list(self.writing.items()):
+            if now - since < WRITE_SETTLE_SECONDS:
+                files.discard(rel)
+            else:
+                files.add(rel)
+                del self.writing[rel]
         if full:
             self._rebuild_all()
             return

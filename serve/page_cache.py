@@ -6,7 +6,9 @@ import contextlib
 import hashlib
 import marshal
 import os
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import structlog
@@ -19,8 +21,31 @@ from serve.source.page import Page
 log = structlog.get_logger("llmwiki.serve.cache")
 
 # Bump when parsing changes what a Page holds, so old caches are ignored.
-CACHE_FORMAT = 5  # 5: Page.okf_json, root index.md head kept for OKF detection
+CACHE_FORMAT = 6  # 6: a checksum per section; the interpreter and marshal versions in the head
 SAVE_CHUNK = 500
+_LENGTH, _SUM = 8, 16  # each section: its length, its BLAKE2b-16, then the marshal bytes
+
+
+def _checksum(data: bytes | memoryview) -> bytes:
+    return hashlib.blake2b(data, digest_size=_SUM).digest()
+
+
+def _section(payload: bytes) -> bytes:
+    return len(payload).to_bytes(_LENGTH, "big") + _checksum(payload) + payload
+
+
+def _sections(view: memoryview) -> Iterator[memoryview | None]:
+    """Each section's payload in order; None for one whose checksum fails. Ends at the end of
+    the data or at a length that runs past it (a truncated file)."""
+    at = 0
+    while at < len(view):
+        start = at + _LENGTH + _SUM
+        end = start + int.from_bytes(view[at:at + _LENGTH], "big")
+        if end > len(view):
+            return
+        payload = view[start:end]
+        yield payload if _checksum(payload) == view[at + _LENGTH:start] else None
+        at = end
 
 
 def default_cache_dir() -> Path:
@@ -46,8 +71,9 @@ class PageCache:
         key = hashlib.sha256(str(root).encode("utf-8")).hexdigest()[:24]
         self.path = cache_dir / f"pages-{key}.marshal"
         # Settings that change what a parsed record holds are part of the header.
-        self.header = (CACHE_FORMAT, __version__, str(root), max_page_bytes,
-                       Page._fields, FileRecord._fields)
+        # marshal's format belongs to the interpreter that wrote it.
+        self.header = (CACHE_FORMAT, __version__, sys.implementation.cache_tag, marshal.version,
+                       str(root), max_page_bytes, Page._fields, FileRecord._fields)
         # Graph sizes by projection signature: the graph is a function of the folder's
         # content, so an unchanged folder need not count it again on restart.
         self.counts: dict[str, tuple[int, int]] = {}
@@ -60,26 +86,32 @@ class PageCache:
         except OSError as exc:
             log.warning("page_cache_unreadable", error=type(exc).__name__)
             return {}
+        sections = _sections(memoryview(data))
         try:
-            # A length-prefixed head, then length-prefixed chunks up to the end of the file.
-            view = memoryview(data)
-            end = 8 + int.from_bytes(view[:8], "big")
-            header, counts = marshal.loads(view[8:end])
+            head = next(sections, None)
+            if head is None:
+                raise ValueError("the head fails its checksum")
+            header, counts = marshal.loads(head)
             if header != self.header:
                 return {}
-            records: dict[str, FileRecord] = {}
-            while end < len(view):
-                start = end + 8
-                end = start + int.from_bytes(view[end:start], "big")
-                if end > len(view):
-                    raise ValueError("truncated")
-                for rel, raw in marshal.loads(view[start:end]):
-                    records[rel] = decode_record(raw)
             self.counts = {str(sig): (int(n), int(e)) for sig, (n, e) in counts.items()}
-            return records
         except Exception as exc:  # a corrupt or foreign cache is only a miss
             log.warning("page_cache_unreadable", error=type(exc).__name__)
             return {}
+        records: dict[str, FileRecord] = {}
+        damaged = 0
+        for payload in sections:
+            try:
+                if payload is None:
+                    raise ValueError("checksum")
+                chunk = [(str(rel), decode_record(raw)) for rel, raw in marshal.loads(payload)]
+            except Exception:  # only this chunk's files are read again from the folder
+                damaged += 1
+                continue
+            records.update(chunk)
+        if damaged:
+            log.warning("page_cache_damaged", chunks=damaged)
+        return records
 
     def save(self, records: dict[str, FileRecord],
              counts: dict[str, tuple[int, int]] | None = None) -> None:
@@ -93,14 +125,10 @@ class PageCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".pages-", dir=self.path.parent)
             with os.fdopen(fd, "wb") as handle:
-                head = marshal.dumps((self.header, counts or {}))
-                handle.write(len(head).to_bytes(8, "big"))
-                handle.write(head)
+                handle.write(_section(marshal.dumps((self.header, counts or {}))))
                 for start in range(0, len(items), SAVE_CHUNK):
                     part = items[start : start + SAVE_CHUNK]
-                    chunk = marshal.dumps([(rel, encode_record(rec)) for rel, rec in part])
-                    handle.write(len(chunk).to_bytes(8, "big"))
-                    handle.write(chunk)
+                    handle.write(_section(marshal.dumps([(rel, encode_record(rec)) for rel, rec in part])))
             os.replace(tmp, self.path)
             tmp = None
         except (OSError, ValueError) as exc:

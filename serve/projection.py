@@ -225,14 +225,16 @@ class Projection:
         return {page.path: index for index, page in enumerate(self.approved_pages)}
 
     def _title_and_description(self) -> tuple[str, str]:
-        """From the first index page, else the first overview page, else the folder name."""
+        """From the first approved index page, else the first approved overview page, else the
+        folder name: a withheld page never names the wiki."""
         page = self.first_with_role("index") or self.first_with_role("overview")
         if page is None:
             return self.layout.folder_name, ""
         return page.wiki_title or page.title or self.layout.folder_name, page.description
 
     def first_with_role(self, role: str) -> Page | None:
-        return next((p for p in self.pages if p.role == role), None)
+        """The first approved page with `role` (the hub pages every client sees)."""
+        return next((p for p in self.pages if p.role == role and p.approved), None)
 
     def find_page(self, key: str) -> Page | None:
         """Exact id or path match; request strings never reach the filesystem."""

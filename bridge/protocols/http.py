@@ -29,7 +29,7 @@ from bridge.sources.protocols import source_clients
 from bridge.sources.transport import source_http_client
 from common.booleans import TRUE_WORDS
 from common.errors import CodedError, HttpError, json_response
-from common.json_read import JsonTooDeep, loads_bounded
+from common.json_read import JsonRejected, JsonTooDeep, loads_bounded
 from common.logging import REQUEST_ID, setup_request_context
 
 SERVICE_KEY = web.AppKey("bridge_service", BridgeService)
@@ -167,6 +167,8 @@ async def json_body(request: web.Request) -> Any:
         return loads_bounded(raw)
     except JsonTooDeep:
         raise CodedError(400, "invalid_json", "Request body JSON is nested too deeply.") from None
+    except JsonRejected as exc:
+        raise CodedError(400, "invalid_json", f"Request body JSON is not accepted: {exc}.") from None
     except ValueError:
         raise CodedError(400, "invalid_json", "Request body must be valid JSON.") from None
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from common.booleans import parse_bool
 from common.errors import ValidationFailed, issue
+from common.json_read import JsonRejected, loads_bounded
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -86,7 +87,10 @@ async def read_json_body(request: web.Request) -> object:
     """The request's JSON body; invalid JSON is a 422 `json_invalid` issue at its position."""
     raw = await request.read()
     try:
-        return json.loads(raw.decode("utf-8") if raw else "null")
+        return loads_bounded(raw.decode("utf-8") if raw else "null")
+    except JsonRejected as exc:
+        raise ValidationFailed([issue("json_invalid", ["body", 0], "JSON decode error",
+                                      {}, {"error": str(exc)})]) from None
     except UnicodeDecodeError:
         raise ValidationFailed([issue("json_invalid", ["body", 0], "JSON decode error",
                                       {}, {"error": "body is not UTF-8"})]) from None

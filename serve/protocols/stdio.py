@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 import structlog
 
-from common.mcp import INVALID_REQUEST, McpError, parse_body, response, stdio_era
+from common.mcp import INTERNAL, INVALID_REQUEST, PARSE_ERROR, McpError, parse_body, response, stdio_era
 from serve.protocols.mcp import Dispatcher
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
@@ -31,15 +32,47 @@ def answer_line(dispatcher: Dispatcher, line: bytes) -> dict[str, Any] | None:
             return None  # a client's reply to a server request; we never send any
         return response(rid if isinstance(rid, str | int) else None,
                         error=McpError(INVALID_REQUEST, "Invalid Request"))
-    return dispatcher.handle(message, stdio_era(message)).body
+    try:
+        return dispatcher.handle(message, stdio_era(message)).body
+    except Exception:  # one request's failure must not end the session
+        log.exception("stdio_request_failed", method=message.get("method"))
+        rid = message.get("id")
+        return response(rid if isinstance(rid, str | int) else None,
+                        error=McpError(INTERNAL, "Internal error"))
 
 
-def serve_stdio(dispatcher: Dispatcher, stdin: BinaryIO, stdout: BinaryIO) -> None:
-    for line in stdin:
-        reply = answer_line(dispatcher, line)
+def lines_within(stdin: BinaryIO, limit: int) -> Iterator[bytes | None]:
+    """Input lines of at most `limit` bytes; None stands for a longer line, which is skipped
+    without holding more than `limit` bytes of it."""
+    while True:
+        line = stdin.readline(limit + 1)
+        if not line:
+            return
+        if line.endswith(b"\n") or len(line) <= limit:
+            yield line
+            continue
+        while line and not line.endswith(b"\n"):  # drain the rest of the oversized line
+            line = stdin.readline(limit + 1)
+        yield None
+
+
+def encode_reply(reply: dict[str, Any]) -> bytes:
+    try:
+        return json.dumps(reply, ensure_ascii=False).encode("utf-8") + b"\n"
+    except UnicodeEncodeError:  # text that is not Unicode: escaped, so the line stays valid JSON
+        return json.dumps(reply).encode("ascii") + b"\n"
+
+
+def serve_stdio(dispatcher: Dispatcher, stdin: BinaryIO, stdout: BinaryIO, max_line_bytes: int) -> None:
+    for line in lines_within(stdin, max_line_bytes):
+        if line is None:
+            reply: dict[str, Any] | None = response(None, error=McpError(
+                PARSE_ERROR, f"Parse error: a message is longer than {max_line_bytes} bytes"))
+        else:
+            reply = answer_line(dispatcher, line)
         if reply is None:
             continue
-        stdout.write(json.dumps(reply, ensure_ascii=False).encode("utf-8") + b"\n")
+        stdout.write(encode_reply(reply))
         stdout.flush()
 
 
@@ -49,7 +82,7 @@ def run_stdio(settings: ServeSettings) -> int:
     try:
         dispatcher = Dispatcher(source)
         log.info("mcp_stdio_started")
-        serve_stdio(dispatcher, sys.stdin.buffer, sys.stdout.buffer)
+        serve_stdio(dispatcher, sys.stdin.buffer, sys.stdout.buffer, settings.max_body_bytes)
     except (KeyboardInterrupt, BrokenPipeError):
         pass  # the client went away
     finally:

@@ -17,6 +17,7 @@ from serve.folder import EarlyRead, FileRecord, FolderMirror, _digest_file
 from serve.service import KnowledgeSource
 from serve.settings import DEFAULT_MAX_PAGE_BYTES, ServeSettings
 from serve.source.tree import Walk, is_tracked_file, walk_dir, walk_root
+from serve.source.reading import NotRegularFile
 from tests.support.folders import copy_fixture
 
 LOCAL_CORS = CorsStatus(mode="local-dev-allowlist", local_dev_origins=True, explicit_origin_count=0)
@@ -76,8 +77,19 @@ def test_digest_covers_the_whole_file_and_returns_bytes_up_to_the_limit(tmp_path
     path.write_bytes(data)
     for limit in (100, 200_000, 1_000_000):
         digest, read = _digest_file(str(path), limit)
-        assert digest == hashlib.blake2b(data, digest_size=16).hexdigest()
-        assert read == (data if size <= limit else None)
+        if size <= limit:
+            assert (digest, read) == (hashlib.blake2b(data, digest_size=16).hexdigest(), data)
+        else:  # never read: the digest follows the size and mtime instead
+            assert read is None
+            os.utime(path, ns=(limit, limit))
+            assert _digest_file(str(path), limit)[0] != digest
+
+
+def test_digest_never_opens_a_fifo_for_good(tmp_path: Path) -> None:
+    fifo = tmp_path / "page.md"
+    os.mkfifo(fifo)
+    with pytest.raises(NotRegularFile):
+        _digest_file(str(fifo), 100)
 
 
 def test_digest_refuses_a_symlink(tmp_path: Path) -> None:
