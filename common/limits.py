@@ -5,6 +5,7 @@ arguments, the CLI, the settings and the descriptions. serve's (serve contract 4
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -38,3 +39,42 @@ DEFAULT_NEIGHBORHOOD_LIMIT = 50
 # The bridge's retrieval intent (bridge contract 3.5) and its source tools' context limit.
 INTENT_LIMIT = Limit(1, 50)
 INTENT_SNIPPET_CHARS = Limit(1, 20000)
+
+
+# Entries of one name list in a request (`fields`, `exclude_page_ids`, seeds, relations, sections):
+# far above what any client sends, low enough that the work on a list stays small.
+MAX_NAMES = 1000
+
+
+class TooManyNames(ValueError):
+    def __init__(self, field: str) -> None:
+        super().__init__(f"{field} accepts at most {MAX_NAMES} names")
+
+
+def name_list(value: Any, field: str, *, stringify: bool = False) -> list[str]:
+    """A comma-separated string or a list of them: trimmed, empties dropped, de-duplicated in
+    order. Entries that are not strings are skipped, or written as strings with `stringify`
+    (the lenient MCP-style arguments). Raises `TooManyNames` past `MAX_NAMES`."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        items: list[Any] | tuple[Any, ...] = [value]
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        items = [value] if stringify else []
+    if len(items) > MAX_NAMES:
+        raise TooManyNames(field)
+    names: dict[str, None] = {}
+    for item in items:
+        if not isinstance(item, str):
+            if not stringify:
+                continue
+            item = str(item)
+        for part in item.split(","):
+            part = part.strip()
+            if part:
+                names[part] = None
+        if len(names) > MAX_NAMES:
+            raise TooManyNames(field)
+    return list(names)

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from common.guidance import MAX_QUERY_VARIANTS, RetrievalGuidance
-from common.limits import SEARCH_LIMIT, SNIPPET_CHARS
+from common.limits import SEARCH_LIMIT, SNIPPET_CHARS, name_list
 
 JsonObject = dict[str, Any]
 SearchMode = Literal["lexical", "literal", "vector", "hybrid"]
@@ -249,24 +249,6 @@ class HTTPValidationError(WireModel):
     detail: list[ValidationIssue]
 
 
-def _name_list(value: Any) -> list[str]:
-    """`fields` / `exclude_page_ids`: a list or a comma string; anything else is empty."""
-    if isinstance(value, str):
-        items: list[Any] = value.split(",")
-    elif isinstance(value, list):
-        items = value
-    else:
-        return []
-    out: list[str] = []
-    for item in items:
-        if isinstance(item, str):
-            for part in item.split(","):
-                part = part.strip()
-                if part and part not in out:
-                    out.append(part)
-    return out
-
-
 class QueryRequest(BaseModel):
     """Body of POST /query and POST /search (contract 4.8). Unknown keys are ignored."""
 
@@ -285,12 +267,12 @@ class QueryRequest(BaseModel):
     @field_validator("fields", mode="before")
     @classmethod
     def _fields(cls, value: Any) -> list[str] | None:
-        return None if value is None else _name_list(value)
+        return None if value is None else name_list(value, "fields")
 
     @field_validator("exclude_page_ids", mode="before")
     @classmethod
     def _exclusions(cls, value: Any) -> list[str]:
-        return _name_list(value)
+        return name_list(value, "exclude_page_ids")
 
     @field_validator("query_variants", mode="before")
     @classmethod

@@ -340,18 +340,23 @@ def neighborhood(view: GraphView, seeds: Sequence[str], *, depth: int = DEFAULT_
     depth = NEIGHBORHOOD_DEPTH.clamp(depth)
     limit = NEIGHBORHOOD_LIMIT.clamp(limit)
     wanted = list(dict.fromkeys(_relation(r) for r in relations if r.strip()))
-    resolved: list[str] = []
+    found: dict[str, None] = {}
     unmatched: list[str] = []
+    by_key: dict[str, list[str]] | None = None  # made once, only if a seed needs it
     for seed in seeds:
         seed = seed.strip()
         if not seed:
             continue
-        ids = _resolve_seed(view.by_id, view.nodes, seed)
+        ids = _exact_seed(view.by_id, seed)
+        if not ids:
+            if by_key is None:
+                by_key = _seed_keys(view.nodes)
+            key = lookup_key(seed)
+            ids = by_key.get(key, []) if key else []
         if not ids:
             unmatched.append(seed)
-        for nid in ids:
-            if nid not in resolved:
-                resolved.append(nid)
+        found.update(dict.fromkeys(ids))
+    resolved = list(found)
     visited: list[str] = []
     seen: set[str] = set()
     for nid in resolved:
@@ -404,22 +409,25 @@ def _relation(value: str) -> str:
     return canonical_relation(value.strip())
 
 
-def _resolve_seed(by_id: dict[str, Node], nodes: Sequence[Node], seed: str) -> list[str]:
+def _exact_seed(by_id: dict[str, Node], seed: str) -> list[str]:
     for candidate in (seed, f"page:{seed}", f"page:{slug(seed)}"):
         if candidate in by_id:
             return [candidate]
-    wanted = lookup_key(seed)
-    if not wanted:
-        return []
-    matches = []
+    return []
+
+
+def _seed_keys(nodes: Sequence[Node]) -> dict[str, list[str]]:
+    """Lookup key -> the first NEIGHBORHOOD_SEED_MATCHES node ids (in node order) one of whose
+    forms (id, id without `page:`, label, path, file stem) has that key: one pass over the nodes
+    for all of a request's seeds."""
+    by_key: dict[str, list[str]] = {}
     for node in nodes:
-        nid = node.id
-        path = node.path
+        nid, path = node.id, node.path
         name = path.rsplit("/", 1)[-1]
         stem = name.rsplit(".", 1)[0] if "." in name else name
         forms = (nid, nid.removeprefix("page:"), node.label, path, stem)
-        if any(lookup_key(form) == wanted for form in forms):
-            matches.append(nid)
-            if len(matches) >= NEIGHBORHOOD_SEED_MATCHES:
-                break
-    return matches
+        for key in {lookup_key(form) for form in forms}:
+            ids = by_key.setdefault(key, [])
+            if len(ids) < NEIGHBORHOOD_SEED_MATCHES:
+                ids.append(nid)
+    return by_key

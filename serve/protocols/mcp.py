@@ -22,6 +22,8 @@ from common.limits import (
     SEARCH_LIMIT,
     SNIPPET_CHARS,
     Limit,
+    TooManyNames,
+    name_list,
 )
 from common.mcp import ACCEPTED_HEADER_VERSIONS as ACCEPTED_HEADER_VERSIONS  # tests import it here
 from common.mcp import (
@@ -97,18 +99,12 @@ def _clamp(value: int | None, limit: Limit) -> int | None:
     return None if value is None else limit.clamp(value)
 
 
-def _names(value: Any) -> list[str]:
+def _names(value: Any, field: str) -> list[str]:
     """A comma-separated string or a list: stringified, trimmed, empties dropped, de-duplicated."""
-    if value is None:
-        return []
-    items = list(value) if isinstance(value, list | tuple) else [value]
-    out: list[str] = []
-    for item in items:
-        for part in str(item).split(","):
-            part = part.strip()
-            if part and part not in out:
-                out.append(part)
-    return out
+    try:
+        return name_list(value, field, stringify=True)
+    except TooManyNames as exc:
+        raise UserError(str(exc)) from None
 
 
 def _min_score(value: Any) -> float | None:
@@ -317,7 +313,8 @@ class Dispatcher:
     def _tool_payload(self, name: str, args: Mapping[str, Any]) -> dict[str, Any] | BaseModel:
         s = self.source
         if name in ("llmwiki_context", "llmwiki_search"):
-            excluded = _names(args.get("exclude_page_id")) + _names(args.get("exclude_page_ids"))
+            excluded = (_names(args.get("exclude_page_id"), "exclude_page_id")
+                        + _names(args.get("exclude_page_ids"), "exclude_page_ids"))
             fields = args.get("fields")
             snippet = args.get("snippet_chars")
             req = s.request(
@@ -325,7 +322,7 @@ class Dispatcher:
                 limit=_clamp(_int(args.get("limit"), s.settings.context_default_limit), SEARCH_LIMIT),
                 include_drafts=coerce_bool(args.get("include_drafts", False)),
                 mode=_mode(args.get("mode")),
-                fields=None if fields is None else tuple(_names(fields)),
+                fields=None if fields is None else tuple(_names(fields, "fields")),
                 snippet_chars=_clamp(_int(snippet, None), SNIPPET_CHARS),
                 min_score=_min_score(args.get("min_score")),
                 exclude_page_ids=tuple(dict.fromkeys(excluded)),
@@ -343,11 +340,11 @@ class Dispatcher:
             query = args.get("query")
             links = args.get("include_links")
             options = ReadOptions(query=None if query is None else str(query),
-                                  sections=tuple(_names(sections)),
+                                  sections=tuple(_names(sections, "sections")),
                                   max_chars=_int(args.get("max_chars"), None),
                                   include_links=None if links is None else coerce_bool(links))
             return s.read("" if page_id is None else str(page_id), include_drafts=include,
-                          fields=None if fields is None else _names(fields),
+                          fields=None if fields is None else _names(fields, "fields"),
                           options=options).payload
         if name == "llmwiki_graph":
             limit = _clamp(_int(args.get("limit"), s.settings.graph_default_limit), GRAPH_LIMIT)
@@ -355,9 +352,10 @@ class Dispatcher:
         if name == "llmwiki_graph_neighbors":
             direction = args.get("direction")
             direction = direction if direction in DIRECTIONS else "both"
-            seeds = list(dict.fromkeys(_names(args.get("seed")) + _names(args.get("seeds"))))
-            relations = list(dict.fromkeys(_names(args.get("relation"))
-                                           + _names(args.get("relations"))))
+            seeds = list(dict.fromkeys(_names(args.get("seed"), "seed")
+                                       + _names(args.get("seeds"), "seeds")))
+            relations = list(dict.fromkeys(_names(args.get("relation"), "relation")
+                                           + _names(args.get("relations"), "relations")))
             return s.neighborhood(
                 seeds, depth=NEIGHBORHOOD_DEPTH.clamp(_whole(args.get("depth"), DEFAULT_NEIGHBORHOOD_DEPTH)),
                 direction=direction, relations=relations,

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from common.booleans import parse_bool
 from common.errors import ValidationFailed, issue
 from common.json_read import JsonRejected, loads_bounded
+from common.limits import MAX_NAMES, TooManyNames, name_list
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -64,19 +65,26 @@ class QueryParams:
         return default
 
     def repeated(self, name: str) -> list[str]:
-        return list(self.query.getall(name, []))
+        values = list(self.query.getall(name, []))
+        if len(values) > MAX_NAMES:
+            self._too_many(name)
+            return []
+        return values
 
     def fields(self, name: str = "fields") -> list[str] | None:
         """Comma-separated names (repeatable); None when absent."""
         if name not in self.query:
             return None
-        names: list[str] = []
-        for raw in self.query.getall(name):
-            for item in raw.split(","):
-                item = item.strip()
-                if item and item not in names:
-                    names.append(item)
-        return names
+        try:
+            return name_list(self.query.getall(name), name)
+        except TooManyNames:
+            self._too_many(name)
+            return []
+
+    def _too_many(self, name: str) -> None:
+        self.issues.append(issue("too_long", ["query", name],
+                                 f"List should have at most {MAX_NAMES} items", None,
+                                 {"field_type": "List", "max_length": MAX_NAMES}))
 
     def check(self) -> None:
         if self.issues:
