@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from pydantic import PlainValidator, ValidationInfo
 
-from bridge.hosts import host_of_authority, normalize_host
+from bridge.support.hosts import host_of_authority, normalize_host
 from common.options import parse_public_url, reference_text
 
 # Where a value came from: the command line or the caller's code, the environment, the

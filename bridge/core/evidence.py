@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bridge import artifact
+from bridge.config.registry import SourceDescriptor
+from bridge.core import artifact
 from bridge.core.gather import SourceOutcome
-from bridge.prompt import AnsweredSource
-from bridge.registry import SourceDescriptor
+from bridge.core.prompt import AnsweredSource
 from common.bridge_schemas import Citation, Diagnostic, Graph, SourceBundle, TraceStep
 
 

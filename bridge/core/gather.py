@@ -4,25 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
-from bridge import artifact
-from bridge.artifact import SourceEvidence, step
-from bridge.fanout import task_group
-from bridge.guidance import guidance_diagnostic
-from bridge.registry import SourceDescriptor, now_iso
-from bridge.retrieval import GUIDED_LEXICAL, SourceRetrievalPlan
-from bridge.source_bundle import source_bundle
-from bridge.sources.base import BundleRead, SourceCallError, bundle_capabilities
-from bridge.text import safe_id, safe_trace_text
+from bridge.config.registry import SourceDescriptor
+from bridge.core import artifact
+from bridge.core.artifact import SourceEvidence, step
+from bridge.core.bundle import source_bundle
+from bridge.core.guidance import guidance_diagnostic
+from bridge.core.retrieval import GUIDED_LEXICAL, SourceRetrievalPlan
+from bridge.sources.base import BundleRead, ClientFor, SourceCallError, SourceClient, bundle_capabilities
+from bridge.support.clock import now_iso
+from bridge.support.fanout import task_group
+from bridge.support.text import safe_id, safe_trace_text
 from common.bridge_schemas import Diagnostic, SourceBundle, TraceStep
-
-if TYPE_CHECKING:  # the clients are handed in: the core never builds one (or opens a session)
-    from bridge.sources.client import SourceClient
 
 log = structlog.get_logger("llmwiki.bridge.run")
 RUN_DEADLINE_MESSAGE = "Run deadline passed before the source answered."
@@ -32,7 +30,7 @@ RUN_DEADLINE_MESSAGE = "Run deadline passed before the source answered."
 class SourceCalls:
     """What every source of one run is called with (one settings snapshot, one deadline)."""
 
-    client_for: Callable[[SourceDescriptor], SourceClient]
+    client_for: ClientFor
     query: str
     deadline: float  # event-loop time; past it, the calls still out fail
     source_policy: str  # for diagnostics

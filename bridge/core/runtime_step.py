@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import structlog
 
-from bridge import audit
-from bridge.acp import AcpFailure
-from bridge.answer import (
+from bridge.config.settings import BridgeSettings
+from bridge.core.answer import (
     ADAPTER_FAILED_MESSAGE,
     RUNTIME_STEPS,
     RuntimeAnswer,
@@ -17,22 +15,23 @@ from bridge.answer import (
     acp_runtime_answer,
     runtime_answer,
 )
-from bridge.artifact import step
-from bridge.config.settings import BridgeSettings
+from bridge.core.artifact import step
 from bridge.core.errors import RunFailed
 from bridge.core.evidence import Evidence
-from bridge.run_request import RunRequest
-from bridge.runtime import CHAT_FAILED_MESSAGE, RuntimeFailure, runtime_diagnostic
-from bridge.text import safe_trace_text
+from bridge.core.request import RunRequest
+from bridge.runtime.acp import AcpFailure
+from bridge.runtime.base import CHAT_FAILED_MESSAGE, OpenChat, RuntimeFailure, runtime_diagnostic
+from bridge.sources.base import ClientFor
+from bridge.support import audit
+from bridge.support.iolog import IoLog
+from bridge.support.text import safe_trace_text
 from common.bridge_schemas import Diagnostic, TraceStep
-
-if TYPE_CHECKING:
-    from bridge.sources.transport import SourceTransport
 
 log = structlog.get_logger("llmwiki.bridge.run")
 
 
-async def runtime_step(settings: BridgeSettings, transport: SourceTransport, request: RunRequest,
+async def runtime_step(settings: BridgeSettings, client_for: ClientFor,
+                       open_chat: OpenChat, io: IoLog | None, request: RunRequest,
                        evidence: Evidence, steps: list[TraceStep], diagnostics: list[Diagnostic],
                        request_id: str, trace_id: str) -> RuntimeAnswer:
     """The runtime step around one runtime answer. A hybrid run's tool steps and diagnostics go into
@@ -55,7 +54,7 @@ async def runtime_step(settings: BridgeSettings, transport: SourceTransport, req
                 graph=evidence.graph)
         else:
             runtime = await runtime_answer(
-                settings, transport, hybrid=request.mode == "hybrid", query=request.query,
+                settings, client_for, open_chat, io, hybrid=request.mode == "hybrid", query=request.query,
                 history=request.conversation, conversation_context=context, answered=evidence.answered,
                 failed=evidence.failed, citations=evidence.citations, graph=evidence.graph, steps=steps,
                 diagnostics=diagnostics)

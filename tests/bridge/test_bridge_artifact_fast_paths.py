@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from bridge import artifact, fields
-from bridge import text as bridge_text
-from bridge.registry import normalize_inline
+from bridge.config.registry import normalize_inline
+from bridge.core import artifact
+from bridge.support import fields
+from bridge.support import text as bridge_text
 from common import json_wire
 from common.bridge_schemas import Graph, GraphEdge, GraphNode
 from common.errors import json_body, json_bytes

@@ -13,9 +13,9 @@ from aiohttp.test_utils import make_mocked_request
 from bridge.config.resolve import OPTIONS, resolve_settings
 from bridge.config.settings import BridgeSettings
 from bridge.config.writes import OPERATOR_ONLY_KEYS
-from bridge.protocols import a2a
 from bridge.service import BridgeService
 from bridge.sources.protocols import source_clients
+from bridge.web import a2a
 from common.errors import CodedError
 from tests.support.bridge_sources import BridgeFactory, source
 

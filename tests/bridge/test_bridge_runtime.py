@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from bridge.answer import MAX_TOOL_ROUNDS, has_valid_anchor, with_fallback_anchors
-from bridge.prompt import (
+from bridge.core.answer import MAX_TOOL_ROUNDS, has_valid_anchor, with_fallback_anchors
+from bridge.core.prompt import (
     EVIDENCE_MARKER,
     SYSTEM_PROMPT,
     evidence_bundle,
     fit_budget,
     runtime_messages,
 )
-from bridge.runtime import CHAT_FAILED_MESSAGE
+from bridge.runtime.base import CHAT_FAILED_MESSAGE
 from common.bridge_schemas import Citation, Graph
 from tests.support.bridge_sources import BridgeFactory, Client, source
 from tests.support.fake_openai import FakeOpenAI, RecordedRequest
@@ -102,7 +102,7 @@ async def test_delegated_runtime_is_the_default(bridge_client: BridgeFactory, fa
         assert phrase in system
     assert request.messages[1]["content"].startswith(f"# User question\n{QUESTION}\n\n{EVIDENCE_MARKER}")
     bundle = evidence_of(request)
-    assert bundle["schema"] == "llmwiki-agent-bridge.answer-evidence.v1"
+    assert bundle["schema"] == "llmwiki-agent-bridge.core.answer-evidence.v1"
     assert bundle["citations"] == result["citations"]
     assert bundle["citationCount"] == len(result["citations"])
     assert [s["id"] for s in bundle["sources"]] == ["sample-wiki"]

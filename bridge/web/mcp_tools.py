@@ -4,26 +4,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bridge import artifact
-from bridge.core.errors import RunFailed
-from bridge.fields import as_list, as_object
-from bridge.guidance import guidance_diagnostic
-from bridge.registry import (
+from bridge.config.registry import (
     SourceDescriptor,
     normalize_inline,
     readiness,
     registry_warnings,
 )
-from bridge.retrieval import IntentError, parse_intent, plan_for, unsupported_message
+from bridge.core import artifact
+from bridge.core.bundle import source_bundle
+from bridge.core.errors import RunFailed
+from bridge.core.guidance import guidance_diagnostic
+from bridge.core.retrieval import IntentError, parse_intent, plan_for, unsupported_message
 from bridge.service import BridgeService
-from bridge.source_bundle import source_bundle
-from bridge.source_payloads import context_value, prefixed, search_results, string
-from bridge.source_tools import (
+from bridge.sources.base import (
+    TOOL_PROTOCOLS,
+    SourceCallError,
+    SourceClient,
+    UnsupportedOperation,
+    bundle_capabilities,
+)
+from bridge.sources.client import client_for
+from bridge.support.fields import as_list, as_object
+from bridge.support.text import safe_id, safe_trace_text
+from bridge.web.mcp_descriptors import (
     CONTEXT_LIMIT,
     DEPTH,
     DIRECTIONS,
     GRAPH_LIMIT,
-    TOOL_PROTOCOLS,
     ToolArgumentError,
     clamp,
     either,
@@ -35,9 +42,7 @@ from bridge.source_tools import (
     tool_query,
     tool_result,
 )
-from bridge.sources.base import SourceCallError, bundle_capabilities
-from bridge.sources.client import SourceClient, UnsupportedOperation, client_for
-from bridge.text import safe_id, safe_trace_text
+from bridge.web.mcp_payloads import context_value, prefixed, search_results, string
 from common.bridge_schemas import Diagnostic, JsonObject, TraceStep
 from common.options import reference_text as query_text
 

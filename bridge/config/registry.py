@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from bridge.policy import SourcePolicy
+from bridge.config.policy import SourcePolicy
+from bridge.support.clock import now_iso
 
 SUPPORTED_PROTOCOLS = ("llmwiki-http", "mcp", "a2a")
 SOURCES_SCHEMA = "llmwiki.agent-bridge.sources.v1"
@@ -285,7 +285,3 @@ def registry_view(sources: Sequence[SourceDescriptor], policy: SourcePolicy,
         "unavailableCount": len(sources) - ready, "unavailableSourceCount": len(sources) - ready,
         "warningCount": len(warnings), "warnings": warnings,
     }
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

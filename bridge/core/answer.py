@@ -9,26 +9,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bridge import artifact
-from bridge.acp import AcpFailure, acp_answer, prompt_text
-from bridge.artifact import step
+from bridge.config.registry import SourceDescriptor
 from bridge.config.settings import BridgeSettings
-from bridge.fields import as_list
-from bridge.prompt import AnsweredSource, compact_json, evidence_bundle, runtime_messages
-from bridge.registry import SourceDescriptor
-from bridge.runtime import (
-    ChatRuntime,
+from bridge.core import artifact
+from bridge.core.artifact import step
+from bridge.core.prompt import AnsweredSource, compact_json, evidence_bundle, runtime_messages
+from bridge.runtime.acp import AcpFailure, acp_answer, prompt_text
+from bridge.runtime.base import (
+    OpenChat,
     RuntimeFailure,
     ToolCall,
     model_configured,
     runtime_diagnostic,
     tool_arguments,
 )
-from bridge.source_tools import TOOL_PROTOCOLS
-from bridge.sources.base import SourceCallError
-from bridge.sources.client import client_for
-from bridge.sources.transport import SourceTransport
-from bridge.text import safe_id, safe_trace_text
+from bridge.sources.base import TOOL_PROTOCOLS, ClientFor, SourceCallError
+from bridge.support.fields import as_list
+from bridge.support.iolog import IoLog
+from bridge.support.text import safe_id, safe_trace_text
 from common.bridge_schemas import Citation, Diagnostic, Graph, Observation, TraceStep
 
 RUNTIME_STEP_ID = "runtime-chat-completions"
@@ -146,9 +144,10 @@ def _citation_entry(number: int, citation: Citation) -> dict[str, Any]:
 class _ToolRunner:
     """Runs the model's tool calls against the selected sources, one trace step per call."""
 
-    def __init__(self, transport: SourceTransport, sources: Sequence[SourceDescriptor], evidence: _Evidence,
+    def __init__(self, client_for: ClientFor,
+                 sources: Sequence[SourceDescriptor], evidence: _Evidence,
                  steps: list[TraceStep], diagnostics: list[Diagnostic], settings: BridgeSettings) -> None:
-        self.transport = transport
+        self.client_for = client_for
         self.sources = {s.id: s for s in sources}
         self.evidence = evidence
         self.steps = steps
@@ -203,7 +202,7 @@ class _ToolRunner:
 
     async def _call(self, name: str, source: SourceDescriptor, ref: str, args: dict[str, Any],
                     trace: TraceStep) -> dict[str, Any]:
-        client = client_for(self.transport, source)
+        client = self.client_for(source)
         page_ref = ref.removeprefix(f"{source.id}:")
         if name == "llmwiki_search":
             limit = _bounded_int(args.get("limit"), SEARCH_LIMIT, SEARCH_LIMIT)
@@ -265,7 +264,8 @@ def _tool_diagnostic(source: SourceDescriptor, error: SourceCallError,
 
 # ----------------------------------------------------------------------------- the run
 
-async def runtime_answer(settings: BridgeSettings, transport: SourceTransport | None, *, hybrid: bool,
+async def runtime_answer(settings: BridgeSettings, client_for: ClientFor | None,
+                         open_chat: OpenChat, io: IoLog | None, *, hybrid: bool,
                          query: str, history: Sequence[tuple[str, str]],
                          conversation_context: dict[str, Any] | None, answered: Sequence[AnsweredSource],
                          failed: Sequence[SourceDescriptor], citations: Sequence[Citation], graph: Graph,
@@ -278,14 +278,14 @@ async def runtime_answer(settings: BridgeSettings, transport: SourceTransport | 
     bundle = evidence_bundle(query, citations, answered, failed, graph, conversation_context)
     # Tools only for sources whose protocol can run them (an A2A source answers context only).
     sources = [a.source for a in answered if a.source.protocol in TOOL_PROTOCOLS["llmwiki_search"]]
-    tools = tool_schemas(sources) if hybrid and sources and transport is not None else None
-    runner = _ToolRunner(transport, sources, evidence, steps, diagnostics, settings) if tools and transport \
-        else None
+    tools = tool_schemas(sources) if hybrid and sources and client_for is not None else None
+    runner = _ToolRunner(client_for, sources, evidence, steps, diagnostics, settings) \
+        if tools and client_for is not None else None
     messages: list[dict[str, Any]] = list(runtime_messages(query, history, bundle, hybrid=tools is not None))
     # Tool rounds stop once one request timeout has been spent, so a hybrid run costs at most about
     # two timeouts (tool rounds, then the answer) however slowly the runtime and sources answer.
     tools_until = time.monotonic() + settings.timeout_seconds
-    async with ChatRuntime(settings, io=transport.io if transport is not None else None) as runtime:
+    async with open_chat(settings, io) as runtime:
         for round_number in range(MAX_TOOL_ROUNDS + 1):
             in_budget = (round_number < MAX_TOOL_ROUNDS and time.monotonic() < tools_until
                          and runner is not None and runner.count < MAX_TOOL_CALLS)

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.artifact import SourceEvidence
-from bridge.fields import as_list
-from bridge.registry import SourceDescriptor
+from bridge.config.registry import SourceDescriptor
+from bridge.core.artifact import SourceEvidence
+from bridge.support.fields import as_list
 from common.bridge_schemas import Citation, Graph, SourceBundle
 
-BUNDLE_SCHEMA = "llmwiki-agent-bridge.answer-evidence.v1"
+BUNDLE_SCHEMA = "llmwiki-agent-bridge.core.answer-evidence.v1"
 QUESTION_MARKER = "# User question\n"
 EVIDENCE_MARKER = "# LLMWiki evidence bundle\n"
 MAX_HISTORY_MESSAGES = 12

@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.fields import as_list, as_object, first, first_str, source_refs, text_of
-from bridge.registry import SourceDescriptor, now_iso
-from bridge.source_bundle import safe_uri
+from bridge.config.registry import SourceDescriptor
+from bridge.core.bundle import safe_uri
 from bridge.sources.base import SourceCallError
-from bridge.text import markdown_readable, safe_id, safe_trace_text
+from bridge.support.clock import now_iso
+from bridge.support.fields import as_list, as_object, first, first_str, source_refs, text_of
+from bridge.support.text import markdown_readable, safe_id, safe_trace_text
 from common.bridge_schemas import (
     Citation,
     CitationRef,

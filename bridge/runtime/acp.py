@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bridge.redaction import redact_text
+from bridge.support.redaction import redact_text
 
 PROTOCOL_VERSION = 1
 STDERR_BYTES = 4096
