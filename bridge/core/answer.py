@@ -12,7 +12,7 @@ from typing import Any
 from bridge.config.registry import SourceDescriptor
 from bridge.config.settings import BridgeSettings
 from bridge.core import artifact
-from bridge.core.artifact import step
+from bridge.core.artifact import WireGraph, step
 from bridge.core.prompt import AnsweredSource, compact_json, evidence_bundle, runtime_messages
 from bridge.runtime.acp import AcpFailure, acp_answer, prompt_text
 from bridge.runtime.base import (
@@ -27,7 +27,7 @@ from bridge.sources.base import TOOL_PROTOCOLS, ClientFor, SourceCallError
 from bridge.support.fields import as_list
 from bridge.support.iolog import IoLog
 from bridge.support.text import safe_id, safe_trace_text
-from common.bridge_schemas import Citation, Diagnostic, Graph, Observation, TraceStep
+from common.bridge_schemas import Citation, Diagnostic, Observation, TraceStep
 
 RUNTIME_STEP_ID = "runtime-chat-completions"
 RUNTIME_STEP_LABEL = "Call chat completions"
@@ -53,7 +53,7 @@ NO_ANSWER_TEXT = "The chat completions endpoint returned no answer text."
 class RuntimeAnswer:
     answer: str
     citations: list[Citation]
-    graph: Graph
+    graph: WireGraph
     tool_calls: int = 0
     anchors_appended: bool = False
 
@@ -63,7 +63,7 @@ class _Evidence:
     """The citations the runtime may cite: the bundle's, then what tools found, numbered by position."""
 
     citations: list[Citation]
-    graphs: list[Graph]
+    graphs: list[WireGraph]
     positions: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -228,9 +228,9 @@ class _ToolRunner:
         graph = artifact.graph_from(payload, source.id)
         self.evidence.graphs.append(graph)
         trace.detail = f"Graph neighbourhood returned {len(graph.nodes)} node(s), {len(graph.edges)} edge(s)."
-        return {"nodes": [{"id": n.id, "label": n.label, "kind": n.kind, "path": n.path}
+        return {"nodes": [{"id": n["id"], "label": n["label"], "kind": n["kind"], "path": n["path"]}
                           for n in graph.nodes[:NEIGHBOR_LIMIT]],
-                "edges": [{"source": e.source, "target": e.target, "relation": e.relation}
+                "edges": [{"source": e["source"], "target": e["target"], "relation": e["relation"]}
                           for e in graph.edges[: NEIGHBOR_LIMIT * 2]]}
 
     @staticmethod
@@ -268,7 +268,7 @@ async def runtime_answer(settings: BridgeSettings, client_for: ClientFor | None,
                          open_chat: OpenChat, io: IoLog | None, *, hybrid: bool,
                          query: str, history: Sequence[tuple[str, str]],
                          conversation_context: dict[str, Any] | None, answered: Sequence[AnsweredSource],
-                         failed: Sequence[SourceDescriptor], citations: Sequence[Citation], graph: Graph,
+                         failed: Sequence[SourceDescriptor], citations: Sequence[Citation], graph: WireGraph,
                          steps: list[TraceStep], diagnostics: list[Diagnostic]) -> RuntimeAnswer:
     """Call the runtime (hybrid: with source tools); tool steps and diagnostics go straight into the
     run's lists, so a later failure still reports them. Raises `RuntimeFailure`."""
@@ -323,7 +323,7 @@ async def runtime_answer(settings: BridgeSettings, client_for: ClientFor | None,
 async def acp_runtime_answer(settings: BridgeSettings, *, query: str, history: Sequence[tuple[str, str]],
                              conversation_context: dict[str, Any] | None,
                              answered: Sequence[AnsweredSource], failed: Sequence[SourceDescriptor],
-                             citations: Sequence[Citation], graph: Graph) -> RuntimeAnswer:
+                             citations: Sequence[Citation], graph: WireGraph) -> RuntimeAnswer:
     """The deepagents-acp adapter: the same prompt as chat completions, as one ACP turn (hybrid
     runs too: the agent has no bridge tools). Raises AcpFailure."""
     bundle = evidence_bundle(query, citations, answered, failed, graph, conversation_context)

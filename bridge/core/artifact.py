@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pydantic_core
+
 from bridge.config.registry import SourceDescriptor
 from bridge.core.bundle import safe_uri
 from bridge.sources.base import SourceCallError
@@ -15,12 +17,10 @@ from bridge.support.clock import now_iso
 from bridge.support.fields import as_list, as_object, first, first_str, source_refs, text_of
 from bridge.support.text import markdown_readable, safe_id, safe_trace_text
 from common.bridge_schemas import (
+    CamelModel,
     Citation,
     CitationRef,
     Diagnostic,
-    Graph,
-    GraphEdge,
-    GraphNode,
     JsonObject,
     Observation,
     SourceBundle,
@@ -34,13 +34,27 @@ _SCHEME = re.compile(r"^[a-z]+:")
 
 # ----------------------------------------------------------------------------- evidence
 
+@dataclass(frozen=True)
+class WireGraph:
+    """A graph as the artifact writes it: nodes and edges in their wire form (ids namespaced by the
+    source, every field normalised to its type, metadata JSON-safe), made once from the source's
+    payload. It is not validated into models and dumped again: the normalisation gives exactly what
+    that round-trip gave."""
+
+    nodes: list[JsonObject] = field(default_factory=list)
+    edges: list[JsonObject] = field(default_factory=list)
+
+    def wire(self) -> JsonObject:
+        return {"nodes": self.nodes, "edges": self.edges}
+
+
 @dataclass
 class SourceEvidence:
     """What one source contributed: its namespaced citations, graph and preview lines."""
 
     wiki_title: str
     citations: list[Citation]
-    graph: Graph
+    graph: WireGraph
     orientation: list[str] = field(default_factory=list)
 
 
@@ -126,14 +140,19 @@ def _graph_items(payload: JsonObject, source_id: str) -> tuple[list[JsonObject],
             "relation": relation,
             "metadata": {**metadata, "connectionId": source_id} if isinstance(metadata, dict)
             else {"connectionId": source_id}})
+    # Metadata is the source's own JSON: a NaN or infinity in it becomes null, as JSON has neither
+    # (one pass over all of it, in pydantic-core).
+    items = [*nodes, *edges]
+    safe = pydantic_core.to_jsonable_python([item["metadata"] for item in items], inf_nan_mode="null")
+    for item, metadata in zip(items, safe, strict=True):
+        item["metadata"] = metadata
     return nodes, edges
 
 
-def graph_from(payload: JsonObject, source_id: str) -> Graph:
-    """The source's graph as models, validated in one call (a query answer carries a hundred nodes
-    and edges or more)."""
+def graph_from(payload: JsonObject, source_id: str) -> WireGraph:
+    """The source's graph in its wire form (a query answer carries a hundred nodes and edges or more)."""
     nodes, edges = _graph_items(payload, source_id)
-    return Graph.model_validate({"nodes": nodes, "edges": edges})
+    return WireGraph(nodes, edges)
 
 
 def evidence_from(payload: JsonObject, source: SourceDescriptor) -> SourceEvidence:
@@ -150,15 +169,16 @@ def evidence_from(payload: JsonObject, source: SourceDescriptor) -> SourceEviden
         orientation=[o for o in orientation if o])
 
 
-def merge_graphs(graphs: Sequence[Graph]) -> Graph:
-    nodes: dict[str, GraphNode] = {}
-    edges: dict[tuple[str, str, str], GraphEdge] = {}
+def merge_graphs(graphs: Sequence[WireGraph]) -> WireGraph:
+    """One graph: the first node per id, the first edge per (source, target, relation)."""
+    nodes: dict[str, JsonObject] = {}
+    edges: dict[tuple[str, str, str], JsonObject] = {}
     for graph in graphs:
         for node in graph.nodes:
-            nodes.setdefault(node.id, node)
+            nodes.setdefault(node["id"], node)
         for edge in graph.edges:
-            edges.setdefault((edge.source, edge.target, edge.relation), edge)
-    return Graph(nodes=list(nodes.values()), edges=list(edges.values()))
+            edges.setdefault((edge["source"], edge["target"], edge["relation"]), edge)
+    return WireGraph(list(nodes.values()), list(edges.values()))
 
 
 def dedupe_citations(groups: Sequence[Sequence[Citation]]) -> list[Citation]:
@@ -262,7 +282,22 @@ def tool_detail(evidence: SourceEvidence) -> str:
 
 # ----------------------------------------------------------------------------- answers and the task
 
-def evidence_only_answer(citations: Sequence[Citation], graph: Graph,
+class AgentResult(CamelModel):
+    """The `llmwiki_agent_result` data part, dumped once: the models it holds are not dumped one
+    by one, and the graph is already in its wire form."""
+
+    request_id: str
+    trace_id: str
+    answer: str
+    orchestration_mode: str
+    citations: list[Citation]
+    graph: JsonObject
+    steps: list[TraceStep]
+    source_bundles: list[SourceBundle]
+    diagnostics: list[Diagnostic]
+
+
+def evidence_only_answer(citations: Sequence[Citation], graph: WireGraph,
                          bundles: Sequence[SourceBundle], answered_sources: int, failed_sources: int) -> str:
     lines = [f"Evidence-only result: the bridge gathered {len(citations)} citation(s) from "
              f"{answered_sources} Knowledge Source(s) and did not call the configured runtime.",

@@ -13,7 +13,7 @@ from bridge.config.policy import SourcePolicy
 from bridge.config.registry import SourceDescriptor, readiness
 from bridge.config.settings import BridgeSettings
 from bridge.core import artifact
-from bridge.core.artifact import step
+from bridge.core.artifact import WireGraph, step
 from bridge.core.discovery import Discovery, discover
 from bridge.core.errors import RunFailed
 from bridge.core.evidence import Evidence, collect
@@ -31,7 +31,7 @@ from bridge.sources.base import ClientFor
 from bridge.support import audit
 from bridge.support.fanout import fan_out
 from bridge.support.iolog import IoLog, io_scope
-from common.bridge_schemas import Citation, Diagnostic, Graph, JsonObject, TraceStep
+from common.bridge_schemas import Citation, Diagnostic, JsonObject, TraceStep
 
 
 @dataclass(frozen=True)
@@ -80,12 +80,11 @@ async def run_task(ctx: RunContext, envelope: Any, request_id: str, trace_id: st
     audit.note(runtimeCalled=any(s.id.startswith("runtime-") for s in steps), citationCount=len(citations),
                sourceBundleCount=len(evidence.bundles), graphNodeCount=len(graph.nodes), artifactCount=1,
                diagnosticCount=len(diagnostics))
-    result = {"requestId": request_id, "traceId": trace_id, "answer": answer,
-              "orchestrationMode": request.mode, "citations": [c.wire() for c in citations],
-              "graph": graph.wire(), "steps": [s.wire() for s in steps],
-              "sourceBundles": [b.wire() for b in evidence.bundles],
-              "diagnostics": [d.wire() for d in diagnostics]}
-    return artifact.task_envelope(answer, result, request_id, trace_id)
+    result = artifact.AgentResult(
+        request_id=request_id, trace_id=trace_id, answer=answer, orchestration_mode=request.mode,
+        citations=citations, graph=graph.wire(), steps=steps, source_bundles=evidence.bundles,
+        diagnostics=diagnostics)
+    return artifact.task_envelope(answer, result.wire(), request_id, trace_id)
 
 
 def _accept(ctx: RunContext, envelope: Any, request_id: str, trace_id: str
@@ -132,7 +131,7 @@ async def _fan_out(ctx: RunContext, query: str, selected: list[SourceDescriptor]
 
 async def _answer(ctx: RunContext, request: RunRequest, evidence: Evidence, steps: list[TraceStep],
                   diagnostics: list[Diagnostic], request_id: str, trace_id: str
-                  ) -> tuple[str, list[Citation], Graph]:
+                  ) -> tuple[str, list[Citation], WireGraph]:
     """Fail closed when every source failed (runtime modes), the evidence-only answer, or the
     runtime's (contract 3.7 step 7); its step goes into `steps`."""
     failed = len(evidence.failed)

@@ -77,8 +77,9 @@ def test_the_layers_have_their_modules() -> None:
             "bridge.core.artifact"} <= set(MODULES)
     assert {"bridge.sources.base", "bridge.sources.client", "bridge.sources.protocols",
             "bridge.config.registry", "bridge.config.policy", "bridge.runtime.base",
-            "bridge.web.app", "bridge.web.routes", "bridge.web.middlewares", "bridge.web.errors"} <= set(MODULES)
-    top = {m for m in MODULES if m.count(".") == 1 and not MODULES[m].name == "__init__.py"}
+            "bridge.web.app", "bridge.web.routes", "bridge.web.middlewares",
+            "bridge.web.errors"} <= set(MODULES)
+    top = {m for m in MODULES if m.count(".") == 1 and MODULES[m].name != "__init__.py"}
     assert top == {"bridge.cli", "bridge.service"}, "the package top holds the entry point and the service"
 
 
