@@ -10,6 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from bridge.config.policy import SourcePolicy
 from bridge.support.clock import now_iso
+from bridge.support.text import safe_trace_text
 
 SUPPORTED_PROTOCOLS = ("llmwiki-http", "mcp", "a2a")
 SOURCES_SCHEMA = "llmwiki.agent-bridge.sources.v1"
@@ -46,6 +47,11 @@ class SourceDescriptor:
     @property
     def label(self) -> str:
         return self.name or self.id or "Knowledge Source"
+
+    @property
+    def safe_label(self) -> str:
+        """The label as trace steps and tool texts may show it."""
+        return safe_trace_text(self.label) or "Knowledge Source"
 
 
 @dataclass(frozen=True)

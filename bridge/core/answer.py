@@ -24,10 +24,12 @@ from bridge.runtime.base import (
     tool_arguments,
 )
 from bridge.sources.base import TOOL_PROTOCOLS, ClientFor, SourceCallError
+from bridge.support.clock import elapsed_ms
+from bridge.support.facts import observations as observed
 from bridge.support.fields import as_list
 from bridge.support.iolog import IoLog
 from bridge.support.text import safe_id, safe_trace_text
-from common.bridge_schemas import Citation, Diagnostic, Observation, TraceStep
+from common.bridge_schemas import Citation, Diagnostic, TraceStep
 
 RUNTIME_STEP_ID = "runtime-chat-completions"
 RUNTIME_STEP_LABEL = "Call chat completions"
@@ -197,7 +199,7 @@ class _ToolRunner:
             result = {"error": "The Knowledge Source call failed."}
         else:
             trace.status = "done"
-        trace.latency_ms = round((time.perf_counter() - started) * 1000)
+        trace.latency_ms = elapsed_ms(started)
         return compact_json(result)
 
     async def _call(self, name: str, source: SourceDescriptor, ref: str, args: dict[str, Any],
@@ -257,7 +259,7 @@ def _tool_diagnostic(source: SourceDescriptor, error: SourceCallError,
                      ("redaction", "urls, headers, bodies, queries")]
     return Diagnostic(severity="warning", scope="source", phase="runtime-tool", protocol=source.protocol,
                       subject=safe_id(source.id), retryable=error.retryable,
-                      observations=[Observation(name=n, value=safe_trace_text(v)) for n, v in observations],
+                      observations=observed(observations),
                       remediation="The runtime answered without this tool result.",
                       message=f"{safe_trace_text(source.label)} could not answer a runtime tool call.")
 
@@ -336,11 +338,7 @@ async def acp_runtime_answer(settings: BridgeSettings, *, query: str, history: S
 
 def acp_diagnostic(settings: BridgeSettings, failure: AcpFailure) -> Diagnostic:
     """Contract 4.5's adapter diagnostic: process facts and redacted stderr, never the prompt."""
-    observations: list[tuple[str, str]] = []
-    if failure.timeout:
-        observations.append(("timeout", "true"))
-    if failure.invalid_json:
-        observations.append(("invalidJson", "true"))
+    observations = failure.facts()
     if failure.exit_code is not None:
         observations.append(("processExitCode", str(failure.exit_code)))
     if failure.signal_name is not None:
@@ -356,7 +354,7 @@ def acp_diagnostic(settings: BridgeSettings, failure: AcpFailure) -> Diagnostic:
     return Diagnostic(
         severity="error", scope="runtime", phase=settings.runtime_adapter, protocol="acp",
         subject=safe_id(settings.identity()["runtimeId"]), retryable=failure.exit_code is None,
-        observations=[Observation(name=n, value=safe_trace_text(v)) for n, v in observations],
+        observations=observed(observations),
         remediation=("Check the DeepAgents ACP command at /settings (LLMWIKI_AGENT_BRIDGE_DEEPAGENTS_ACP_*), "
                      "or retry with orchestrationMode evidence-only."),
         message=safe_trace_text(failure.message))

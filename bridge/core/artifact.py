@@ -14,6 +14,7 @@ from bridge.config.registry import SourceDescriptor
 from bridge.core.bundle import safe_uri
 from bridge.sources.base import SourceCallError
 from bridge.support.clock import now_iso
+from bridge.support.facts import observations as observed
 from bridge.support.fields import as_list, as_object, first, first_str, source_refs, text_of
 from bridge.support.text import markdown_readable, safe_id, safe_trace_text
 from common.bridge_schemas import (
@@ -22,7 +23,6 @@ from common.bridge_schemas import (
     CitationRef,
     Diagnostic,
     JsonObject,
-    Observation,
     SourceBundle,
     TraceStep,
 )
@@ -198,13 +198,7 @@ def step(step_id: str, label: str, status: str, *, timestamp: str | None = None,
 
 def failure_observations(error: SourceCallError) -> list[tuple[str, str]]:
     """The safe facts of a failed source call (status, timeout, bad JSON, JSON-RPC error, policy)."""
-    observations: list[tuple[str, str]] = []
-    if error.http_status is not None:
-        observations.append(("httpStatus", str(error.http_status)))
-    if error.timeout:
-        observations.append(("timeout", "true"))
-    if error.invalid_json:
-        observations.append(("invalidJson", "true"))
+    observations = error.facts()
     if error.json_rpc_error:
         observations.append(("jsonRpcError", "true"))
     if error.policy:
@@ -236,7 +230,7 @@ def source_diagnostic(source: SourceDescriptor, error: SourceCallError, phase: s
         remediation = "The run continued without source bundle metadata."
     return Diagnostic(severity=severity, scope="source", phase=phase,
                       protocol=source.protocol, subject=safe_id(source.id), retryable=error.retryable,
-                      observations=[Observation(name=n, value=safe_trace_text(v)) for n, v in observations],
+                      observations=observed(observations),
                       remediation=remediation, message=message)
 
 

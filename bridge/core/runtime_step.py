@@ -23,6 +23,7 @@ from bridge.runtime.acp import AcpFailure
 from bridge.runtime.base import CHAT_FAILED_MESSAGE, OpenChat, RuntimeFailure, runtime_diagnostic
 from bridge.sources.base import ClientFor
 from bridge.support import audit
+from bridge.support.clock import elapsed_ms
 from bridge.support.iolog import IoLog
 from bridge.support.text import safe_trace_text
 from common.bridge_schemas import Diagnostic, TraceStep
@@ -77,7 +78,7 @@ async def runtime_step(settings: BridgeSettings, client_for: ClientFor,
         detail += " The bridge appended bounded fallback citation anchors because the runtime returned none."
     if request.mode == "hybrid" and chat:
         detail += f" The runtime made {runtime.tool_calls} source tool call(s)."
-    running.status, running.detail, running.latency_ms = "done", detail, _ms(started)
+    running.status, running.detail, running.latency_ms = "done", detail, elapsed_ms(started)
     return runtime
 
 
@@ -88,10 +89,6 @@ def _failed(running: TraceStep, started: float, diagnostic: Diagnostic, reason: 
     diagnostics.append(diagnostic)
     running.status, running.error = "error", message
     running.detail, running.diagnostic = safe_trace_text(reason), diagnostic
-    running.latency_ms = _ms(started)
+    running.latency_ms = elapsed_ms(started)
     audit.note(runtimeCalled=True, citationCount=len(evidence.citations), diagnosticCount=len(diagnostics))
     return RunFailed("runtime_failed", code, message, request_id, trace_id, steps, diagnostics)
-
-
-def _ms(started: float) -> int:
-    return round((time.perf_counter() - started) * 1000)

@@ -11,9 +11,10 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from bridge.config.settings import BridgeSettings
+from bridge.support.facts import CallFailure, observations, retryable_status
 from bridge.support.iolog import IoLog
 from bridge.support.text import safe_id, safe_trace_text
-from common.bridge_schemas import Diagnostic, Observation
+from common.bridge_schemas import Diagnostic
 
 ADAPTER = "chat-completions"
 PROTOCOL = "openai-compatible"
@@ -22,17 +23,13 @@ CHAT_FAILED_MESSAGE = ("Chat completions request failed. Check the configured Op
                        "/settings, or retry with orchestrationMode: \"evidence-only\".")
 
 
-class RuntimeFailure(Exception):
+class RuntimeFailure(CallFailure):
     """The runtime call failed. `message` is safe (no URL, body or key); the flags feed diagnostics."""
 
     def __init__(self, message: str, *, http_status: int | None = None, timeout: bool = False,
                  invalid_json: bool = False, tools_rejected: bool = False,
                  configuration: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.http_status = http_status
-        self.timeout = timeout
-        self.invalid_json = invalid_json
+        super().__init__(message, http_status=http_status, timeout=timeout, invalid_json=invalid_json)
         self.tools_rejected = tools_rejected
         self.configuration = configuration  # not called at all: no model or base URL
 
@@ -40,9 +37,7 @@ class RuntimeFailure(Exception):
     def retryable(self) -> bool:
         if self.invalid_json or self.configuration:
             return False
-        if self.http_status is None:
-            return True
-        return self.http_status in (408, 409, 425, 429) or self.http_status >= 500
+        return retryable_status(self.http_status)
 
 
 @dataclass(frozen=True)
@@ -72,15 +67,9 @@ def runtime_diagnostic(settings: BridgeSettings, failure: RuntimeFailure, *, sev
                        message: str | None = None, remediation: str | None = None,
                        extra: Sequence[tuple[str, str]] = ()) -> Diagnostic:
     """Contract 4.5's runtime diagnostic: facts about the failure, never the URL, key or body."""
-    observations: list[tuple[str, str]] = []
-    if failure.http_status is not None:
-        observations.append(("httpStatus", str(failure.http_status)))
-    if failure.timeout:
-        observations.append(("timeout", "true"))
-    if failure.invalid_json:
-        observations.append(("invalidJson", "true"))
-    observations += list(extra)
-    observations += [("runtimeProfile", settings.runtime_profile), ("runtimeAdapter", ADAPTER),
+    facts = failure.facts()
+    facts += list(extra)
+    facts += [("runtimeProfile", settings.runtime_profile), ("runtimeAdapter", ADAPTER),
                      ("runtimeModelConfigured", "true" if settings.model.strip() else "false"),
                      ("runtimeBaseUrlSource", settings.base_url_source),
                      ("runtimeModelSource", settings.model_source),
@@ -89,7 +78,7 @@ def runtime_diagnostic(settings: BridgeSettings, failure: RuntimeFailure, *, sev
     return Diagnostic(
         severity="warning" if severity == "warning" else "error", scope="runtime", phase=ADAPTER,
         protocol=PROTOCOL, subject=safe_id(settings.identity()["runtimeId"]), retryable=failure.retryable,
-        observations=[Observation(name=n, value=safe_trace_text(v)) for n, v in observations if v],
+        observations=observations((n, v) for n, v in facts if v),
         remediation=remediation or ("Check the runtime base URL, model and API key at /settings, or retry "
                                     "with orchestrationMode evidence-only."),
         message=message or safe_trace_text(failure.message))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.config.registry import SourceDescriptor
-from bridge.support.text import safe_trace_text
+from bridge.support.facts import CallFailure, retryable_status
 
 DEFAULT_QUERY_LIMIT = 8
 # Which source protocols each source tool can use (contract 6.3); list_sources calls no source.
@@ -20,17 +20,13 @@ TOOL_PROTOCOLS: dict[str, tuple[str, ...]] = {
     "llmwiki_source_bundle": ("llmwiki-http", "mcp")}
 
 
-class SourceCallError(Exception):
+class SourceCallError(CallFailure):
     """A source call failed. `message` is safe to show (no URL, no body); the flags feed diagnostics."""
 
     def __init__(self, message: str, *, http_status: int | None = None, timeout: bool = False,
                  invalid_json: bool = False, policy: bool = False, json_rpc_error: bool = False,
                  upstream_error: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.http_status = http_status
-        self.timeout = timeout
-        self.invalid_json = invalid_json
+        super().__init__(message, http_status=http_status, timeout=timeout, invalid_json=invalid_json)
         self.policy = policy
         self.json_rpc_error = json_rpc_error
         # The source answered and said it failed (MCP isError, an A2A error or failed task state).
@@ -40,9 +36,7 @@ class SourceCallError(Exception):
     def retryable(self) -> bool:
         if self.policy or self.invalid_json or self.json_rpc_error or self.upstream_error:
             return False
-        if self.http_status is None:
-            return True
-        return self.http_status in (408, 409, 425, 429) or self.http_status >= 500
+        return retryable_status(self.http_status)
 
 
 @dataclass(frozen=True)
@@ -75,7 +69,7 @@ class SourceClient:
 
     @property
     def label(self) -> str:
-        return safe_trace_text(self.source.label) or "Knowledge Source"
+        return self.source.safe_label
 
     # -- what a run asks; each protocol decides how
 

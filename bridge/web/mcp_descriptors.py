@@ -15,7 +15,6 @@ from bridge.config.registry import (
     settings_view,
 )
 from bridge.sources.base import SourceCallError
-from bridge.support.text import safe_trace_text
 from common.bridge_schemas import JsonObject, RetrievalIntent
 from common.guidance import RetrievalGuidance
 from common.json_schema import tool_schema
@@ -240,7 +239,3 @@ def source_summary(source: SourceDescriptor, policy: SourcePolicy) -> JsonObject
     if not state.ready:
         view["readiness"]["reason"] = state.reason
     return view
-
-
-def source_label(source: SourceDescriptor) -> str:
-    return safe_trace_text(source.label) or "Knowledge Source"

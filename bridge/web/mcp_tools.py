@@ -37,7 +37,6 @@ from bridge.web.mcp_descriptors import (
     include_drafts,
     name_list,
     source_error_result,
-    source_label,
     source_summary,
     tool_query,
     tool_result,
@@ -174,7 +173,7 @@ class SourceTools:
             state = summary["readiness"]
             status = "ready" if state["ready"] else f"unavailable: {state['reason']}"
             selected = "" if source.selected else ", not selected"
-            lines.append(f"- {source.id}: {source_label(source)} ({source.protocol}, {source.status}, "
+            lines.append(f"- {source.id}: {source.safe_label} ({source.protocol}, {source.status}, "
                          f"{status}{selected})")
         return tool_result("llmwiki_sources", value, "\n".join(lines))
 
@@ -221,7 +220,7 @@ class SourceTools:
         fields, notes, capabilities = await self._retrieval(args, query, source, candidates, client)
         body.update(fields)
         summary = self.summary(source)
-        label = source_label(source)
+        label = source.safe_label
         if tool == "llmwiki_search":
             results = search_results(await client.search(body), source)
             value: JsonObject = {"source": summary, "query": query, "results": results}
@@ -260,7 +259,7 @@ class SourceTools:
             source, page_id = owner, given[len(owner.id) + 1:]
         else:
             source, page_id = self.resolve(tool, args, candidates), given
-        label = source_label(source)
+        label = source.safe_label
         try:
             page = await self._client(source).read(page_id, include_drafts(args))
         except SourceCallError as exc:
@@ -279,7 +278,7 @@ class SourceTools:
         payload = await self._client(source).graph(limit, include_drafts(args))
         graph = artifact.graph_from(payload, source.id)
         value = {"source": self.summary(source), "limit": limit, "graph": graph.wire()}
-        text = f"Graph from {source_label(source)}: {len(graph.nodes)} node(s), {len(graph.edges)} edge(s)."
+        text = f"Graph from {source.safe_label}: {len(graph.nodes)} node(s), {len(graph.edges)} edge(s)."
         return tool_result(tool, value, text)
 
     async def neighbors(self, args: JsonObject) -> JsonObject:
@@ -345,7 +344,7 @@ class SourceTools:
     async def source_bundle(self, args: JsonObject) -> JsonObject:
         tool = "llmwiki_source_bundle"
         source = self.resolve(tool, args, self.candidates(args))
-        label = source_label(source)
+        label = source.safe_label
         read = await self._client(source).bundle()
         steps: list[TraceStep] = []
         diagnostics: list[Diagnostic] = []
