@@ -37,15 +37,23 @@ _SCHEME = re.compile(r"^[a-z]+:")
 @dataclass(frozen=True)
 class WireGraph:
     """A graph as the artifact writes it: nodes and edges in their wire form (ids namespaced by the
-    source, every field normalised to its type, metadata JSON-safe), made once from the source's
-    payload. It is not validated into models and dumped again: the normalisation gives exactly what
-    that round-trip gave."""
+    source, every field normalised to its type; metadata as the source sent it), made once from
+    the source's payload. It is not validated into models and dumped again: the normalisation gives
+    exactly what that round-trip gave, and the one dump that writes it (`AgentResult.wire()`, or
+    `wire()` here for a tool's answer) turns a NaN or infinity in metadata into null, as the model
+    dump did."""
 
     nodes: list[JsonObject] = field(default_factory=list)
     edges: list[JsonObject] = field(default_factory=list)
 
-    def wire(self) -> JsonObject:
+    def value(self) -> JsonObject:
+        """The graph as it is, for a dump that makes it JSON-safe itself."""
         return {"nodes": self.nodes, "edges": self.edges}
+
+    def wire(self) -> JsonObject:
+        """The JSON form, in one pydantic-core pass."""
+        safe: JsonObject = pydantic_core.to_jsonable_python(self.value(), inf_nan_mode="null")
+        return safe
 
 
 @dataclass
@@ -140,12 +148,6 @@ def _graph_items(payload: JsonObject, source_id: str) -> tuple[list[JsonObject],
             "relation": relation,
             "metadata": {**metadata, "connectionId": source_id} if isinstance(metadata, dict)
             else {"connectionId": source_id}})
-    # Metadata is the source's own JSON: a NaN or infinity in it becomes null, as JSON has neither
-    # (one pass over all of it, in pydantic-core).
-    items = [*nodes, *edges]
-    safe = pydantic_core.to_jsonable_python([item["metadata"] for item in items], inf_nan_mode="null")
-    for item, metadata in zip(items, safe, strict=True):
-        item["metadata"] = metadata
     return nodes, edges
 
 
@@ -278,7 +280,7 @@ def tool_detail(evidence: SourceEvidence) -> str:
 
 class AgentResult(CamelModel):
     """The `llmwiki_agent_result` data part, dumped once: the models it holds are not dumped one
-    by one, and the graph is already in its wire form."""
+    by one, and the graph (`WireGraph.value()`) is already in its wire form."""
 
     request_id: str
     trace_id: str

@@ -82,7 +82,7 @@ async def run_task(ctx: RunContext, envelope: Any, request_id: str, trace_id: st
                diagnosticCount=len(diagnostics))
     result = artifact.AgentResult(
         request_id=request_id, trace_id=trace_id, answer=answer, orchestration_mode=request.mode,
-        citations=citations, graph=graph.wire(), steps=steps, source_bundles=evidence.bundles,
+        citations=citations, graph=graph.value(), steps=steps, source_bundles=evidence.bundles,
         diagnostics=diagnostics)
     return artifact.task_envelope(answer, result.wire(), request_id, trace_id)
 

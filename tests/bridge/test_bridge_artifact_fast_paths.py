@@ -216,11 +216,11 @@ def test_merged_graphs_keep_the_first_node_per_id_and_the_first_edge_per_key() -
 
 
 def test_the_result_dumped_once_equals_each_part_dumped_alone() -> None:
-    """`AgentResult.wire()` (one dump) gives what dumping every citation, step, bundle and
-    diagnostic on its own gave: camelCase keys, unset optional keys dropped, key order kept."""
+    """`AgentResult.wire()` (one dump) gives what dumping every citation, step, bundle, diagnostic
+    and the graph on its own gave: camelCase keys, unset optional keys dropped, key order kept."""
     payload = {"evidence": [{"id": "a", "title": "A", "path": "a.md", "snippet": "x", "score": 0.5},
                             {"id": "b", "title": "B", "path": "b.md", "snippet": "y", "handle": "llmwiki://kb/b"}],
-               "graph": {"nodes": [{"id": "a", "metadata": {"gone": None}}], "edges": []}}
+               "graph": {"nodes": [{"id": "a", "metadata": {"gone": None, "x": float("nan")}}], "edges": []}}
     evidence = artifact.evidence_from(payload, SOURCE)
     steps = [artifact.step("tool-kb-1", "Call KB", "done", citation_ids=["kb-1:a"],
                            citation_refs=artifact.citation_refs(evidence.citations)),
@@ -228,7 +228,7 @@ def test_the_result_dumped_once_equals_each_part_dumped_alone() -> None:
     failure = artifact.source_diagnostic(SOURCE, artifact.SourceCallError("down", timeout=True), "query",
                                          source_policy="loopback", timeout_ms=1000)
     result = artifact.AgentResult(request_id="r", trace_id="t", answer="A.", orchestration_mode="hybrid",
-                                  citations=evidence.citations, graph=evidence.graph.wire(), steps=steps,
+                                  citations=evidence.citations, graph=evidence.graph.value(), steps=steps,
                                   source_bundles=[], diagnostics=[failure])
     alone = {"requestId": "r", "traceId": "t", "answer": "A.", "orchestrationMode": "hybrid",
              "citations": [c.wire() for c in evidence.citations], "graph": evidence.graph.wire(),
@@ -236,4 +236,5 @@ def test_the_result_dumped_once_equals_each_part_dumped_alone() -> None:
     assert result.wire() == alone
     assert list(result.wire()) == list(alone)
     assert "handle" not in result.wire()["citations"][0] and result.wire()["citations"][1]["handle"]
-    assert result.wire()["graph"]["nodes"][0]["metadata"] == {"gone": None, "connectionId": "kb-1"}
+    # The one dump makes the graph JSON-safe, as dumping it alone does.
+    assert result.wire()["graph"]["nodes"][0]["metadata"] == {"gone": None, "x": None, "connectionId": "kb-1"}
