@@ -13,9 +13,9 @@ from typing import Any
 
 import structlog
 
+from bridge.config.registry import redact_url
 from bridge.config.resolve import OPTIONS, load_settings
 from bridge.config.settings import BridgeSettings, SettingsError, check_bind_policy
-from bridge.registry import redact_url
 from common import systemd_notify
 from common.exposure import exposure_warnings
 from common.logging import configure_logging
@@ -93,7 +93,7 @@ def keep_large_buffers_returnable() -> None:
 async def serve(settings: BridgeSettings) -> None:
     from aiohttp import web
 
-    from bridge.protocols.http import create_app
+    from bridge.web.app import create_app
 
     keep_large_buffers_returnable()
     runner = web.AppRunner(create_app(settings), access_log=None)
@@ -124,10 +124,10 @@ async def serve(settings: BridgeSettings) -> None:
 async def registry_report(settings: BridgeSettings, command: str, probe: bool) -> dict[str, Any]:
     """The offline operator view of the settings file's registry (raw URLs and roots: local output)."""
     from bridge.config.store import SettingsStore
-    from bridge.protocols.http import load_registry
     from bridge.service import BridgeService
     from bridge.sources.protocols import source_clients
     from bridge.sources.transport import source_http_client
+    from bridge.web.app import load_registry
 
     store = SettingsStore(settings.config_path) if settings.config_path else None
     service = BridgeService(settings, load_registry(store), store, clients=source_clients())

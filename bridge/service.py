@@ -8,34 +8,35 @@ from typing import Any
 import aiohttp
 import structlog
 
-from bridge import audit
 from bridge.config import writes
-from bridge.config.settings import BridgeSettings
-from bridge.config.store import SettingsStore
-from bridge.core.errors import RequestRejected
-from bridge.core.run import RunContext, run_task
-from bridge.fanout import fan_out
-from bridge.fields import as_object
-from bridge.iolog import IoLog, current_scope, io_scope
-from bridge.policy import BrowserPolicy, SourcePolicy
-from bridge.redaction import redact_text
-from bridge.registry import (
+from bridge.config.policy import BrowserPolicy, SourcePolicy
+from bridge.config.registry import (
     SourceDescriptor,
     SourceValidationError,
     normalize_registered,
-    now_iso,
     readiness,
     redact_url,
     registry_view,
     settings_view,
     summary_counts,
 )
-from bridge.runtime import model_configured
-from bridge.runtime import probe as probe_runtime
+from bridge.config.settings import BridgeSettings
+from bridge.config.store import SettingsStore
+from bridge.core.errors import RequestRejected
+from bridge.core.run import RunContext, run_task
+from bridge.runtime.base import model_configured
+from bridge.runtime.chat import ChatRuntime
+from bridge.runtime.chat import probe as probe_runtime
 from bridge.sources.base import SourceCallError
 from bridge.sources.client import client_for
 from bridge.sources.protocols import SourceClients
 from bridge.sources.transport import SourceTransport
+from bridge.support import audit
+from bridge.support.clock import now_iso
+from bridge.support.fanout import fan_out
+from bridge.support.fields import as_object
+from bridge.support.iolog import IoLog, current_scope, io_scope
+from bridge.support.redaction import redact_text
 
 log = structlog.get_logger("llmwiki.bridge.service")
 
@@ -250,8 +251,8 @@ class BridgeService:
     def run_context(self) -> RunContext:
         """What a run starting now is made with (one settings snapshot)."""
         transport = self.transport()
-        return RunContext(self.settings, list(self.sources), transport,
-                          lambda source: client_for(transport, source))
+        return RunContext(self.settings, list(self.sources), lambda source: client_for(transport, source),
+                          transport.policy, _open_chat, transport.io)
 
     async def run(self, envelope: Any, request_id: str, trace_id: str, *,
                   inbound: str | None = None) -> dict[str, Any]:
@@ -272,6 +273,10 @@ class BridgeService:
         with io_scope(trace_id=trace_id):
             return await run_task(context, envelope, request_id, trace_id,
                              accepted=accepted if inbound is not None else None)
+
+
+def _open_chat(settings: BridgeSettings, io: IoLog | None) -> ChatRuntime:
+    return ChatRuntime(settings, io=io)
 
 
 def _probe_key(source: SourceDescriptor) -> tuple[str, str, str]:

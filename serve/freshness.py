@@ -17,8 +17,8 @@ from serve.errors import KnowledgeSourceError, WikiRootError, root_missing
 from serve.folder import FileRecord, FolderMirror
 from serve.projection import Projection
 from serve.settings import DEFAULT_MAX_PAGE_BYTES
-from serve.source.tree import MARKER_DIRS, PAGE_SUFFIXES, is_tracked_file, is_walked_dir
 from serve.source.reading import TooLarge, read_regular
+from serve.source.tree import MARKER_DIRS, PAGE_SUFFIXES, is_tracked_file, is_walked_dir
 
 # Directory mtimes come from the kernel's coarse clock: allow for its granularity.
 DIR_MTIME_SLACK_NS = 50_000_000

@@ -351,8 +351,8 @@ def neighborhood(view: GraphView, seeds: Sequence[str], *, depth: int = DEFAULT_
         if not ids:
             if by_key is None:
                 by_key = _seed_keys(view.nodes)
-            key = lookup_key(seed)
-            ids = by_key.get(key, []) if key else []
+            seed_key = lookup_key(seed)
+            ids = by_key.get(seed_key, []) if seed_key else []
         if not ids:
             unmatched.append(seed)
         found.update(dict.fromkeys(ids))

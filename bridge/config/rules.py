@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import PlainValidator, ValidationInfo
 
-from bridge.hosts import host_of_authority, normalize_host
+from bridge.support.hosts import host_of_authority, normalize_host
 from common.booleans import FALSE_WORDS, TRUE_WORDS, parse_bool
 from common.options import parse_public_url, reference_text
 

@@ -7,7 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bridge.auth import bearer_matches
+from bridge.config.registry import (
+    SourceDescriptor,
+    SourceValidationError,
+    normalize_registered,
+    settings_view,
+    stored_form,
+)
 from bridge.config.resolve import OPTIONS_BY_NAME
 from bridge.config.rules import Given, SettingsError
 from bridge.config.settings import (
@@ -19,14 +25,8 @@ from bridge.config.settings import (
     check_bind_policy,
 )
 from bridge.config.store import SettingsFileError, SettingsStore
-from bridge.registry import (
-    SourceDescriptor,
-    SourceValidationError,
-    normalize_registered,
-    settings_view,
-    stored_form,
-)
-from common.errors import CodedError
+from bridge.support.auth import bearer_matches
+from bridge.support.errors import BridgeError, FailureKind
 
 IDENTITY_FIELDS = ("runtime_id", "runtime_name", "runtime", "agent_runtime", "provider_organization")
 RESTART_ONLY = ("host", "port")  # saved for the next start, never applied live (contract 1.6)
@@ -177,7 +177,7 @@ class LiveSettings(Protocol):
 
 def require_store(live: LiveSettings) -> SettingsStore:
     if live.store is None:
-        raise CodedError(409, "settings_persistence_disabled",
+        raise _refused("conflict", "settings_persistence_disabled",
                          "Settings persistence is not enabled. Start the bridge with "
                          "LLMWIKI_AGENT_BRIDGE_CONFIG_PATH (or --config).")
     return live.store
@@ -190,10 +190,10 @@ def persist(live: LiveSettings, config: dict[str, Any] | None = None,
         store.write(config, sources)
     except SettingsFileError:
         live.settings_file_status = store.status
-        raise CodedError(500, "settings_persist_failed",
+        raise _refused("failed", "settings_persist_failed",
                          "The settings file could not be read, so it was left unchanged.") from None
     except OSError:
-        raise CodedError(500, "settings_persist_failed", "Settings could not be saved.") from None
+        raise _refused("failed", "settings_persist_failed", "Settings could not be saved.") from None
     live.settings_file_status = store.status
 
 
@@ -204,20 +204,20 @@ def put_config(live: LiveSettings, body: Any, host_header: str | None = None,
     by the pipeline, so no route to this function can skip it)."""
     require_store(live)
     if not isinstance(body, dict):
-        raise CodedError(400, "bad_request", "Settings config body must be a JSON object.")
+        raise _refused("rejected", "bad_request", "Settings config body must be a JSON object.")
     raw = body["config"] if isinstance(body.get("config"), dict) else body
     token = live.settings.bearer_token
     if token and any(k in raw for k in TOKEN_KEYS) and not bearer_matches(authorization, token):
-        raise CodedError(401, "bridge_unauthorized",
+        raise _refused("unauthorized", "bridge_unauthorized",
                          "The current bridge bearer token is required to change it.")
     refused = operator_only_refusal(raw)
     if refused is not None:
-        raise CodedError(400, "invalid_bridge_settings", refused)
+        raise _refused("rejected", "invalid_bridge_settings", refused)
     try:
         change = config_change(raw, live.settings)
         check_bind_policy(change.settings)  # the running host with the new token and flags
     except SettingsError as exc:
-        raise CodedError(400, "invalid_bridge_settings", str(exc)) from None
+        raise _refused("rejected", "invalid_bridge_settings", str(exc)) from None
     persist(live, config=change.persisted)
     live.settings = change.settings
     return {"status": "saved", "applied": change.applied, "restartRequired": change.restart,
@@ -230,9 +230,9 @@ def put_sources(live: LiveSettings, body: Any) -> dict[str, Any]:
     try:
         sources = normalize_registered(body)
     except SourceValidationError as exc:
-        raise CodedError(400, "bad_request", str(exc)) from None
+        raise _refused("rejected", "bad_request", str(exc)) from None
     except ValueError as exc:  # DuplicateSourceError
-        raise CodedError(409, "duplicate_source_id", str(exc)) from None
+        raise _refused("conflict", "duplicate_source_id", str(exc)) from None
     sources = _keep_redacted_roots(sources, live.sources)
     persist(live, sources=[stored_form(s) for s in sources])
     live.sources = sources
@@ -253,3 +253,7 @@ def _keep_redacted_roots(sources: list[SourceDescriptor], saved: list[SourceDesc
             source = dataclasses.replace(source, root=old.root, root_label=old.root_label)
         kept.append(source)
     return kept
+
+
+def _refused(kind: FailureKind, code: str, message: str) -> BridgeError:
+    return BridgeError(code, message, kind)

@@ -4,22 +4,18 @@ capabilities, read before the fan-out, decide what each is sent (contract 3.10).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import structlog
 
+from bridge.config.registry import SourceDescriptor
 from bridge.core.gather import deadline_passed
-from bridge.fanout import fan_out
-from bridge.registry import SourceDescriptor
-from bridge.retrieval import SourceRetrievalPlan, plan_for, unsupported_message
-from bridge.sources.base import BundleRead, SourceCallError
-from bridge.text import safe_id
+from bridge.core.retrieval import SourceRetrievalPlan, plan_for, unsupported_message
+from bridge.sources.base import BundleRead, ClientFor, SourceCallError
+from bridge.support.fanout import fan_out
+from bridge.support.text import safe_id
 from common.bridge_schemas import RetrievalIntent
-
-if TYPE_CHECKING:  # the clients are handed in: the core never builds one (or opens a session)
-    from bridge.sources.client import SourceClient
 
 log = structlog.get_logger("llmwiki.bridge.run")
 
@@ -42,7 +38,7 @@ class Discovery:
         return unsupported_message(intent, mode, guided) if mode or guided else None
 
 
-async def discover(client_for: Callable[[SourceDescriptor], SourceClient],
+async def discover(client_for: ClientFor,
                    selected: Sequence[SourceDescriptor], intent: RetrievalIntent, deadline: float,
                    limit: int) -> Discovery:
     """Read every bundle first. A read that `deadline` cuts short counts as failed (the source keeps

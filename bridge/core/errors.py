@@ -1,26 +1,12 @@
 """The core's domain errors: a code and a safe message, never an HTTP status (the web layer maps
-them, in `bridge.protocols.errors`, to statuses and the documented envelopes)."""
+them, in `bridge.web.errors`, to statuses and the documented envelopes)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
+from bridge.support.errors import BridgeError, FailureKind
 from common.bridge_schemas import Diagnostic, TraceStep
-
-# What went wrong, in the domain's words; the web layer turns each into a status.
-FailureKind = Literal["rejected", "runtime_failed"]
-
-
-class BridgeError(Exception):
-    """A failure the caller may see: `code` is the documented error code, `message` is safe."""
-
-    kind: FailureKind = "rejected"
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 class RequestRejected(BridgeError):

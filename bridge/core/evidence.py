@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bridge import artifact
+from bridge.config.registry import SourceDescriptor
+from bridge.core import artifact
+from bridge.core.artifact import WireGraph
 from bridge.core.gather import SourceOutcome
-from bridge.prompt import AnsweredSource
-from bridge.registry import SourceDescriptor
-from common.bridge_schemas import Citation, Diagnostic, Graph, SourceBundle, TraceStep
+from bridge.core.prompt import AnsweredSource
+from common.bridge_schemas import Citation, Diagnostic, SourceBundle, TraceStep
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class Evidence:
     diagnostics: list[Diagnostic]
     bundles: list[SourceBundle]
     citations: list[Citation]
-    graph: Graph
+    graph: WireGraph
     answered: list[AnsweredSource]
     failed: list[SourceDescriptor]
 

@@ -4,25 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
-from bridge import artifact
-from bridge.artifact import SourceEvidence, step
-from bridge.fanout import task_group
-from bridge.guidance import guidance_diagnostic
-from bridge.registry import SourceDescriptor, now_iso
-from bridge.retrieval import GUIDED_LEXICAL, SourceRetrievalPlan
-from bridge.source_bundle import source_bundle
-from bridge.sources.base import BundleRead, SourceCallError, bundle_capabilities
-from bridge.text import safe_id, safe_trace_text
+from bridge.config.registry import SourceDescriptor
+from bridge.core import artifact
+from bridge.core.artifact import SourceEvidence, step
+from bridge.core.bundle import source_bundle
+from bridge.core.guidance import guidance_diagnostic
+from bridge.core.retrieval import GUIDED_LEXICAL, SourceRetrievalPlan
+from bridge.sources.base import BundleRead, ClientFor, SourceCallError, SourceClient, bundle_capabilities
+from bridge.support.clock import elapsed_ms, now_iso
+from bridge.support.fanout import task_group
+from bridge.support.text import safe_id
 from common.bridge_schemas import Diagnostic, SourceBundle, TraceStep
-
-if TYPE_CHECKING:  # the clients are handed in: the core never builds one (or opens a session)
-    from bridge.sources.client import SourceClient
 
 log = structlog.get_logger("llmwiki.bridge.run")
 RUN_DEADLINE_MESSAGE = "Run deadline passed before the source answered."
@@ -32,7 +30,7 @@ RUN_DEADLINE_MESSAGE = "Run deadline passed before the source answered."
 class SourceCalls:
     """What every source of one run is called with (one settings snapshot, one deadline)."""
 
-    client_for: Callable[[SourceDescriptor], SourceClient]
+    client_for: ClientFor
     query: str
     deadline: float  # event-loop time; past it, the calls still out fail
     source_policy: str  # for diagnostics
@@ -104,7 +102,8 @@ async def _gather(calls: SourceCalls, source: SourceDescriptor, discovered: Bund
     tool = _tool_step(source, "done", begun, detail=artifact.tool_detail(evidence),
                       citation_ids=[c.id for c in evidence.citations],
                       citation_refs=artifact.citation_refs(evidence.citations[:5]),
-                      diagnostic=plan.diagnostic if plan is not None else None, latency_ms=_ms(started))
+                      diagnostic=plan.diagnostic if plan is not None else None,
+                      latency_ms=elapsed_ms(started))
     return SourceOutcome(source, (tool, *bundle_steps), tuple(diagnostics), bundle, evidence)
 
 
@@ -134,7 +133,7 @@ def _bundle_part(calls: SourceCalls, source: SourceDescriptor, read: BundleRead 
     when the read failed."""
     if read is None or not read.attempted:
         return (), None, None
-    sid, label = safe_id(source.id), _label(source)
+    sid, label = safe_id(source.id), source.safe_label
     manifest = (f"source-manifest-{sid}", f"Read {label} source bundle")
     if read.raw is not None:
         detail = ("Read safe manifest metadata." if read.endpoint == "manifest"
@@ -157,22 +156,15 @@ def _failed(calls: SourceCalls, source: SourceDescriptor, failure: SourceCallErr
     log.warning("source_failed", source=safe_id(source.id), error=failure.message)
     diagnostic = artifact.source_diagnostic(source, failure, "query", source_policy=calls.source_policy,
                                             timeout_ms=calls.timeout_ms)
-    tool = _tool_step(source, "error", begun, detail=f"{_label(source)} could not be queried by the bridge.",
+    detail = f"{source.safe_label} could not be queried by the bridge."
+    tool = _tool_step(source, "error", begun, detail=detail,
                       error="Source query failed.", citation_ids=[], citation_refs=[],  # as the seeds
-                      diagnostic=diagnostic, latency_ms=_ms(started))
+                      diagnostic=diagnostic, latency_ms=elapsed_ms(started))
     return SourceOutcome(source, (tool, *later_steps), (*diagnostics, diagnostic), bundle, None)
 
 
 def _tool_step(source: SourceDescriptor, status: str, begun: str, **extra: Any) -> TraceStep:
     """The source's `tool-<id>` step, stamped when its part of the run began (contract 3.8)."""
     sid = safe_id(source.id)
-    return step(f"tool-{sid}", f"Call {_label(source)}", status, timestamp=begun, connection_id=source.id,
+    return step(f"tool-{sid}", f"Call {source.safe_label}", status, timestamp=begun, connection_id=source.id,
                 tool_name=f"llmwiki_context__{sid}", parent_id="bridge-plan", **extra)
-
-
-def _label(source: SourceDescriptor) -> str:
-    return safe_trace_text(source.label) or "Knowledge Source"
-
-
-def _ms(started: float) -> int:
-    return round((time.perf_counter() - started) * 1000)

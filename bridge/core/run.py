@@ -7,47 +7,45 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bridge import artifact, audit
-from bridge.artifact import step
+from bridge.config.policy import SourcePolicy
+from bridge.config.registry import SourceDescriptor, readiness
 from bridge.config.settings import BridgeSettings
+from bridge.core import artifact
+from bridge.core.artifact import WireGraph, step
 from bridge.core.discovery import Discovery, discover
 from bridge.core.errors import RunFailed
 from bridge.core.evidence import Evidence, collect
 from bridge.core.gather import SourceCalls, SourceOutcome, gather_source
-from bridge.core.runtime_step import runtime_step
-from bridge.fanout import fan_out
-from bridge.iolog import io_scope
-from bridge.policy import SourcePolicy
-from bridge.registry import SourceDescriptor, readiness
-from bridge.run_request import (
+from bridge.core.request import (
     RunRequest,
     RunRequestError,
     check_excluded_page_ids,
     parse_run_request,
     too_many_sources,
 )
-from bridge.sources.client import SourceClient
-from common.bridge_schemas import Citation, Diagnostic, Graph, JsonObject, TraceStep
-
-if TYPE_CHECKING:
-    from bridge.sources.transport import SourceTransport
+from bridge.core.runtime_step import runtime_step
+from bridge.runtime.base import OpenChat
+from bridge.sources.base import ClientFor
+from bridge.support import audit
+from bridge.support.fanout import fan_out
+from bridge.support.iolog import IoLog, io_scope
+from common.bridge_schemas import Citation, Diagnostic, JsonObject, TraceStep
 
 
 @dataclass(frozen=True)
 class RunContext:
     """What one run is made with: one snapshot of the settings (a live change does not split a
-    run), the registered sources, and how sources are called."""
+    run), the registered sources, and how sources are called: the clients are handed in, so the
+    core never builds one or opens a session."""
 
     settings: BridgeSettings
     registered: Sequence[SourceDescriptor]
-    transport: SourceTransport
-    client_for: Callable[[SourceDescriptor], SourceClient]
-
-    @property
-    def source_policy(self) -> SourcePolicy:
-        return self.transport.policy
+    client_for: ClientFor
+    source_policy: SourcePolicy
+    open_chat: OpenChat  # the runtime's client, for runtime-backed runs
+    io: IoLog | None  # the I/O log when enabled
 
 
 async def run_task(ctx: RunContext, envelope: Any, request_id: str, trace_id: str, *,
@@ -82,12 +80,11 @@ async def run_task(ctx: RunContext, envelope: Any, request_id: str, trace_id: st
     audit.note(runtimeCalled=any(s.id.startswith("runtime-") for s in steps), citationCount=len(citations),
                sourceBundleCount=len(evidence.bundles), graphNodeCount=len(graph.nodes), artifactCount=1,
                diagnosticCount=len(diagnostics))
-    result = {"requestId": request_id, "traceId": trace_id, "answer": answer,
-              "orchestrationMode": request.mode, "citations": [c.wire() for c in citations],
-              "graph": graph.wire(), "steps": [s.wire() for s in steps],
-              "sourceBundles": [b.wire() for b in evidence.bundles],
-              "diagnostics": [d.wire() for d in diagnostics]}
-    return artifact.task_envelope(answer, result, request_id, trace_id)
+    result = artifact.AgentResult(
+        request_id=request_id, trace_id=trace_id, answer=answer, orchestration_mode=request.mode,
+        citations=citations, graph=graph.value(), steps=steps, source_bundles=evidence.bundles,
+        diagnostics=diagnostics)
+    return artifact.task_envelope(answer, result.wire(), request_id, trace_id)
 
 
 def _accept(ctx: RunContext, envelope: Any, request_id: str, trace_id: str
@@ -120,7 +117,7 @@ async def _fan_out(ctx: RunContext, query: str, selected: list[SourceDescriptor]
     """Every selected source at most `fanoutConcurrency` at once; outcomes in selected order."""
     settings = ctx.settings
     calls = SourceCalls(ctx.client_for, query, deadline, settings.source_policy, settings.request_timeout_ms)
-    logged = ctx.transport.io is not None
+    logged = ctx.io is not None
 
     async def one(index: int) -> SourceOutcome:
         source = selected[index]
@@ -134,7 +131,7 @@ async def _fan_out(ctx: RunContext, query: str, selected: list[SourceDescriptor]
 
 async def _answer(ctx: RunContext, request: RunRequest, evidence: Evidence, steps: list[TraceStep],
                   diagnostics: list[Diagnostic], request_id: str, trace_id: str
-                  ) -> tuple[str, list[Citation], Graph]:
+                  ) -> tuple[str, list[Citation], WireGraph]:
     """Fail closed when every source failed (runtime modes), the evidence-only answer, or the
     runtime's (contract 3.7 step 7); its step goes into `steps`."""
     failed = len(evidence.failed)
@@ -149,6 +146,6 @@ async def _answer(ctx: RunContext, request: RunRequest, evidence: Evidence, step
         answer = artifact.evidence_only_answer(evidence.citations, evidence.graph, evidence.bundles,
                                                len(evidence.answered), failed)
         return answer, evidence.citations, evidence.graph
-    runtime = await runtime_step(ctx.settings, ctx.transport, request, evidence, steps, diagnostics,
-                                 request_id, trace_id)
+    runtime = await runtime_step(ctx.settings, ctx.client_for, ctx.open_chat, ctx.io, request, evidence,
+                                 steps, diagnostics, request_id, trace_id)
     return runtime.answer, runtime.citations, runtime.graph

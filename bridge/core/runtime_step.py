@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import structlog
 
-from bridge import audit
-from bridge.acp import AcpFailure
-from bridge.answer import (
+from bridge.config.settings import BridgeSettings
+from bridge.core.answer import (
     ADAPTER_FAILED_MESSAGE,
     RUNTIME_STEPS,
     RuntimeAnswer,
@@ -17,22 +15,24 @@ from bridge.answer import (
     acp_runtime_answer,
     runtime_answer,
 )
-from bridge.artifact import step
-from bridge.config.settings import BridgeSettings
+from bridge.core.artifact import step
 from bridge.core.errors import RunFailed
 from bridge.core.evidence import Evidence
-from bridge.run_request import RunRequest
-from bridge.runtime import CHAT_FAILED_MESSAGE, RuntimeFailure, runtime_diagnostic
-from bridge.text import safe_trace_text
+from bridge.core.request import RunRequest
+from bridge.runtime.acp import AcpFailure
+from bridge.runtime.base import CHAT_FAILED_MESSAGE, OpenChat, RuntimeFailure, runtime_diagnostic
+from bridge.sources.base import ClientFor
+from bridge.support import audit
+from bridge.support.clock import elapsed_ms
+from bridge.support.iolog import IoLog
+from bridge.support.text import safe_trace_text
 from common.bridge_schemas import Diagnostic, TraceStep
-
-if TYPE_CHECKING:
-    from bridge.sources.transport import SourceTransport
 
 log = structlog.get_logger("llmwiki.bridge.run")
 
 
-async def runtime_step(settings: BridgeSettings, transport: SourceTransport, request: RunRequest,
+async def runtime_step(settings: BridgeSettings, client_for: ClientFor,
+                       open_chat: OpenChat, io: IoLog | None, request: RunRequest,
                        evidence: Evidence, steps: list[TraceStep], diagnostics: list[Diagnostic],
                        request_id: str, trace_id: str) -> RuntimeAnswer:
     """The runtime step around one runtime answer. A hybrid run's tool steps and diagnostics go into
@@ -55,7 +55,7 @@ async def runtime_step(settings: BridgeSettings, transport: SourceTransport, req
                 graph=evidence.graph)
         else:
             runtime = await runtime_answer(
-                settings, transport, hybrid=request.mode == "hybrid", query=request.query,
+                settings, client_for, open_chat, io, hybrid=request.mode == "hybrid", query=request.query,
                 history=request.conversation, conversation_context=context, answered=evidence.answered,
                 failed=evidence.failed, citations=evidence.citations, graph=evidence.graph, steps=steps,
                 diagnostics=diagnostics)
@@ -78,7 +78,7 @@ async def runtime_step(settings: BridgeSettings, transport: SourceTransport, req
         detail += " The bridge appended bounded fallback citation anchors because the runtime returned none."
     if request.mode == "hybrid" and chat:
         detail += f" The runtime made {runtime.tool_calls} source tool call(s)."
-    running.status, running.detail, running.latency_ms = "done", detail, _ms(started)
+    running.status, running.detail, running.latency_ms = "done", detail, elapsed_ms(started)
     return runtime
 
 
@@ -89,10 +89,6 @@ def _failed(running: TraceStep, started: float, diagnostic: Diagnostic, reason: 
     diagnostics.append(diagnostic)
     running.status, running.error = "error", message
     running.detail, running.diagnostic = safe_trace_text(reason), diagnostic
-    running.latency_ms = _ms(started)
+    running.latency_ms = elapsed_ms(started)
     audit.note(runtimeCalled=True, citationCount=len(evidence.citations), diagnosticCount=len(diagnostics))
     return RunFailed("runtime_failed", code, message, request_id, trace_id, steps, diagnostics)
-
-
-def _ms(started: float) -> int:
-    return round((time.perf_counter() - started) * 1000)

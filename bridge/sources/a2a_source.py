@@ -10,11 +10,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
-from bridge.registry import SourceDescriptor
+from bridge.config.registry import SourceDescriptor
 from bridge.sources.base import BundleRead, SourceCallError
-from bridge.sources.client import SourceClient
+from bridge.sources.client import TransportClient
 from bridge.sources.transport import SourceTransport, call_json, endpoint_url
-from bridge.text import safe_id
+from bridge.support.text import safe_id
 
 log = structlog.get_logger("llmwiki.bridge.sources")
 
@@ -157,7 +157,7 @@ def synthetic_context(payload: Mapping[str, Any], source_name: str) -> dict[str,
             "limitations": [f"{NO_ARTIFACT} Message: {text}" if text else NO_ARTIFACT]}
 
 
-class A2aSourceClient(SourceClient):
+class A2aSourceClient(TransportClient):
     """`a2a`: an agent that answers an A2A-style `{"data": {"query"}}` message. Context only."""
 
     protocol = "a2a"

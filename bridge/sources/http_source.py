@@ -13,14 +13,13 @@ import structlog
 
 from bridge.sources.base import BundleRead, SourceCallError
 from bridge.sources.transport import SourceTransport, call_json, endpoint_url
-from bridge.text import markdown_readable
+from bridge.support.text import markdown_readable
 
 BUNDLE_KEYS = frozenset({
     "source_id", "sourceId", "bundle_id", "bundleId", "public_uri", "publicUri", "projection",
     "raw_origins", "rawOrigins", "source_refs", "sourceRefs", "capabilities", "adapter",
     "implementation", "page_count", "pageCount", "approved_page_count", "approvedPageCount", "title"})
 BUNDLE_ENDPOINTS = (("source-bundle", "/source-bundle"), ("manifest", "/manifest"))
-DEFAULT_QUERY_LIMIT = 8
 log = structlog.get_logger("llmwiki.bridge.sources")
 
 

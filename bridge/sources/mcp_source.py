@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from bridge.sources.base import BundleRead, SourceCallError
-from bridge.sources.client import SourceClient
+from bridge.sources.client import TransportClient
 from bridge.sources.http_source import has_bundle_metadata
 from bridge.sources.transport import SourceAnswer, SourceTransport, call_source, decode_json
 from common.version import __version__
@@ -259,7 +259,7 @@ async def call_tool(transport: SourceTransport, url: str, tool: str, arguments: 
     return tool_value(result, tool)
 
 
-class McpSourceClient(SourceClient):
+class McpSourceClient(TransportClient):
     """`mcp`: a Knowledge Source reached through its MCP tools."""
 
     protocol = "mcp"

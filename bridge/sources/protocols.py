@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from bridge.sources.a2a_source import A2aSourceClient
-from bridge.sources.client import HttpSourceClient, SourceClient
+from bridge.sources.client import HttpSourceClient, TransportClient
 from bridge.sources.mcp_source import McpSourceClient
 
-SourceClients = Mapping[str, type[SourceClient]]
+SourceClients = Mapping[str, type[TransportClient]]
 
 
 def source_clients() -> SourceClients:

@@ -12,8 +12,14 @@ from collections.abc import Callable, Iterable
 from aiohttp import AddrInfoType
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from bridge.hosts import address_of, is_loopback_address, is_loopback_host, is_public_address, normalize_host
-from bridge.policy import SourcePolicy
+from bridge.config.policy import SourcePolicy
+from bridge.support.hosts import (
+    address_of,
+    is_loopback_address,
+    is_loopback_host,
+    is_public_address,
+    normalize_host,
+)
 
 
 class PolicyResolveError(OSError):

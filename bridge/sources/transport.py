@@ -14,16 +14,16 @@ import aiohttp
 from aiohttp.abc import AbstractResolver
 from pydantic_core import from_json
 
-from bridge.iolog import IoCall, IoLog, header_summary
-from bridge.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
+from bridge.config.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
 from bridge.sources.base import SourceCallError
 from bridge.sources.resolver import ConnectGuard, PolicyResolveError, PolicyResolver
+from bridge.support.iolog import IoCall, IoLog, header_summary
 from common.json_read import JsonTooDeep, loads_bounded
 from common.json_wire import json_bytes
 from common.version import __version__
 
 if TYPE_CHECKING:
-    from bridge.sources.client import SourceClient
+    from bridge.sources.client import TransportClient
 
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # a source answer larger than this is a failure, not evidence
 # Connections open at once to one source host (host and port). A host that hangs holds at most
@@ -41,7 +41,7 @@ class SourceTransport:
     policy: SourcePolicy
     timeout_seconds: float
     io: IoLog | None = None  # the I/O debug log, when the operator turned it on
-    clients: Mapping[str, type[SourceClient]] = field(kw_only=True)
+    clients: Mapping[str, type[TransportClient]] = field(kw_only=True)
 
 
 def source_http_client(policy: Callable[[], SourcePolicy], resolver: AbstractResolver | None = None, *,

@@ -87,7 +87,7 @@ FLOOR_SEQUENCES = 60
 OVERHEAD_TARGET_MS = 5.0
 # Two search augmentations (contract 3.9): "decision" words go last in one variant.
 DEFAULT_QUERY = "Which decision did the team record about the release freeze?"
-QUERY_LIMIT = 8  # what the bridge asks for (bridge.sources.http_source.DEFAULT_QUERY_LIMIT)
+QUERY_LIMIT = 8  # what the bridge asks for (bridge.sources.base.DEFAULT_QUERY_LIMIT)
 SEARCH_LIMIT = 4  # and per augmentation search (AUGMENT_LIMIT)
 
 

@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bridge.policy import SourcePolicy
-from bridge.registry import normalize_inline
+from bridge.config.policy import SourcePolicy
+from bridge.config.registry import normalize_inline
 from bridge.sources.a2a_source import A2aSourceClient, agent_card_url, message_url
 from bridge.sources.base import SourceCallError
 from bridge.sources.client import client_for

@@ -1,5 +1,6 @@
-"""The run's fast paths give what the slower, plainer code they replace gives: graphs validated
-in one call, text normalisation and the JSON writer."""
+"""The run's fast paths give what the slower, plainer code they replace gives: graphs made in
+their wire form (what validating each node and edge into models and dumping them gave), text
+normalisation and the JSON writer."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from bridge import artifact, fields
-from bridge import text as bridge_text
-from bridge.registry import normalize_inline
+from bridge.config.registry import normalize_inline
+from bridge.core import artifact
+from bridge.support import fields
+from bridge.support import text as bridge_text
 from common import json_wire
 from common.bridge_schemas import Graph, GraphEdge, GraphNode
 from common.errors import json_bytes
@@ -212,3 +214,28 @@ def test_merged_graphs_keep_the_first_node_per_id_and_the_first_edge_per_key() -
     assert labels == [("kb:a", "first"), ("kb:b", "b"), ("kb:c", "c")]
     assert [(e["source"], e["target"]) for e in merged["edges"]] == [("kb:a", "kb:b"), ("kb:a", "kb:c")]
     assert merged["edges"][0]["metadata"] == {"connectionId": "kb"}
+
+
+def test_the_result_dumped_once_equals_each_part_dumped_alone() -> None:
+    """`AgentResult.wire()` (one dump) gives what dumping every citation, step, bundle, diagnostic
+    and the graph on its own gave: camelCase keys, unset optional keys dropped, key order kept."""
+    payload = {"evidence": [{"id": "a", "title": "A", "path": "a.md", "snippet": "x", "score": 0.5},
+                            {"id": "b", "title": "B", "path": "b.md", "snippet": "y", "handle": "llmwiki://kb/b"}],
+               "graph": {"nodes": [{"id": "a", "metadata": {"gone": None, "x": float("nan")}}], "edges": []}}
+    evidence = artifact.evidence_from(payload, SOURCE)
+    steps = [artifact.step("tool-kb-1", "Call KB", "done", citation_ids=["kb-1:a"],
+                           citation_refs=artifact.citation_refs(evidence.citations)),
+             artifact.step("bridge-final-answer", "Return", "done")]
+    failure = artifact.source_diagnostic(SOURCE, artifact.SourceCallError("down", timeout=True), "query",
+                                         source_policy="loopback", timeout_ms=1000)
+    result = artifact.AgentResult(request_id="r", trace_id="t", answer="A.", orchestration_mode="hybrid",
+                                  citations=evidence.citations, graph=evidence.graph.value(), steps=steps,
+                                  source_bundles=[], diagnostics=[failure])
+    alone = {"requestId": "r", "traceId": "t", "answer": "A.", "orchestrationMode": "hybrid",
+             "citations": [c.wire() for c in evidence.citations], "graph": evidence.graph.wire(),
+             "steps": [s.wire() for s in steps], "sourceBundles": [], "diagnostics": [failure.wire()]}
+    assert result.wire() == alone
+    assert list(result.wire()) == list(alone)
+    assert "handle" not in result.wire()["citations"][0] and result.wire()["citations"][1]["handle"]
+    # The one dump makes the graph JSON-safe, as dumping it alone does.
+    assert result.wire()["graph"]["nodes"][0]["metadata"] == {"gone": None, "x": None, "connectionId": "kb-1"}

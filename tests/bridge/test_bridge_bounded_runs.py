@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bridge import artifact
-from bridge.runtime import CHAT_FAILED_MESSAGE, TOO_LARGE_MESSAGE
+from bridge.core import artifact
+from bridge.runtime.base import CHAT_FAILED_MESSAGE, TOO_LARGE_MESSAGE
 from bridge.sources import transport
 from tests.support.bridge_sources import BridgeFactory, Client, source
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bridge.registry import normalize_inline
-from bridge.source_bundle import source_bundle
+from bridge.config.registry import normalize_inline
+from bridge.core.bundle import source_bundle
 from tests.support.bridge_sources import BridgeFactory, Client, observations, source
 
 QUESTION = "How do we ship a hotfix release?"

@@ -11,8 +11,8 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bridge.fanout import fan_out, task_group
-from bridge.registry import normalize_registered
+from bridge.config.registry import normalize_registered
+from bridge.support.fanout import fan_out, task_group
 from tests.support.bridge_sources import BridgeFactory, source
 
 NAME = web.AppKey("name", str)

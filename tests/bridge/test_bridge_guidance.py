@@ -9,8 +9,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bridge.guidance import GuidanceError, map_guidance, parse_guidance
-from bridge.source_tools import tool_descriptors
+from bridge.core.guidance import GuidanceError, map_guidance, parse_guidance
+from bridge.web.mcp_descriptors import tool_descriptors
 from common.guidance import FolderCard, PageCard, RetrievalGuidance
 from tests.support.bridge_sources import BridgeFactory, source
 

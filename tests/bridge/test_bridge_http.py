@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bridge.auth import bearer_matches
+from bridge.support.auth import bearer_matches
 from tests.support.bridge_sources import BridgeFactory, source
 
 

@@ -10,16 +10,16 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from bridge.config.policy import SourcePolicy
+from bridge.config.registry import normalize_inline
 from bridge.config.settings import BridgeSettings
-from bridge.policy import SourcePolicy
-from bridge.protocols.http import create_app
-from bridge.registry import normalize_inline
 from bridge.sources.base import SourceCallError
 from bridge.sources.client import client_for
 from bridge.sources.http_source import augmentation_queries
 from bridge.sources.protocols import source_clients
 from bridge.sources.resolver import PolicyResolveError, PolicyResolver
 from bridge.sources.transport import SourceTransport, source_http_client
+from bridge.web.app import create_app
 from tests.support.bridge_sources import BridgeFactory, FakeDns, source
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from bridge.config.resolve import resolve_settings
 from bridge.config.settings import BridgeSettings, SettingsError, parse_setting
-from bridge.redaction import MAX_ITEMS, MAX_STRING, redact, redact_text
+from bridge.support.redaction import MAX_ITEMS, MAX_STRING, redact, redact_text
 from tests.support.bridge_sources import BridgeFactory, Client, source
 from tests.support.fake_openai import FakeOpenAI
 
@@ -50,7 +50,7 @@ async def test_audit_line_of_a_run_has_counts_and_no_content(
     result = task["artifacts"][0]["parts"][0]["data"]
     raw = capsys.readouterr().out
     [line] = [json.loads(text) for text in raw.splitlines() if "agent_bridge.request" in text]
-    assert line["schemaVersion"] == "llmwiki.agent-bridge.audit.v1"
+    assert line["schemaVersion"] == "llmwiki.agent-bridge.support.audit.v1"
     assert (line["requestId"], line["traceId"], line["method"], line["route"], line["statusCode"]) == (
         "req-audit-1", "trace-a1", "POST", "/message:send", 200)
     assert line["orchestrationMode"] == "evidence-only" and line["runtimeCalled"] is False

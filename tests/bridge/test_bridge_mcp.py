@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bridge.source_tools import TOOL_NAMES
+from bridge.web.mcp_descriptors import TOOL_NAMES
 from serve.protocols.http import create_app as create_serve_app
 from serve.settings import ServeSettings
 from tests.support.bridge_sources import BridgeFactory, Client, source

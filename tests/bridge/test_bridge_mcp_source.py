@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bridge.policy import SourcePolicy
-from bridge.registry import SourceDescriptor, normalize_inline
+from bridge.config.policy import SourcePolicy
+from bridge.config.registry import SourceDescriptor, normalize_inline
 from bridge.sources.base import SourceCallError
 from bridge.sources.client import HttpSourceClient, client_for
 from bridge.sources.mcp_source import McpSourceClient, mcp_url, tool_value
@@ -563,7 +563,7 @@ async def test_a_failing_tool_is_not_renegotiated(aiohttp_server: Any, transport
 
 
 def test_the_protocol_table_covers_every_protocol_the_registry_accepts() -> None:
-    from bridge.registry import SUPPORTED_PROTOCOLS
+    from bridge.config.registry import SUPPORTED_PROTOCOLS
     from bridge.sources.a2a_source import A2aSourceClient
 
     table = source_clients()

@@ -15,16 +15,16 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from yarl import URL
 
+from bridge.config.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
+from bridge.config.registry import normalize_inline
 from bridge.config.settings import BridgeSettings
-from bridge.hosts import address_of, is_loopback_address, is_public_address, normalize_host
-from bridge.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
-from bridge.protocols.http import create_app
-from bridge.registry import normalize_inline
 from bridge.sources.a2a_source import MESSAGE_URL_BLOCKED, A2aSourceClient
 from bridge.sources.base import SourceCallError
 from bridge.sources.protocols import source_clients
 from bridge.sources.resolver import PolicyResolveError, PolicyResolver
 from bridge.sources.transport import SourceTransport, call_json, source_http_client
+from bridge.support.hosts import address_of, is_loopback_address, is_public_address, normalize_host
+from bridge.web.app import create_app
 from tests.support.bridge_sources import FakeDns, observations, source
 from tests.support.policy_cases import HONEST_DNS, MUST_BLOCK, REBINDING_DNS, REBINDING_URLS
 

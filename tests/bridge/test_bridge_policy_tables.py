@@ -8,9 +8,9 @@ from urllib.parse import urlsplit
 import pytest
 from yarl import URL
 
+from bridge.config.policy import BrowserPolicy, SourcePolicy
 from bridge.config.settings import BridgeSettings, SettingsError, parse_setting
-from bridge.hosts import host_of_authority, is_loopback_host, is_public_host, normalize_host
-from bridge.policy import BrowserPolicy, SourcePolicy
+from bridge.support.hosts import host_of_authority, is_loopback_host, is_public_host, normalize_host
 from tests.support.policy_cases import MUST_ALLOW, MUST_BLOCK, REBINDING_URLS
 
 PUBLIC_HTTPS = SourcePolicy("public-https")

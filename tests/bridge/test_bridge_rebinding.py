@@ -13,9 +13,11 @@ from aiohttp.test_utils import make_mocked_request
 from bridge.config.resolve import OPTIONS, resolve_settings
 from bridge.config.settings import BridgeSettings
 from bridge.config.writes import OPERATOR_ONLY_KEYS
-from bridge.protocols import a2a
 from bridge.service import BridgeService
 from bridge.sources.protocols import source_clients
+from bridge.support.errors import BridgeError
+from bridge.web import a2a
+from bridge.web.errors import http_error
 from common.errors import CodedError
 from tests.support.bridge_sources import BridgeFactory, source
 
@@ -169,9 +171,10 @@ def test_the_service_itself_refuses_a_token_change_without_the_token(config_path
                             clients=source_clients())
     for authorization in (None, "", "Bearer other", "Bearer old-token "):
         for body in ({"bridgeBearerToken": "x"}, {"bearerToken": ""}):
-            with pytest.raises(CodedError) as raised:
+            with pytest.raises(BridgeError) as raised:
                 service.put_config(body, None, authorization)
-            assert (raised.value.status, raised.value.code) == (401, "bridge_unauthorized")
+            assert (raised.value.kind, raised.value.code) == ("unauthorized", "bridge_unauthorized")
+            assert http_error(raised.value).status == 401
     assert service.settings.bearer_token == "old-token" and not config_path.exists()
     assert service.put_config({"model": "m"}, None, None)["status"] == "saved"  # other keys: pipeline's job
     service.put_config({"bridgeBearerToken": "next"}, None, "bearer  old-token")

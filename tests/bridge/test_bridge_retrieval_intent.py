@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from bridge.retrieval import IntentError, parse_intent
-from bridge.source_tools import tool_descriptors
+from bridge.core.retrieval import IntentError, parse_intent
+from bridge.web.mcp_descriptors import tool_descriptors
 
 BASE = {"schemaVersion": "llmwiki.retrieval.v1", "searchMode": "lexical"}
 

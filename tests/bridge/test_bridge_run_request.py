@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bridge.run_request import (
+from bridge.core.request import (
     MAX_MESSAGE_CHARS,
     RunRequestError,
     bounded_descriptor,

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bridge.config.policy import BrowserPolicy, SourcePolicy, is_public_host
 from bridge.config.resolve import (
     OPTIONS,
     REPORTED_FIELDS,
@@ -18,7 +19,6 @@ from bridge.config.resolve import (
 )
 from bridge.config.settings import BridgeSettings, SettingsError, check_bind_policy
 from bridge.config.store import SettingsFileError, SettingsStore
-from bridge.policy import BrowserPolicy, SourcePolicy, is_public_host
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 

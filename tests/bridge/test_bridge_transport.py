@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bridge.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
+from bridge.config.policy import POLICY_BLOCKED_MESSAGE, SourcePolicy
 from bridge.sources import transport
 from bridge.sources.base import SourceCallError
 from bridge.sources.transport import SourceTransport, call_json, source_http_client

@@ -21,7 +21,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bridge.config.settings import BridgeSettings  # noqa: E402
-from bridge.protocols.http import create_app  # noqa: E402
+from bridge.web.app import create_app  # noqa: E402
 from serve.protocols.http import create_app as create_serve_app  # noqa: E402
 from serve.settings import ServeSettings  # noqa: E402
 from tests.support.folders import copy_fixture  # noqa: E402

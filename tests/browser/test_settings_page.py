@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 
-from bridge.protocols.settings_page import settings_page
+from bridge.web.settings_page import settings_page
 from tests.support.fake_openai import running_fake_openai
 
 REPO = Path(__file__).resolve().parents[2]

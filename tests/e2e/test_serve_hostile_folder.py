@@ -250,12 +250,12 @@ def test_a_draft_title_page_does_not_name_the_wiki(tmp_path: Path) -> None:
         surfaces = [call(service.url, "GET", path) for path in
                     ("/health", "/manifest", "/source-bundle", "/source-refs", "/graph?limit=2000",
                      "/.well-known/agent-card.json", "/openapi.json")]
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                 "clientInfo": {"name": "t", "version": "1"}}}
         surfaces += [post_json(service.url, "/query", {"query": "release checklist"}),
                      post_json(service.url, "/search", {"query": "zeppelin"}),
-                     post_json(service.url, "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                                     "params": {"protocolVersion": "2025-06-18",
-                                                                "capabilities": {},
-                                                                "clientInfo": {"name": "t", "version": "1"}}})]
+                     post_json(service.url, "/mcp", initialize)]
         for answer in surfaces:
             assert answer.status == 200, answer.status
             assert b"Zeppelin" not in answer.body and b"zeppelin" not in answer.body, answer.body[:400]

@@ -13,10 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.hostile import (HealthWatch, LineReader, assert_clean_error, call, copy_wiki,
-                               post_json)
-from tests.e2e.processes import (Service, console_script, free_port, launch, service_env, start_serve,
-                                 stop_checked, wait_http_ok)
+from tests.e2e.hostile import HealthWatch, LineReader, assert_clean_error, call, copy_wiki, post_json
+from tests.e2e.processes import (
+    Service,
+    console_script,
+    free_port,
+    launch,
+    service_env,
+    start_serve,
+    stop_checked,
+    wait_http_ok,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -117,7 +124,8 @@ def test_stdio_answers_hostile_lines_and_keeps_reading(tmp_path: Path) -> None:
                  b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "llmwiki_search", '
                  b'"arguments": {"query": "\\ud800"}}}',
                  b"\xff\xfe not utf-8",
-                 b'{"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": ' + b"[" * 5000 + b"]" * 5000 + b"}"]
+                 b'{"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": '
+                 + b"[" * 5000 + b"]" * 5000 + b"}"]
         for line in lines:
             process.stdin.write(line + b"\n")
             process.stdin.flush()
@@ -187,7 +195,8 @@ def _closed_within(sock: socket.socket, seconds: float) -> bytes:
 
 def test_idle_and_slow_connections_are_closed_after_their_timeouts(tmp_path: Path) -> None:
     root = copy_wiki(tmp_path)
-    service = start_serve(tmp_path / "run", root, "--idle-timeout-seconds", "1", "--body-timeout-seconds", "1")
+    service = start_serve(tmp_path / "run", root, "--idle-timeout-seconds", "1",
+                          "--body-timeout-seconds", "1")
     try:
         idle = socket.create_connection(("127.0.0.1", int(service.url.rsplit(":", 1)[1])))
         headers = socket.create_connection(idle.getpeername())

@@ -35,8 +35,9 @@ def soak(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, Se
     generate(root, PAGES, seed=11)
     serve = start_serve(work / "serve", root, "--no-page-cache")
     (work / "bridge").mkdir()
-    bridge = start_bridge(work / "bridge", "--default-mode", "evidence-only", settings={"sources": [
-        {"id": "wiki", "name": "Soak Wiki", "protocol": "llmwiki-http", "status": "ready", "url": serve.url}]})
+    source = {"id": "wiki", "name": "Soak Wiki", "protocol": "llmwiki-http", "status": "ready",
+              "url": serve.url}
+    bridge = start_bridge(work / "bridge", "--default-mode", "evidence-only", settings={"sources": [source]})
     yield serve, bridge, root
     stop_checked(bridge)
     stop_checked(serve)
@@ -52,7 +53,8 @@ def _requests(serve: Service, bridge: Service, ids: list[str]) -> list[Callable[
     words = ["release", "rollback", "token", "signing", "incident", "deploy", "cache", "index"]
 
     def query(rng: random.Random) -> Answer:
-        return post_json(serve.url, "/query", {"query": f"how do I {rng.choice(words)} the {rng.choice(words)}"})
+        question = f"how do I {rng.choice(words)} the {rng.choice(words)}"
+        return post_json(serve.url, "/query", {"query": question})
 
     def lexical(rng: random.Random) -> Answer:
         return post_json(serve.url, "/search", {"query": rng.choice(words), "limit": 10})
@@ -74,8 +76,8 @@ def _requests(serve: Service, bridge: Service, ids: list[str]) -> list[Callable[
         return answer
 
     def bridge_run(rng: random.Random) -> Answer:
-        answer = post_json(bridge.url, "/message:send", {"data": {"query": f"what about {rng.choice(words)}?"}},
-                           timeout=60)
+        question = {"data": {"query": f"what about {rng.choice(words)}?"}}
+        answer = post_json(bridge.url, "/message:send", question, timeout=60)
         if answer.status == 200:
             data = answer.json()["artifacts"][0]["parts"][0]["data"]
             if not data["citations"]:
@@ -153,7 +155,8 @@ class Editor:
             self.stop.wait(0.05)
 
 
-def _round(serve: Service, bridge: Service, ids: list[str], editor: Editor | None, seed: int) -> tuple[float, list[str]]:
+def _round(serve: Service, bridge: Service, ids: list[str], editor: Editor | None,
+           seed: int) -> tuple[float, list[str]]:
     kinds = _requests(serve, bridge, ids)
     thread = threading.Thread(target=editor.run) if editor else None
     if thread:
@@ -184,7 +187,8 @@ def test_soak_with_churn_has_no_errors_no_stale_reads_and_bounded_rss(
     assert not editor.stale, editor.stale[:5]
     assert serve.rss_kib() < RSS_BOUND_KIB, f"serve RSS {serve.rss_kib() // 1024} MiB"
     assert bridge.rss_kib() < RSS_BOUND_KIB, f"bridge RSS {bridge.rss_kib() // 1024} MiB"
-    summary = {"quiet_rps": round(quiet_rate, 1), "churn_rps": round(churn_rate, 1), "changes": editor.changes}
+    summary = {"quiet_rps": round(quiet_rate, 1), "churn_rps": round(churn_rate, 1),
+               "changes": editor.changes}
     print(json.dumps(summary))
     assert churn_rate >= 0.5 * quiet_rate, summary
 

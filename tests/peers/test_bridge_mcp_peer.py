@@ -22,9 +22,9 @@ from mcp.client import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
+from bridge.config.registry import normalize_registered  # noqa: E402
 from bridge.config.settings import BridgeSettings  # noqa: E402
-from bridge.protocols.http import create_app as create_bridge_app  # noqa: E402
-from bridge.registry import normalize_registered  # noqa: E402
+from bridge.web.app import create_app as create_bridge_app  # noqa: E402
 from serve.protocols.http import create_app as create_serve_app  # noqa: E402
 from serve.settings import ServeSettings  # noqa: E402
 from tests.support.folders import copy_fixture  # noqa: E402

@@ -16,8 +16,8 @@ from common.schemas import CorsStatus
 from serve.folder import EarlyRead, FileRecord, FolderMirror, _digest_file
 from serve.service import KnowledgeSource
 from serve.settings import DEFAULT_MAX_PAGE_BYTES, ServeSettings
-from serve.source.tree import Walk, is_tracked_file, walk_dir, walk_root
 from serve.source.reading import NotRegularFile
+from serve.source.tree import Walk, is_tracked_file, walk_dir, walk_root
 from tests.support.folders import copy_fixture
 
 LOCAL_CORS = CorsStatus(mode="local-dev-allowlist", local_dev_origins=True, explicit_origin_count=0)

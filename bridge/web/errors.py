@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.core.errors import BridgeError, FailureKind, RunFailed
+from bridge.core.errors import RunFailed
+from bridge.support.errors import BridgeError, FailureKind
 from common.errors import CodedError
 
-STATUS: dict[FailureKind, int] = {"rejected": 400, "runtime_failed": 502}
+STATUS: dict[FailureKind, int] = {"rejected": 400, "unauthorized": 401, "conflict": 409, "failed": 500,
+                                  "runtime_failed": 502}
 
 
 class MappedError(CodedError):

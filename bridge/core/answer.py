@@ -9,27 +9,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bridge import artifact
-from bridge.acp import AcpFailure, acp_answer, prompt_text
-from bridge.artifact import step
+from bridge.config.registry import SourceDescriptor
 from bridge.config.settings import BridgeSettings
-from bridge.fields import as_list
-from bridge.prompt import AnsweredSource, compact_json, evidence_bundle, runtime_messages
-from bridge.registry import SourceDescriptor
-from bridge.runtime import (
-    ChatRuntime,
+from bridge.core import artifact
+from bridge.core.artifact import WireGraph, step
+from bridge.core.prompt import AnsweredSource, compact_json, evidence_bundle, runtime_messages
+from bridge.runtime.acp import AcpFailure, acp_answer, prompt_text
+from bridge.runtime.base import (
+    OpenChat,
     RuntimeFailure,
     ToolCall,
     model_configured,
     runtime_diagnostic,
     tool_arguments,
 )
-from bridge.source_tools import TOOL_PROTOCOLS
-from bridge.sources.base import SourceCallError
-from bridge.sources.client import client_for
-from bridge.sources.transport import SourceTransport
-from bridge.text import safe_id, safe_trace_text
-from common.bridge_schemas import Citation, Diagnostic, Graph, Observation, TraceStep
+from bridge.sources.base import TOOL_PROTOCOLS, ClientFor, SourceCallError
+from bridge.support.clock import elapsed_ms
+from bridge.support.facts import observations as observed
+from bridge.support.fields import as_list
+from bridge.support.iolog import IoLog
+from bridge.support.text import safe_id, safe_trace_text
+from common.bridge_schemas import Citation, Diagnostic, TraceStep
 
 RUNTIME_STEP_ID = "runtime-chat-completions"
 RUNTIME_STEP_LABEL = "Call chat completions"
@@ -55,7 +55,7 @@ NO_ANSWER_TEXT = "The chat completions endpoint returned no answer text."
 class RuntimeAnswer:
     answer: str
     citations: list[Citation]
-    graph: Graph
+    graph: WireGraph
     tool_calls: int = 0
     anchors_appended: bool = False
 
@@ -65,7 +65,7 @@ class _Evidence:
     """The citations the runtime may cite: the bundle's, then what tools found, numbered by position."""
 
     citations: list[Citation]
-    graphs: list[Graph]
+    graphs: list[WireGraph]
     positions: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -146,9 +146,10 @@ def _citation_entry(number: int, citation: Citation) -> dict[str, Any]:
 class _ToolRunner:
     """Runs the model's tool calls against the selected sources, one trace step per call."""
 
-    def __init__(self, transport: SourceTransport, sources: Sequence[SourceDescriptor], evidence: _Evidence,
+    def __init__(self, client_for: ClientFor,
+                 sources: Sequence[SourceDescriptor], evidence: _Evidence,
                  steps: list[TraceStep], diagnostics: list[Diagnostic], settings: BridgeSettings) -> None:
-        self.transport = transport
+        self.client_for = client_for
         self.sources = {s.id: s for s in sources}
         self.evidence = evidence
         self.steps = steps
@@ -198,12 +199,12 @@ class _ToolRunner:
             result = {"error": "The Knowledge Source call failed."}
         else:
             trace.status = "done"
-        trace.latency_ms = round((time.perf_counter() - started) * 1000)
+        trace.latency_ms = elapsed_ms(started)
         return compact_json(result)
 
     async def _call(self, name: str, source: SourceDescriptor, ref: str, args: dict[str, Any],
                     trace: TraceStep) -> dict[str, Any]:
-        client = client_for(self.transport, source)
+        client = self.client_for(source)
         page_ref = ref.removeprefix(f"{source.id}:")
         if name == "llmwiki_search":
             limit = _bounded_int(args.get("limit"), SEARCH_LIMIT, SEARCH_LIMIT)
@@ -229,9 +230,9 @@ class _ToolRunner:
         graph = artifact.graph_from(payload, source.id)
         self.evidence.graphs.append(graph)
         trace.detail = f"Graph neighbourhood returned {len(graph.nodes)} node(s), {len(graph.edges)} edge(s)."
-        return {"nodes": [{"id": n.id, "label": n.label, "kind": n.kind, "path": n.path}
+        return {"nodes": [{"id": n["id"], "label": n["label"], "kind": n["kind"], "path": n["path"]}
                           for n in graph.nodes[:NEIGHBOR_LIMIT]],
-                "edges": [{"source": e.source, "target": e.target, "relation": e.relation}
+                "edges": [{"source": e["source"], "target": e["target"], "relation": e["relation"]}
                           for e in graph.edges[: NEIGHBOR_LIMIT * 2]]}
 
     @staticmethod
@@ -258,17 +259,18 @@ def _tool_diagnostic(source: SourceDescriptor, error: SourceCallError,
                      ("redaction", "urls, headers, bodies, queries")]
     return Diagnostic(severity="warning", scope="source", phase="runtime-tool", protocol=source.protocol,
                       subject=safe_id(source.id), retryable=error.retryable,
-                      observations=[Observation(name=n, value=safe_trace_text(v)) for n, v in observations],
+                      observations=observed(observations),
                       remediation="The runtime answered without this tool result.",
                       message=f"{safe_trace_text(source.label)} could not answer a runtime tool call.")
 
 
 # ----------------------------------------------------------------------------- the run
 
-async def runtime_answer(settings: BridgeSettings, transport: SourceTransport | None, *, hybrid: bool,
+async def runtime_answer(settings: BridgeSettings, client_for: ClientFor | None,
+                         open_chat: OpenChat, io: IoLog | None, *, hybrid: bool,
                          query: str, history: Sequence[tuple[str, str]],
                          conversation_context: dict[str, Any] | None, answered: Sequence[AnsweredSource],
-                         failed: Sequence[SourceDescriptor], citations: Sequence[Citation], graph: Graph,
+                         failed: Sequence[SourceDescriptor], citations: Sequence[Citation], graph: WireGraph,
                          steps: list[TraceStep], diagnostics: list[Diagnostic]) -> RuntimeAnswer:
     """Call the runtime (hybrid: with source tools); tool steps and diagnostics go straight into the
     run's lists, so a later failure still reports them. Raises `RuntimeFailure`."""
@@ -278,14 +280,14 @@ async def runtime_answer(settings: BridgeSettings, transport: SourceTransport | 
     bundle = evidence_bundle(query, citations, answered, failed, graph, conversation_context)
     # Tools only for sources whose protocol can run them (an A2A source answers context only).
     sources = [a.source for a in answered if a.source.protocol in TOOL_PROTOCOLS["llmwiki_search"]]
-    tools = tool_schemas(sources) if hybrid and sources and transport is not None else None
-    runner = _ToolRunner(transport, sources, evidence, steps, diagnostics, settings) if tools and transport \
-        else None
+    tools = tool_schemas(sources) if hybrid and sources and client_for is not None else None
+    runner = _ToolRunner(client_for, sources, evidence, steps, diagnostics, settings) \
+        if tools and client_for is not None else None
     messages: list[dict[str, Any]] = list(runtime_messages(query, history, bundle, hybrid=tools is not None))
     # Tool rounds stop once one request timeout has been spent, so a hybrid run costs at most about
     # two timeouts (tool rounds, then the answer) however slowly the runtime and sources answer.
     tools_until = time.monotonic() + settings.timeout_seconds
-    async with ChatRuntime(settings, io=transport.io if transport is not None else None) as runtime:
+    async with open_chat(settings, io) as runtime:
         for round_number in range(MAX_TOOL_ROUNDS + 1):
             in_budget = (round_number < MAX_TOOL_ROUNDS and time.monotonic() < tools_until
                          and runner is not None and runner.count < MAX_TOOL_CALLS)
@@ -323,7 +325,7 @@ async def runtime_answer(settings: BridgeSettings, transport: SourceTransport | 
 async def acp_runtime_answer(settings: BridgeSettings, *, query: str, history: Sequence[tuple[str, str]],
                              conversation_context: dict[str, Any] | None,
                              answered: Sequence[AnsweredSource], failed: Sequence[SourceDescriptor],
-                             citations: Sequence[Citation], graph: Graph) -> RuntimeAnswer:
+                             citations: Sequence[Citation], graph: WireGraph) -> RuntimeAnswer:
     """The deepagents-acp adapter: the same prompt as chat completions, as one ACP turn (hybrid
     runs too: the agent has no bridge tools). Raises AcpFailure."""
     bundle = evidence_bundle(query, citations, answered, failed, graph, conversation_context)
@@ -336,11 +338,7 @@ async def acp_runtime_answer(settings: BridgeSettings, *, query: str, history: S
 
 def acp_diagnostic(settings: BridgeSettings, failure: AcpFailure) -> Diagnostic:
     """Contract 4.5's adapter diagnostic: process facts and redacted stderr, never the prompt."""
-    observations: list[tuple[str, str]] = []
-    if failure.timeout:
-        observations.append(("timeout", "true"))
-    if failure.invalid_json:
-        observations.append(("invalidJson", "true"))
+    observations = failure.facts()
     if failure.exit_code is not None:
         observations.append(("processExitCode", str(failure.exit_code)))
     if failure.signal_name is not None:
@@ -356,7 +354,7 @@ def acp_diagnostic(settings: BridgeSettings, failure: AcpFailure) -> Diagnostic:
     return Diagnostic(
         severity="error", scope="runtime", phase=settings.runtime_adapter, protocol="acp",
         subject=safe_id(settings.identity()["runtimeId"]), retryable=failure.exit_code is None,
-        observations=[Observation(name=n, value=safe_trace_text(v)) for n, v in observations],
+        observations=observed(observations),
         remediation=("Check the DeepAgents ACP command at /settings (LLMWIKI_AGENT_BRIDGE_DEEPAGENTS_ACP_*), "
                      "or retry with orchestrationMode evidence-only."),
         message=safe_trace_text(failure.message))

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.artifact import SourceEvidence
-from bridge.fields import as_list
-from bridge.registry import SourceDescriptor
-from common.bridge_schemas import Citation, Graph, SourceBundle
+from bridge.config.registry import SourceDescriptor
+from bridge.core.artifact import SourceEvidence, WireGraph
+from bridge.support.fields import as_list
+from common.bridge_schemas import Citation, SourceBundle
 
-BUNDLE_SCHEMA = "llmwiki-agent-bridge.answer-evidence.v1"
+BUNDLE_SCHEMA = "llmwiki-agent-bridge.core.answer-evidence.v1"
 QUESTION_MARKER = "# User question\n"
 EVIDENCE_MARKER = "# LLMWiki evidence bundle\n"
 MAX_HISTORY_MESSAGES = 12
@@ -108,7 +108,7 @@ def citation_digest(query: str, citations: Sequence[Citation]) -> list[dict[str,
 
 
 def evidence_bundle(query: str, citations: Sequence[Citation], answered: Sequence[AnsweredSource],
-                    failed: Sequence[SourceDescriptor], graph: Graph,
+                    failed: Sequence[SourceDescriptor], graph: WireGraph,
                     conversation_context: dict[str, Any] | None = None) -> dict[str, Any]:
     """Contract 5.2: what the runtime may answer from. Graph nodes, bundles and guidance stay out."""
     positions = {c.id: n for n, c in enumerate(citations, start=1)}

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bridge.redaction import redact_text
+from bridge.support.facts import CallFailure
+from bridge.support.redaction import redact_text
 
 PROTOCOL_VERSION = 1
 STDERR_BYTES = 4096
@@ -26,16 +27,13 @@ CLIENT_INFO = {"name": "llmwiki-agent-bridge"}
 CLIENT_CAPABILITIES = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
 
 
-class AcpFailure(Exception):
+class AcpFailure(CallFailure):
     """The ACP turn failed. `message` is safe; the other fields feed the runtime diagnostic."""
 
     def __init__(self, message: str, *, timeout: bool = False, invalid_json: bool = False,
                  exit_code: int | None = None, signal_name: str | None = None, stderr: str = "",
                  stderr_truncated: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.timeout = timeout
-        self.invalid_json = invalid_json
+        super().__init__(message, timeout=timeout, invalid_json=invalid_json)
         self.exit_code = exit_code
         self.signal_name = signal_name
         self.stderr = stderr

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 import structlog
 
-from bridge.redaction import redact, redact_text
-from bridge.registry import now_iso
+from bridge.support.clock import now_iso
+from bridge.support.redaction import redact, redact_text
 from common.json_wire import json_bytes
 
 SCHEMA = "llmwiki.agent-bridge.io.v1"
@@ -29,7 +29,7 @@ DEFAULT_PATH = Path(".runtime-logs") / "llmwiki-agent-bridge-io.jsonl"
 _OPERATION = re.compile(r"[^A-Za-z0-9_.:-]+")
 _KEPT_HEADERS = ("accept", "content-type")
 
-log = structlog.get_logger("llmwiki.bridge.iolog")
+log = structlog.get_logger("llmwiki.bridge.support.iolog")
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from typing import Any
 
 import structlog
 
-from bridge.registry import now_iso
+from bridge.support.clock import now_iso
 from common.json_wire import json_bytes
 
-SCHEMA = "llmwiki.agent-bridge.audit.v1"
+SCHEMA = "llmwiki.agent-bridge.support.audit.v1"
 EVENT = "llmwiki.agent_bridge.request"
 AUDITED_ROUTES = frozenset({
     "/message:send", "/mcp", "/sources", "/settings", "/settings.json", "/settings/config.json",
@@ -31,7 +31,7 @@ _FLAGS = {"redacted": True, "routePatternOnly": True, "queryStringLogged": False
 
 _facts: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("bridge_audit_facts",
                                                                              default=None)
-log = structlog.get_logger("llmwiki.bridge.audit")
+log = structlog.get_logger("llmwiki.bridge.support.audit")
 
 
 def begin() -> tuple[dict[str, Any], contextvars.Token[dict[str, Any] | None]]:

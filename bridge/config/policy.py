@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from bridge.config.rules import normalize_origin
-from bridge.hosts import (
+from bridge.support.hosts import (
     address_of,
     host_of_authority,
     is_loopback_address,
@@ -26,7 +26,7 @@ POLICY_BLOCKED_MESSAGE = "Knowledge Source URL is not allowed by this bridge sou
 class SourcePolicy:
     """`private-http` (any http/https URL), `allowlist` (exact origins only) or `public-https`
     (allowlisted origins, loopback, and https to public hosts). Checked before every outbound call,
-    on the host as the client will resolve it (see bridge.hosts)."""
+    on the host as the client will resolve it (see bridge.support.hosts)."""
 
     policy: str = "private-http"
     allowed_origins: tuple[str, ...] = ()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from bridge.policy import SourcePolicy
+from bridge.config.policy import SourcePolicy
+from bridge.support.clock import now_iso
+from bridge.support.text import safe_trace_text
 
 SUPPORTED_PROTOCOLS = ("llmwiki-http", "mcp", "a2a")
 SOURCES_SCHEMA = "llmwiki.agent-bridge.sources.v1"
@@ -46,6 +47,11 @@ class SourceDescriptor:
     @property
     def label(self) -> str:
         return self.name or self.id or "Knowledge Source"
+
+    @property
+    def safe_label(self) -> str:
+        """The label as trace steps and tool texts may show it."""
+        return safe_trace_text(self.label) or "Knowledge Source"
 
 
 @dataclass(frozen=True)
@@ -285,7 +291,3 @@ def registry_view(sources: Sequence[SourceDescriptor], policy: SourcePolicy,
         "unavailableCount": len(sources) - ready, "unavailableSourceCount": len(sources) - ready,
         "warningCount": len(warnings), "warnings": warnings,
     }
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

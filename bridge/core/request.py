@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.config.registry import SourceDescriptor, normalize_inline
 from bridge.core.errors import RequestRejected
-from bridge.guidance import GuidanceError, map_guidance
-from bridge.registry import SourceDescriptor, normalize_inline
-from bridge.retrieval import IntentError, parse_intent
+from bridge.core.guidance import GuidanceError, map_guidance
+from bridge.core.retrieval import IntentError, parse_intent
 from common.bridge_schemas import RetrievalIntent
 from common.options import reference_text as query_text
 

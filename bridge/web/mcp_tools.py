@@ -4,40 +4,44 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bridge import artifact
-from bridge.core.errors import RunFailed
-from bridge.fields import as_list, as_object
-from bridge.guidance import guidance_diagnostic
-from bridge.registry import (
+from bridge.config.registry import (
     SourceDescriptor,
     normalize_inline,
     readiness,
     registry_warnings,
 )
-from bridge.retrieval import IntentError, parse_intent, plan_for, unsupported_message
+from bridge.core import artifact
+from bridge.core.bundle import source_bundle
+from bridge.core.errors import RunFailed
+from bridge.core.guidance import guidance_diagnostic
+from bridge.core.retrieval import IntentError, parse_intent, plan_for, unsupported_message
 from bridge.service import BridgeService
-from bridge.source_bundle import source_bundle
-from bridge.source_payloads import context_value, prefixed, search_results, string
-from bridge.source_tools import (
+from bridge.sources.base import (
+    TOOL_PROTOCOLS,
+    SourceCallError,
+    SourceClient,
+    UnsupportedOperation,
+    bundle_capabilities,
+)
+from bridge.sources.client import client_for
+from bridge.support.fields import as_list, as_object
+from bridge.support.text import safe_id, safe_trace_text
+from bridge.web.mcp_descriptors import (
     CONTEXT_LIMIT,
     DEPTH,
     DIRECTIONS,
     GRAPH_LIMIT,
-    TOOL_PROTOCOLS,
     ToolArgumentError,
     clamp,
     either,
     include_drafts,
     name_list,
     source_error_result,
-    source_label,
     source_summary,
     tool_query,
     tool_result,
 )
-from bridge.sources.base import SourceCallError, bundle_capabilities
-from bridge.sources.client import SourceClient, UnsupportedOperation, client_for
-from bridge.text import safe_id, safe_trace_text
+from bridge.web.mcp_payloads import context_value, prefixed, search_results, string
 from common.bridge_schemas import Diagnostic, JsonObject, TraceStep
 from common.options import reference_text as query_text
 
@@ -169,7 +173,7 @@ class SourceTools:
             state = summary["readiness"]
             status = "ready" if state["ready"] else f"unavailable: {state['reason']}"
             selected = "" if source.selected else ", not selected"
-            lines.append(f"- {source.id}: {source_label(source)} ({source.protocol}, {source.status}, "
+            lines.append(f"- {source.id}: {source.safe_label} ({source.protocol}, {source.status}, "
                          f"{status}{selected})")
         return tool_result("llmwiki_sources", value, "\n".join(lines))
 
@@ -216,7 +220,7 @@ class SourceTools:
         fields, notes, capabilities = await self._retrieval(args, query, source, candidates, client)
         body.update(fields)
         summary = self.summary(source)
-        label = source_label(source)
+        label = source.safe_label
         if tool == "llmwiki_search":
             results = search_results(await client.search(body), source)
             value: JsonObject = {"source": summary, "query": query, "results": results}
@@ -255,7 +259,7 @@ class SourceTools:
             source, page_id = owner, given[len(owner.id) + 1:]
         else:
             source, page_id = self.resolve(tool, args, candidates), given
-        label = source_label(source)
+        label = source.safe_label
         try:
             page = await self._client(source).read(page_id, include_drafts(args))
         except SourceCallError as exc:
@@ -274,7 +278,7 @@ class SourceTools:
         payload = await self._client(source).graph(limit, include_drafts(args))
         graph = artifact.graph_from(payload, source.id)
         value = {"source": self.summary(source), "limit": limit, "graph": graph.wire()}
-        text = f"Graph from {source_label(source)}: {len(graph.nodes)} node(s), {len(graph.edges)} edge(s)."
+        text = f"Graph from {source.safe_label}: {len(graph.nodes)} node(s), {len(graph.edges)} edge(s)."
         return tool_result(tool, value, text)
 
     async def neighbors(self, args: JsonObject) -> JsonObject:
@@ -340,7 +344,7 @@ class SourceTools:
     async def source_bundle(self, args: JsonObject) -> JsonObject:
         tool = "llmwiki_source_bundle"
         source = self.resolve(tool, args, self.candidates(args))
-        label = source_label(source)
+        label = source.safe_label
         read = await self._client(source).bundle()
         steps: list[TraceStep] = []
         diagnostics: list[Diagnostic] = []

@@ -7,15 +7,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from bridge.policy import SourcePolicy
-from bridge.registry import (
+from bridge.config.policy import SourcePolicy
+from bridge.config.registry import (
     SUPPORTED_PROTOCOLS,
     SourceDescriptor,
     readiness,
     settings_view,
 )
 from bridge.sources.base import SourceCallError
-from bridge.text import safe_trace_text
 from common.bridge_schemas import JsonObject, RetrievalIntent
 from common.guidance import RetrievalGuidance
 from common.json_schema import tool_schema
@@ -24,12 +23,6 @@ from common.options import reference_text as query_text
 
 TOOL_NAMES = ("llmwiki_agent_run", "llmwiki_list_sources", "llmwiki_context", "llmwiki_search",
               "llmwiki_read", "llmwiki_graph", "llmwiki_graph_neighbors", "llmwiki_source_bundle")
-# Which source protocols each source tool can use (contract 6.3); list_sources calls no source.
-TOOL_PROTOCOLS: dict[str, tuple[str, ...]] = {
-    "llmwiki_context": ("llmwiki-http", "mcp", "a2a"),
-    "llmwiki_search": ("llmwiki-http", "mcp"), "llmwiki_read": ("llmwiki-http", "mcp"),
-    "llmwiki_graph": ("llmwiki-http", "mcp"), "llmwiki_graph_neighbors": ("llmwiki-http", "mcp"),
-    "llmwiki_source_bundle": ("llmwiki-http", "mcp")}
 CONTEXT_LIMIT = (8, INTENT_LIMIT.low, INTENT_LIMIT.high)  # default, minimum, maximum
 GRAPH_LIMIT = (120, 1, 500)
 DEPTH = (1, 1, 4)
@@ -247,7 +240,3 @@ def source_summary(source: SourceDescriptor, policy: SourcePolicy) -> JsonObject
     if not state.ready:
         view["readiness"]["reason"] = state.reason
     return view
-
-
-def source_label(source: SourceDescriptor) -> str:
-    return safe_trace_text(source.label) or "Knowledge Source"

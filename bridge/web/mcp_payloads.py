@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge import artifact
-from bridge.fields import as_list, as_object, first, source_refs
-from bridge.guidance import GuidanceError, guidance_diagnostic, map_guidance
-from bridge.registry import SourceDescriptor
-from bridge.text import markdown_readable, safe_id
+from bridge.config.registry import SourceDescriptor
+from bridge.core import artifact
+from bridge.core.guidance import GuidanceError, guidance_diagnostic, map_guidance
+from bridge.support.fields import as_list, as_object, first, source_refs
+from bridge.support.text import markdown_readable, safe_id
 from common.bridge_schemas import Diagnostic, JsonObject
 
 

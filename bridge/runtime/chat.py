@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
@@ -13,69 +11,17 @@ from urllib.parse import urlsplit
 import openai
 
 from bridge.config.settings import BridgeSettings
-from bridge.iolog import IoCall, IoLog
-from bridge.registry import now_iso
-from bridge.runtime_transport import CappedTransport, RuntimeAnswerTooLarge
-from bridge.text import safe_id, safe_trace_text
-from common.bridge_schemas import Diagnostic, Observation
+from bridge.runtime.base import PROTOCOL, TOO_LARGE_MESSAGE, ChatReply, RuntimeFailure, ToolCall
+from bridge.runtime.capped import CappedTransport, RuntimeAnswerTooLarge
+from bridge.support.clock import now_iso
+from bridge.support.iolog import IoCall, IoLog
 
-ADAPTER = "chat-completions"
-PROTOCOL = "openai-compatible"
 TEMPERATURE = 0.2
 PROBE_TIMEOUT_SECONDS = 5.0
-TOO_LARGE_MESSAGE = "Chat completions answer is larger than the bridge accepts."
-CHAT_FAILED_MESSAGE = ("Chat completions request failed. Check the configured OpenAI-compatible runtime at "
-                       "/settings, or retry with orchestrationMode: \"evidence-only\".")
 # Headers the openai client would fill from OPENAI_* environment variables: the bridge sends the
 # runtime only what its own settings say.
 _ENV_HEADERS = ("OpenAI-Organization", "OpenAI-Project")
 _NO_KEY = "llmwiki-agent-bridge-no-key"  # the client insists on a key; its header is omitted
-
-
-class RuntimeFailure(Exception):
-    """The runtime call failed. `message` is safe (no URL, body or key); the flags feed diagnostics."""
-
-    def __init__(self, message: str, *, http_status: int | None = None, timeout: bool = False,
-                 invalid_json: bool = False, tools_rejected: bool = False,
-                 configuration: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.http_status = http_status
-        self.timeout = timeout
-        self.invalid_json = invalid_json
-        self.tools_rejected = tools_rejected
-        self.configuration = configuration  # not called at all: no model or base URL
-
-    @property
-    def retryable(self) -> bool:
-        if self.invalid_json or self.configuration:
-            return False
-        if self.http_status is None:
-            return True
-        return self.http_status in (408, 409, 425, 429) or self.http_status >= 500
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass
-class ChatReply:
-    """One assistant turn: text and/or tool calls, plus the message to send back next round."""
-
-    content: str
-    tool_calls: list[ToolCall] = field(default_factory=list)
-
-    def as_message(self) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": self.content or None}
-        if self.tool_calls:
-            message["tool_calls"] = [{"id": c.id, "type": "function",
-                                      "function": {"name": c.name, "arguments": c.arguments}}
-                                     for c in self.tool_calls]
-        return message
 
 
 def runtime_base(base_url: str) -> str:
@@ -207,38 +153,6 @@ def _reply(completion: Any) -> ChatReply:
     return ChatReply(text, calls)
 
 
-def runtime_diagnostic(settings: BridgeSettings, failure: RuntimeFailure, *, severity: str = "error",
-                       message: str | None = None, remediation: str | None = None,
-                       extra: Sequence[tuple[str, str]] = ()) -> Diagnostic:
-    """Contract 4.5's runtime diagnostic: facts about the failure, never the URL, key or body."""
-    observations: list[tuple[str, str]] = []
-    if failure.http_status is not None:
-        observations.append(("httpStatus", str(failure.http_status)))
-    if failure.timeout:
-        observations.append(("timeout", "true"))
-    if failure.invalid_json:
-        observations.append(("invalidJson", "true"))
-    observations += list(extra)
-    observations += [("runtimeProfile", settings.runtime_profile), ("runtimeAdapter", ADAPTER),
-                     ("runtimeModelConfigured", "true" if settings.model.strip() else "false"),
-                     ("runtimeBaseUrlSource", settings.base_url_source),
-                     ("runtimeModelSource", settings.model_source),
-                     ("timeoutMs", str(settings.request_timeout_ms)),
-                     ("redaction", "urls, headers, credentials, bodies, queries")]
-    return Diagnostic(
-        severity="warning" if severity == "warning" else "error", scope="runtime", phase=ADAPTER,
-        protocol=PROTOCOL, subject=safe_id(settings.identity()["runtimeId"]), retryable=failure.retryable,
-        observations=[Observation(name=n, value=safe_trace_text(v)) for n, v in observations if v],
-        remediation=remediation or ("Check the runtime base URL, model and API key at /settings, or retry "
-                                    "with orchestrationMode evidence-only."),
-        message=message or safe_trace_text(failure.message))
-
-
-def model_configured(settings: BridgeSettings) -> bool:
-    """A runtime-backed run needs a model name; evidence-only runs do not (contract 2.6.1)."""
-    return bool(settings.model.strip())
-
-
 async def probe(settings: BridgeSettings) -> dict[str, Any]:
     """`/health?probe=1`: one `GET <base>/models`, at most 5 s, redirects treated as failures."""
     checked: dict[str, Any] = {"checked": True, "basis": "live_probe", "protocol": PROTOCOL,
@@ -271,10 +185,3 @@ async def probe(settings: BridgeSettings) -> dict[str, Any]:
     return {**checked, "ok": 200 <= status < 300, "reachable": True, "httpStatus": status}
 
 
-def tool_arguments(call: ToolCall) -> dict[str, Any]:
-    """The model's JSON arguments; anything that is not a JSON object counts as no arguments."""
-    try:
-        parsed = json.loads(call.arguments) if call.arguments.strip() else {}
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}

@@ -8,12 +8,12 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from bridge.artifact import ARTIFACT_NAME
+from bridge.core.artifact import ARTIFACT_NAME
 from bridge.core.errors import RunFailed
-from bridge.fields import as_list, as_object
-from bridge.iolog import io_scope
-from bridge.protocols.errors import http_error
 from bridge.service import BridgeService
+from bridge.support.fields import as_list, as_object
+from bridge.support.iolog import io_scope
+from bridge.web.errors import http_error
 from common import a2a
 from common.a2a import CARD_PATH, INPUT_MODES, JSONRPC_PATH, OUTPUT_MODES
 from common.errors import CodedError, json_response

@@ -8,20 +8,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.fields import as_list, as_object, first, first_str, source_refs, text_of
-from bridge.registry import SourceDescriptor, now_iso
-from bridge.source_bundle import safe_uri
+import pydantic_core
+
+from bridge.config.registry import SourceDescriptor
+from bridge.core.bundle import safe_uri
 from bridge.sources.base import SourceCallError
-from bridge.text import markdown_readable, safe_id, safe_trace_text
+from bridge.support.clock import now_iso
+from bridge.support.facts import observations as observed
+from bridge.support.fields import as_list, as_object, first, first_str, source_refs, text_of
+from bridge.support.text import markdown_readable, safe_id, safe_trace_text
 from common.bridge_schemas import (
+    CamelModel,
     Citation,
     CitationRef,
     Diagnostic,
-    Graph,
-    GraphEdge,
-    GraphNode,
     JsonObject,
-    Observation,
     SourceBundle,
     TraceStep,
 )
@@ -33,13 +34,35 @@ _SCHEME = re.compile(r"^[a-z]+:")
 
 # ----------------------------------------------------------------------------- evidence
 
+@dataclass(frozen=True)
+class WireGraph:
+    """A graph as the artifact writes it: nodes and edges in their wire form (ids namespaced by the
+    source, every field normalised to its type; metadata as the source sent it), made once from
+    the source's payload. It is not validated into models and dumped again: the normalisation gives
+    exactly what that round-trip gave, and the one dump that writes it (`AgentResult.wire()`, or
+    `wire()` here for a tool's answer) turns a NaN or infinity in metadata into null, as the model
+    dump did."""
+
+    nodes: list[JsonObject] = field(default_factory=list)
+    edges: list[JsonObject] = field(default_factory=list)
+
+    def value(self) -> JsonObject:
+        """The graph as it is, for a dump that makes it JSON-safe itself."""
+        return {"nodes": self.nodes, "edges": self.edges}
+
+    def wire(self) -> JsonObject:
+        """The JSON form, in one pydantic-core pass."""
+        safe: JsonObject = pydantic_core.to_jsonable_python(self.value(), inf_nan_mode="null")
+        return safe
+
+
 @dataclass
 class SourceEvidence:
     """What one source contributed: its namespaced citations, graph and preview lines."""
 
     wiki_title: str
     citations: list[Citation]
-    graph: Graph
+    graph: WireGraph
     orientation: list[str] = field(default_factory=list)
 
 
@@ -128,11 +151,10 @@ def _graph_items(payload: JsonObject, source_id: str) -> tuple[list[JsonObject],
     return nodes, edges
 
 
-def graph_from(payload: JsonObject, source_id: str) -> Graph:
-    """The source's graph as models, validated in one call (a query answer carries a hundred nodes
-    and edges or more)."""
+def graph_from(payload: JsonObject, source_id: str) -> WireGraph:
+    """The source's graph in its wire form (a query answer carries a hundred nodes and edges or more)."""
     nodes, edges = _graph_items(payload, source_id)
-    return Graph.model_validate({"nodes": nodes, "edges": edges})
+    return WireGraph(nodes, edges)
 
 
 def evidence_from(payload: JsonObject, source: SourceDescriptor) -> SourceEvidence:
@@ -149,15 +171,16 @@ def evidence_from(payload: JsonObject, source: SourceDescriptor) -> SourceEviden
         orientation=[o for o in orientation if o])
 
 
-def merge_graphs(graphs: Sequence[Graph]) -> Graph:
-    nodes: dict[str, GraphNode] = {}
-    edges: dict[tuple[str, str, str], GraphEdge] = {}
+def merge_graphs(graphs: Sequence[WireGraph]) -> WireGraph:
+    """One graph: the first node per id, the first edge per (source, target, relation)."""
+    nodes: dict[str, JsonObject] = {}
+    edges: dict[tuple[str, str, str], JsonObject] = {}
     for graph in graphs:
         for node in graph.nodes:
-            nodes.setdefault(node.id, node)
+            nodes.setdefault(node["id"], node)
         for edge in graph.edges:
-            edges.setdefault((edge.source, edge.target, edge.relation), edge)
-    return Graph(nodes=list(nodes.values()), edges=list(edges.values()))
+            edges.setdefault((edge["source"], edge["target"], edge["relation"]), edge)
+    return WireGraph(list(nodes.values()), list(edges.values()))
 
 
 def dedupe_citations(groups: Sequence[Sequence[Citation]]) -> list[Citation]:
@@ -177,13 +200,7 @@ def step(step_id: str, label: str, status: str, *, timestamp: str | None = None,
 
 def failure_observations(error: SourceCallError) -> list[tuple[str, str]]:
     """The safe facts of a failed source call (status, timeout, bad JSON, JSON-RPC error, policy)."""
-    observations: list[tuple[str, str]] = []
-    if error.http_status is not None:
-        observations.append(("httpStatus", str(error.http_status)))
-    if error.timeout:
-        observations.append(("timeout", "true"))
-    if error.invalid_json:
-        observations.append(("invalidJson", "true"))
+    observations = error.facts()
     if error.json_rpc_error:
         observations.append(("jsonRpcError", "true"))
     if error.policy:
@@ -215,7 +232,7 @@ def source_diagnostic(source: SourceDescriptor, error: SourceCallError, phase: s
         remediation = "The run continued without source bundle metadata."
     return Diagnostic(severity=severity, scope="source", phase=phase,
                       protocol=source.protocol, subject=safe_id(source.id), retryable=error.retryable,
-                      observations=[Observation(name=n, value=safe_trace_text(v)) for n, v in observations],
+                      observations=observed(observations),
                       remediation=remediation, message=message)
 
 
@@ -261,7 +278,22 @@ def tool_detail(evidence: SourceEvidence) -> str:
 
 # ----------------------------------------------------------------------------- answers and the task
 
-def evidence_only_answer(citations: Sequence[Citation], graph: Graph,
+class AgentResult(CamelModel):
+    """The `llmwiki_agent_result` data part, dumped once: the models it holds are not dumped one
+    by one, and the graph (`WireGraph.value()`) is already in its wire form."""
+
+    request_id: str
+    trace_id: str
+    answer: str
+    orchestration_mode: str
+    citations: list[Citation]
+    graph: JsonObject
+    steps: list[TraceStep]
+    source_bundles: list[SourceBundle]
+    diagnostics: list[Diagnostic]
+
+
+def evidence_only_answer(citations: Sequence[Citation], graph: WireGraph,
                          bundles: Sequence[SourceBundle], answered_sources: int, failed_sources: int) -> str:
     lines = [f"Evidence-only result: the bridge gathered {len(citations)} citation(s) from "
              f"{answered_sources} Knowledge Source(s) and did not call the configured runtime.",

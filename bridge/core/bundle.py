@@ -7,8 +7,8 @@ import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from bridge.fields import as_object, first, text_of
-from bridge.registry import SourceDescriptor
+from bridge.config.registry import SourceDescriptor
+from bridge.support.fields import as_object, first, text_of
 from common.bridge_schemas import (
     BundleSourceRef,
     JsonObject,

@@ -10,11 +10,11 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from bridge import audit
-from bridge.core.errors import BridgeError
 from bridge.service import BridgeService
-from bridge.source_tool_calls import SourceTools
-from bridge.source_tools import TOOL_NAMES, ToolArgumentError, tool_descriptors
+from bridge.support import audit
+from bridge.support.errors import BridgeError
+from bridge.web.mcp_descriptors import TOOL_NAMES, ToolArgumentError, tool_descriptors
+from bridge.web.mcp_tools import SourceTools
 from common.errors import CodedError, json_response
 from common.logging import REQUEST_ID
 from common.mcp import (
