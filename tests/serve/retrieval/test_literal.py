@@ -14,7 +14,8 @@ import pytest
 from serve.folder import FolderMirror
 from serve.projection import Projection
 from serve.retrieval.analyzer import STOPWORDS
-from serve.retrieval.index import ROLE_MULTIPLIER, LexicalIndex
+from serve.retrieval.index import LexicalIndex
+from serve.retrieval.scoring import ROLE_MULTIPLIER
 from serve.retrieval.search import Searcher, SearchRequest, SlowSearch
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
