@@ -18,6 +18,7 @@ from serve.projection import Projection
 from serve.retrieval.analyzer import analyze
 from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import Hit, LexicalIndex
+from serve.retrieval.literal_bounds import literal_bounds, upper_scores
 from serve.retrieval.pairs import literal_haystack
 from serve.retrieval.scoring import ROLE_MULTIPLIER
 from serve.source.page import ROLE_RANK, Page, collapse
@@ -245,7 +246,7 @@ class Searcher:
         excluded = _excluded_paths(self.projection, req.exclude_page_ids)
         index = self.index
         with self.lock:  # the index may move on to a newer snapshot later: fresher is fine
-            bounds = index.literal_bounds(needle)
+            bounds = literal_bounds(index, needle)
             alive = np.frombuffer(index.alive, dtype=np.uint8).astype(bool)
             if bounds is None:
                 bounds = np.where(alive, np.inf, 0.0)
@@ -256,7 +257,7 @@ class Searcher:
                 if (doc := index.by_path.get(path)) is not None:
                     usable[doc] = False
             docs = np.flatnonzero(usable)
-            upper = index.literal_upper_scores(needle, bounds, docs)
+            upper = upper_scores(index, needle, bounds, docs)
             if req.min_score is not None:
                 keep = upper >= req.min_score
                 docs, upper = docs[keep], upper[keep]

@@ -12,6 +12,7 @@ from serve.projection import Projection
 from serve.retrieval import documents as documents_module
 from serve.retrieval.analyzer import query_terms
 from serve.retrieval.index import LexicalIndex
+from serve.retrieval.literal_bounds import literal_bounds
 from serve.retrieval.pairs import needle_bits
 from tests.benchmarks.generate import generate
 from tests.support.folders import copy_fixture
@@ -101,7 +102,7 @@ def test_ties_break_by_role_then_path(tmp_path: Path) -> None:
 
 def _candidates(index: LexicalIndex, needle: str) -> set[str] | None:
     """Paths of the pages literal_bounds() leaves in the running (None: every page)."""
-    bound = index.literal_bounds(needle)
+    bound = literal_bounds(index, needle)
     if bound is None:
         return None
     return {page.path for doc in np.flatnonzero(bound).tolist()
