@@ -175,7 +175,10 @@ def edge_meta_json(edge: Edge) -> str:
 
 
 def edge_text(key: tuple[str, str, str], meta_json: str) -> str:
-    """An edge's JSON from its (source, target, relation) and its metadata's JSON."""
+    """An edge's JSON from its (source, target, relation) and its metadata's JSON (written by
+    compact_json). Runs for every edge of every context pack, so the key's strings are
+    written here, with json.dumps' own string encoder, rather than by a writer call each;
+    the pack's graph is put together from such pieces (search.Searcher.context_json)."""
     enc = encode_basestring  # the encoder json.dumps itself uses for strings
     return (f'{{"source":{enc(key[0])},"target":{enc(key[1])},"relation":{enc(key[2])},'
             f'"metadata":{meta_json}}}')

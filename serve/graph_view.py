@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from json.encoder import encode_basestring
 from typing import Any
 
+from common.json_wire import json_bytes
 from serve.graph import Edge, Node
 from serve.source.page import Page
 
-PAGE_META_KEYS = frozenset({"source_refs", "review_state", "okf"})
 PAGE_JSON_ENTRIES = 50_000  # page nodes' JSON kept per snapshot (~300 bytes each)
 
 
 def compact_json(value: Any) -> str:
-    """JSON as the services answer it: compact, non-ASCII kept."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """JSON as the services answer it (the project's one writer), as text: the pieces a
+    context pack's graph is put together from."""
+    return json_bytes(value).decode("utf-8")
 
 
 def _contains_text(value: Any, needles: Sequence[str]) -> bool:
@@ -88,33 +88,18 @@ class GraphView:
         return {"nodes": [self.node_dict(n) for n in nodes], "edges": [self.edge_dict(e) for e in edges]}
 
     def node_json(self, node: Node) -> str:
-        """compact_json(self.node_dict(node)), written straight from the tuple: a context
-        pack's graph is most of its JSON, and building dicts only to encode them costs more
-        than the rest of the pack. Page nodes' JSON depends on the page alone and is kept in
-        `page_json` (by path) when the view has one."""
+        """compact_json(self.node_dict(node)). Page nodes' JSON depends on the page alone and
+        is kept in `page_json` (by path) when the view has one."""
         meta = node.meta
-        enc = encode_basestring  # the encoder json.dumps itself uses for strings
-        try:
-            if isinstance(meta, Page):
-                if not PAGE_META_KEYS.isdisjoint(self.base_meta):
-                    return compact_json(self.node_dict(node))  # page metadata overrides a key
-                cache = self.page_json if self.page_json is not None else {}
-                text = cache.get(meta.path)
-                if text is None:
-                    base = compact_json(self.base_meta)[:-1] + ("," if self.base_meta else "")
-                    refs = ",".join([enc(ref) for ref in meta.source_refs])
-                    text = (f'{{"id":{enc(node.id)},"label":{enc(node.label)},"kind":{enc(node.kind)},'
-                            f'"path":{enc(node.path)},"metadata":{base}"source_refs":[{refs}],'
-                            f'"review_state":{enc(meta.review_state)},'
-                            f'"okf":{meta.okf_json or "{}"}}}}}')
-                    if len(cache) < PAGE_JSON_ENTRIES:
-                        cache[meta.path] = text
-                return text
-            metadata = compact_json(meta) if meta else "{}"
-            return (f'{{"id":{enc(node.id)},"label":{enc(node.label)},"kind":{enc(node.kind)},'
-                    f'"path":{enc(node.path)},"metadata":{metadata}}}')
-        except TypeError:  # a field that is not a string: let json.dumps decide
+        if not isinstance(meta, Page):
             return compact_json(self.node_dict(node))
+        cache = self.page_json if self.page_json is not None else {}
+        text = cache.get(meta.path)
+        if text is None:
+            text = compact_json(self.node_dict(node))
+            if len(cache) < PAGE_JSON_ENTRIES:
+                cache[meta.path] = text
+        return text
 
     def truncated(self, limit: int) -> dict[str, list[dict[str, Any]]]:
         """First `limit` nodes and the edges closed over them, at most `limit` edges."""
