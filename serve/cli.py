@@ -16,7 +16,7 @@ from serve.errors import KnowledgeSourceError
 from serve.settings import OPTIONS, ServeSettings, SettingsError, SourceProfileError, resolve_settings
 
 if TYPE_CHECKING:
-    from serve.folder import EarlyRead
+    from serve.early_read import EarlyRead
 
 
 def _add_serve_options(parser: argparse.ArgumentParser) -> None:
@@ -209,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def start_early_read(settings: ServeSettings) -> EarlyRead | None:
     """Start parsing a large folder before the service's own imports, unless the restart
     cache will supply the pages."""
-    from serve.folder import EarlyRead
+    from serve.early_read import EarlyRead
     from serve.page_cache import PageCache, default_cache_dir
 
     root = settings.root.expanduser().resolve()

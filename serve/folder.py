@@ -2,31 +2,23 @@
 
 from __future__ import annotations
 
-import ctypes
-import gc
-import hashlib
-import marshal
-import multiprocessing
 import os
-import signal
 import stat as stat_mod
-import sys
-import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, NamedTuple
 
 import structlog
 
 from serve.errors import okf_invalid, root_missing, root_unsupported
-from serve.graph import Fragment, SidecarFile, page_fragment
+from serve.file_read import CHANGING, ReadJob, decode_text, read_file
+from serve.graph import Fragment, SidecarFile
+from serve.parse_pool import read_all
 from serve.projection import Diagnostic, Projection, signature_of
+from serve.records import FileRecord
 from serve.source import okf
 from serve.source.layout import FolderView, Layout, detect_layout
-from serve.source.page import Page, ParseOptions, parse_page
-from serve.source.reading import FileChanging, NotRegularFile, TooLarge, read_head, read_regular
-from serve.source.sidecar import SidecarEdge, parse_sidecar
+from serve.source.page import Page, ParseOptions
+from serve.source.reading import read_head
 from serve.source.tree import (
     NAME_NOT_UTF8,
     SYMLINK_IGNORED,
@@ -41,207 +33,8 @@ from serve.source.tree import (
 )
 
 log = structlog.get_logger("llmwiki.serve.folder")
-
-# Parsing is CPU-bound pure Python: a large first load is spread over worker processes.
-PARALLEL_PARSE_MIN = 1500
-PARSE_CHUNK = 250  # the workers finish up to a chunk apart: small chunks keep that tail short
-# rel, path, page path, options, size limit, digest already known (skip parsing if equal)
-# ... and the page's role, so hub pages keep one Page object across snapshots.
-ReadJob = tuple[str, str, str | None, ParseOptions, int, str, str]
-
-CONFIG_TEXT_FILES = frozenset({"dendron.yml", ".vscode/extensions.json"})
-# A file whose ctime is this close to when it was verified may still change without a
-# visible stat difference (coarse timestamps); such records are re-read, never trusted.
-RACY_WINDOW_NS = 2_000_000_000
-CHANGING = "changing"  # the problem code of a file that was being written during every read
-_new = tuple.__new__
-
-
-class FileRecord(NamedTuple):
-    """What the mirror knows about one tracked file (a tuple: restored in bulk at start)."""
-
-    stat: FileStat
-    digest: str
-    verified_ns: int  # wall clock when the bytes were last read
-    page: Page | None = None
-    fragment: Fragment | None = None
-    parse_key: tuple[str, ParseOptions] | None = None
-    text: str | None = None  # small config files kept for detection
-    sidecar: tuple[SidecarEdge, ...] = ()
-    problem: str = ""  # reason code when skipped or degraded
-    skipped: bool = False
-
-    def trusted_for(self, st: FileStat) -> bool:
-        """Equal stat and not racily fresh: the bytes cannot have changed since reading."""
-        return st == self.stat and st.ctime_ns + RACY_WINDOW_NS < self.verified_ns
-
-
-def _digest_file(path: str, limit: int) -> tuple[str, bytes | None]:
-    """BLAKE2b-16 and the bytes of a file of at most `limit` bytes. A larger file is never read:
-    its digest is that of its size and mtime, and there are no bytes."""
-    try:
-        data = read_regular(path, limit)
-    except TooLarge as big:
-        return hashlib.blake2b(f"{big.size}:{big.mtime_ns}".encode(), digest_size=16).hexdigest(), None
-    return hashlib.blake2b(data, digest_size=16).hexdigest(), data
-
-
-def decode_text(data: bytes) -> tuple[str, str]:
-    """UTF-8 with universal newlines; invalid bytes are replaced and reported."""
-    problem = ""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = data.decode("utf-8", "replace")
-        problem = "not_utf8"
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text, problem
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    """What reading one file produced (picklable: it may come from a worker process)."""
-
-    rel: str
-    digest: str
-    verified_ns: int
-    problem: str = ""
-    skipped: bool = False
-    page: Page | None = None
-    fragment: Fragment | None = None
-    text: str | None = None
-    sidecar: tuple[SidecarEdge, ...] = ()
-    options: ParseOptions | None = None
-
-
-def read_file(job: ReadJob) -> ReadResult:
-    """Read one tracked file: digest it and, for pages of the current layout, parse it."""
-    rel, path, page_path, options, limit, known_digest, role = job
-    now = time.time_ns()
-    try:
-        digest, data = _digest_file(path, limit)
-    except NotRegularFile:
-        return ReadResult(rel, "", now, problem="not_regular_file", skipped=True)
-    except FileChanging:  # never trusted, so read again at the next check
-        return ReadResult(rel, "", 0, problem=CHANGING, skipped=True)
-    except OSError:
-        return ReadResult(rel, "", now, problem="unreadable", skipped=True)
-    if data is None:
-        return ReadResult(rel, digest, now, problem="too_large", skipped=True)
-    if rel in CONFIG_TEXT_FILES:
-        return ReadResult(rel, digest, now, text=decode_text(data)[0])
-    if rel.rsplit("/", 1)[-1] == "graph.json":
-        return ReadResult(rel, digest, now, sidecar=tuple(parse_sidecar(decode_text(data)[0])))
-    if page_path is None or digest == known_digest:
-        if rel == okf.MARKER:  # its head is what OKF detection reads, whatever the layout
-            return ReadResult(rel, digest, now, text=okf.marker_head(decode_text(data)[0]))
-        return ReadResult(rel, digest, now)
-    text, problem = decode_text(data)
-    parse = okf.parse_okf_page if options.okf else parse_page
-    page = parse(text, page_path, options, degraded=problem, role=role)
-    return ReadResult(rel, digest, now, problem=page.degraded, page=page,
-                      fragment=page_fragment(page), options=options,
-                      text=okf.marker_head(text) if rel == okf.MARKER else None)
-
-
-def start_worker(parent: int) -> None:
-    """Worker start-up. The worker's pages are acyclic tuples it sends away, so the cyclic
-    collector would only re-traverse them (and the parent's heap, forked with it)."""
-    gc.disable()
-    die_with_parent(parent)
-
-
-def die_with_parent(parent: int) -> None:
-    """A forked worker holds the parent's pipe ends, so it would wait forever if the
-    parent were killed; ask the kernel to end it with the parent."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(1)
-
-
-def read_files(jobs: list[tuple[ReadJob, FileStat]]) -> bytes:
-    """Worker-side: read a batch and send the records back as marshal bytes, which the
-    parent decodes several times faster than pickled objects."""
-    return marshal.dumps([(job[0], encode_record(record_from(read_file(job), st)))
-                          for job, st in jobs])
-
-
-def encode_record(record: FileRecord) -> tuple[Any, ...]:
-    """A record as builtin values only (marshal-able; nothing can run when it is loaded)."""
-    parse_key = None
-    if record.parse_key is not None:
-        parse_key = (record.parse_key[0], tuple(record.parse_key[1]))
-    # Field order is FileRecord's; decode_record rebuilds it positionally.
-    return (
-        tuple(record.stat), record.digest, record.verified_ns,
-        tuple(record.page) if record.page is not None else None,
-        tuple(record.fragment) if record.fragment is not None else None, parse_key,
-        record.text, tuple(tuple(e) for e in record.sidecar), record.problem, record.skipped,
-    )
-
-
-_intern = sys.intern
-# One ParseOptions per distinct value: every record parsed for a layout shares it.
-_options: dict[tuple[bool, ...], ParseOptions] = {}
-
-
-def _fields(raw: Any, kind: type[tuple[Any, ...]]) -> Any:
-    """`raw` when it has exactly the fields of the named tuple `kind` (a cache record that does
-    not would fail later, far from here)."""
-    if not isinstance(raw, tuple) or len(raw) != len(kind._fields):  # type: ignore[attr-defined]
-        raise ValueError(f"a cached {kind.__name__} has the wrong shape")
-    return raw
-
-
-def decode_record(raw: tuple[Any, ...]) -> FileRecord:
-    stat, digest, verified_ns, flat_page, fragment, parse_key, text, sidecar, problem, skipped = (
-        _fields(raw, FileRecord))
-    _fields(stat, FileStat)
-    if flat_page is not None:
-        _fields(flat_page, Page)
-    if fragment is not None:
-        _fields(fragment, Fragment)
-    for edge in sidecar:
-        _fields(edge, SidecarEdge)
-    # No interning here: parse_page and record_from interned the strings pages repeat, and
-    # marshal keeps that, so loading shares them again at C speed.
-    if parse_key is not None:
-        options = _options.get(parse_key[1])
-        if options is None:
-            options = _options[parse_key[1]] = _new(ParseOptions, parse_key[1])
-        parse_key = (parse_key[0], options)
-    return _new(FileRecord, (
-        _new(FileStat, stat), digest, verified_ns,
-        _new(Page, flat_page) if flat_page is not None else None,
-        _new(Fragment, fragment) if fragment is not None else None,
-        parse_key, text, tuple(_new(SidecarEdge, e) for e in sidecar) if sidecar else (),
-        problem, skipped,
-    ))
-
-
-def record_from(result: ReadResult, st: FileStat) -> FileRecord:
-    parse_key = None
-    page, fragment = result.page, result.fragment
-    if page is not None and result.options is not None:
-        parse_key = (page.path, result.options)
-    if page is not None and fragment is not None:
-        # Tag and source ids and link keys repeat across pages, so they are interned; the
-        # heading ids (listed first) are the page's own, and interning them would only cost.
-        ids = fragment.member_ids
-        own = len(page.headings)
-        # A page's own keys often coincide (its id's and path's, its title's and file
-        # name's): keep one string for each.
-        first: dict[str, str] = {}
-        fragment = _new(Fragment, ((*ids[:own], *map(_intern, ids[own:])),
-                                   tuple(map(_intern, fragment.link_keys)),
-                                   tuple(first.setdefault(key, key) for key in fragment.page_keys)))
-    return _new(FileRecord, (st, result.digest, result.verified_ns, page, fragment, parse_key,
-                             result.text, result.sidecar, result.problem, result.skipped))
+# Known graph sizes by projection signature (from the restart cache).
+CountsFor = Callable[[str], "tuple[int, int] | None"]
 
 
 def page_sort_key(layout: Layout, path: str) -> tuple[object, ...]:
@@ -249,97 +42,6 @@ def page_sort_key(layout: Layout, path: str) -> tuple[object, ...]:
     if layout.adapter == "logseq":
         return (0 if parts[0] == "pages" else 1, parts)
     return (0, parts)
-
-
-def parse_workers() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-
-
-def _chunks(jobs: Iterable[tuple[ReadJob, FileStat]]) -> Iterator[list[tuple[ReadJob, FileStat]]]:
-    chunk = []
-    for job in jobs:
-        chunk.append(job)
-        if len(chunk) == PARSE_CHUNK:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-class ParseInWorkers:
-    """Jobs read and parsed by forked worker processes, one per CPU, in chunks."""
-
-    def __init__(self, jobs: Iterable[tuple[ReadJob, FileStat]]) -> None:
-        from concurrent.futures import ProcessPoolExecutor
-
-        self._pool = ProcessPoolExecutor(max_workers=parse_workers(),
-                                         mp_context=multiprocessing.get_context("fork"),
-                                         initializer=start_worker, initargs=(os.getpid(),))
-        # map() submits each chunk as it is made: the workers start on the first while the
-        # parent still makes the rest.
-        self._payloads = self._pool.map(read_files, _chunks(jobs))
-
-    def records(self) -> Iterator[tuple[str, FileRecord]]:
-        """Each file's record, in job order, as the workers finish their chunks."""
-        for payload in self._payloads:
-            for rel, raw in marshal.loads(payload):
-                yield rel, decode_record(raw)
-
-    def __enter__(self) -> ParseInWorkers:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._pool.shutdown(cancel_futures=True)
-
-    def cancel(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-class EarlyRead:
-    """The first read of a large folder, started before the rest of the service is even
-    imported: the workers parse while the parent imports (half a second in which a second
-    core would otherwise idle). Its records are offered to the mirror as the restart
-    cache's are: each is used only if the file's stat at the mirror's own walk proves it
-    unchanged since it was read, so a file edited meanwhile is simply read again."""
-
-    def __init__(self, root: Path, *, max_page_bytes: int, source_profile: str = "auto") -> None:
-        self._parsing: ParseInWorkers | None = None
-        self._failure = ""  # logged by records(): this runs before logging is configured
-        try:
-            walk = walk_root(str(root))
-            if len(walk.files) < PARALLEL_PARSE_MIN or parse_workers() < 2:
-                return  # small enough to read quickly the ordinary way
-            mirror = FolderMirror(root, source_id=None, max_page_bytes=max_page_bytes,
-                                  source_profile=source_profile)
-            mirror.layout = detect_layout(FolderView(walk.files.keys(), walk.dirs,
-                                                     walk.marker_dirs.keys(), mirror._config_text),
-                                          root.name, source_profile)
-            if mirror.layout is None:
-                return
-            self._parsing = ParseInWorkers((mirror._job(rel, {}), st)
-                                           for rel, st in walk.files.items())
-        except Exception as exc:  # only a head start: the mirror reads what is missing
-            self._failure = type(exc).__name__
-
-    def records(self) -> dict[str, FileRecord]:
-        """Wait for the workers; {} when nothing was started or anything failed."""
-        parsing, self._parsing = self._parsing, None
-        if self._failure:
-            log.warning("early_read_failed", error=self._failure)
-        if parsing is None:
-            return {}
-        try:
-            with parsing:
-                return dict(parsing.records())
-        except Exception as exc:
-            log.warning("early_read_failed", error=type(exc).__name__)
-            return {}
-
-    def close(self) -> None:
-        """Stop the workers without waiting for their results (if not taken already)."""
-        parsing, self._parsing = self._parsing, None
-        if parsing is not None:
-            parsing.cancel()
 
 
 class FolderMirror:
@@ -561,13 +263,8 @@ class FolderMirror:
                    previous: dict[str, FileRecord]) -> dict[str, FileRecord]:
         """Read (and parse) many files; spread over worker processes when there are many."""
         jobs = [(self._job(rel, previous), st) for rel, st in items]
-        if len(jobs) < PARALLEL_PARSE_MIN or parse_workers() < 2:
-            fresh = [(job[0], record_from(read_file(job), st)) for job, st in jobs]
-        else:
-            with ParseInWorkers(jobs) as parsing:
-                fresh = list(parsing.records())
         out = {}
-        for rel, record in fresh:
+        for rel, record in read_all(jobs):
             if record.page is not None:
                 self.parsed_count += 1
             known = previous.get(rel)
@@ -585,9 +282,11 @@ class FolderMirror:
     def view(self) -> FolderView:
         return FolderView(self.records.keys(), self.dirs, self.markers.keys(), self._record_text)
 
-    def project(self, previous: Projection | None = None) -> Projection:
+    def project(self, previous: Projection | None = None,
+                counts_for: CountsFor | None = None) -> Projection:
         """The next immutable projection: derived from `previous` when only the content of
-        existing pages changed (cost independent of the folder size), else built anew."""
+        existing pages changed (cost independent of the folder size), else built anew
+        (with its graph's size from `counts_for` when known)."""
         if not self.root.is_dir():
             raise root_missing(self.root_str)
         if previous is not None and self.dirty is not None and self.layout is previous.layout:
@@ -596,7 +295,7 @@ class FolderMirror:
                 self.dirty = set()
                 self.derived_count += 1
                 return derived
-        projection = self._build()
+        projection = self._build(counts_for)
         self.dirty = set()
         return projection
 
@@ -615,7 +314,7 @@ class FolderMirror:
         # Content-only changes keep each file's problem status, so diagnostics carry over.
         return previous.derive(replaced, self.signature(), previous.diagnostics)
 
-    def _build(self) -> Projection:
+    def _build(self, counts_for: CountsFor | None) -> Projection:
         if self.layout is not None and self._layout_generation == self.generation:
             layout: Layout | None = self.layout
         else:
@@ -665,16 +364,18 @@ class FolderMirror:
             label for label in ("raw", "sources")
             if (f"{page_root}/{label}" if page_root else label) in self.dirs
         ]
-        return Projection(
+        signature = self.signature()
+        return Projection.build(
             layout=layout,
             pages=[page for page, _ in parsed],
             fragments=[fragment for _, fragment in parsed],
             sidecars=sidecars,
-            signature=self.signature(),
+            signature=signature,
             root_name=self.root.name,
             source_id=self.source_id,
             raw_labels=raw_labels,
             diagnostics=diagnostics,
+            graph_counts=counts_for(signature) if counts_for is not None else None,
         )
 
     def _parsed(self, rel: str, record: FileRecord, page_path: str,

@@ -14,8 +14,9 @@ import structlog
 
 from serve import inotify
 from serve.errors import KnowledgeSourceError, WikiRootError, root_missing
-from serve.folder import FileRecord, FolderMirror
+from serve.folder import FolderMirror
 from serve.projection import Projection
+from serve.records import FileRecord
 from serve.settings import DEFAULT_MAX_PAGE_BYTES
 from serve.source.reading import TooLarge, read_regular
 from serve.source.tree import MARKER_DIRS, PAGE_SUFFIXES, is_tracked_file, is_walked_dir
@@ -164,11 +165,8 @@ class Freshness:
 
     def _project(self) -> None:
         try:
-            projection = self.mirror.project(self.current)
-            counts = self.known_counts.get(projection.signature)
-            if counts is not None:  # seeded before the snapshot is published
-                projection.__dict__["graph_counts"] = counts
-            self.current = projection
+            # Graph sizes known from the restart cache go in when the snapshot is made.
+            self.current = self.mirror.project(self.current, self.known_counts.get)
             self.error = None
             self.projections += 1
         except KnowledgeSourceError as exc:

@@ -14,7 +14,7 @@ from pathlib import Path
 import structlog
 
 from common.version import __version__
-from serve.folder import FileRecord, decode_record, encode_record
+from serve.records import FileRecord, decode_record, encode_record
 from serve.settings import DEFAULT_MAX_PAGE_BYTES
 from serve.source.page import Page
 

@@ -2,49 +2,44 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
+from serve.evidence import (
+    SeedItems,
+    SidecarFact,
+    edge_text,
+    first_owners,
+    graph_json,
+    incoming_links,
+    merge_seeds,
+    seed_items,
+    sidecar_facts,
+)
 from serve.graph import (
     Edge,
     Fragment,
-    GraphView,
     Node,
-    SeedItems,
-    SidecarFact,
     SidecarFile,
-    approved_view,
     build_graph,
     build_lookup,
     canonical_relation,
-    edge_text,
-    first_owners,
     graph_counts,
-    graph_json,
-    incoming_links,
     lookup_key,
-    merge_seeds,
     page_node,
-    seed_items,
-    sidecar_facts,
     slug,
 )
-from serve.source import okf
+from serve.graph_view import GraphView, approved_view
+from serve.snapshot_caches import EvidenceMemo, SnapshotCaches
 from serve.source.layout import Layout
 from serve.source.page import ROLE_RANK, Page
+from serve.source_refs import source_refs
 
 __all__ = ["Diagnostic", "Projection", "SidecarFile", "canonical_relation", "lookup_key", "slug"]
-
-
-class EvidenceMemo(dict[str, SeedItems]):
-    """A snapshot's evidence pages' items (as JSON) by path, and how many items they hold."""
-
-    item_count = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,52 +100,84 @@ def _approved_only(page: Page) -> bool:
     return page.approved
 
 
-class Projection:
-    """One published snapshot of a folder. Never mutated after construction: derived views
-    are computed once, on first use, and cached on the instance."""
+def title_and_description(pages: Sequence[Page], layout: Layout) -> tuple[str, str]:
+    """From the first approved index page, else the first approved overview page, else the
+    folder name: a withheld page never names the wiki."""
+    page = (next((p for p in pages if p.role == "index" and p.approved), None)
+            or next((p for p in pages if p.role == "overview" and p.approved), None))
+    if page is None:
+        return layout.folder_name, ""
+    return page.wiki_title or page.title or layout.folder_name, page.description
 
-    def __init__(
-        self,
-        *,
-        layout: Layout,
-        pages: Sequence[Page],
-        fragments: Sequence[Fragment],
-        sidecars: Sequence[SidecarFile],
-        signature: str,
-        root_name: str,
-        source_id: str | None,
-        raw_labels: Sequence[str],
-        diagnostics: Sequence[Diagnostic],
-    ) -> None:
-        self.layout = layout
-        self.pages: tuple[Page, ...] = tuple(
-            p._replace(role=role) if (role := layout.role_of(p.path)) != p.role else p
-            for p in pages
-        )
-        self.sidecars = tuple(sidecars)
-        self.signature = signature
-        self.raw_labels = list(raw_labels)
-        self.diagnostics = tuple(diagnostics)
-        self.title, self.description = self._title_and_description()
-        self.source_id = source_id or slug(self.title or root_name).lower()
-        self.bundle_id = bundle_id_of(self.source_id, signature)
-        self.public_uri = f"llmwiki://{self.source_id}"
-        self.page_count = len(self.pages)
-        self.approved_pages: tuple[Page, ...] = tuple(p for p in self.pages if p.approved)
-        self.approved_page_count = len(self.approved_pages)
-        self.fragments = tuple(fragments)
-        self.base_meta: dict[str, Any] = {"adapter": layout.adapter,
-                                          "implementation": layout.implementation, **layout.metadata}
-        # Indices, not pages: a derived snapshot with the same ids and paths shares it.
-        self._by_key: dict[str, int] = {}
-        for index, page in enumerate(self.pages):  # first page in order wins for an id
-            self._by_key.setdefault(page.id, index)
-        for index, page in enumerate(self.pages):
-            self._by_key.setdefault(page.path, index)
-        self.position = {page.path: index for index, page in enumerate(self.pages)}
-        self.serial = next(_SERIALS)
-        # (serial of the parent snapshot, paths whose pages this step replaced), newest first.
-        self.lineage: tuple[tuple[int, frozenset[str]], ...] = ()
+
+@dataclass(frozen=True, eq=False)
+class Projection:
+    """One published snapshot of a folder. Frozen: every field is set when the snapshot is
+    made (build() for a new one, derive() for the next one after a content edit), and
+    what is computed from it on first use lives in `caches`, an object it owns."""
+
+    # Slots written out rather than dataclass(slots=True), whose rebuilt class makes the
+    # frozen check fail with a TypeError for names that are not fields. No __dict__: a
+    # snapshot has no room for undeclared entries.
+    __slots__ = ("layout", "pages", "fragments", "sidecars", "signature", "raw_labels",
+                 "diagnostics", "title", "description", "source_id", "bundle_id", "public_uri",
+                 "approved_pages", "base_meta", "by_key", "position", "serial", "lineage", "caches")
+
+    layout: Layout
+    pages: tuple[Page, ...]
+    fragments: tuple[Fragment, ...]
+    sidecars: tuple[SidecarFile, ...]
+    signature: str
+    raw_labels: tuple[str, ...]
+    diagnostics: tuple[Diagnostic, ...]
+    title: str
+    description: str
+    source_id: str
+    bundle_id: str
+    public_uri: str
+    approved_pages: tuple[Page, ...]
+    base_meta: dict[str, Any]
+    # Indices, not pages: a derived snapshot with the same ids and paths shares them.
+    by_key: dict[str, int]
+    position: dict[str, int]
+    serial: int
+    # (serial of the parent snapshot, paths whose pages this step replaced), newest first.
+    lineage: tuple[tuple[int, frozenset[str]], ...]
+    caches: SnapshotCaches
+
+    @classmethod
+    def build(cls, *, layout: Layout, pages: Sequence[Page], fragments: Sequence[Fragment],
+              sidecars: Sequence[SidecarFile], signature: str, root_name: str,
+              source_id: str | None, raw_labels: Sequence[str], diagnostics: Sequence[Diagnostic],
+              graph_counts: tuple[int, int] | None = None) -> Projection:
+        """A new snapshot (`graph_counts`: known from a restart cache for this signature)."""
+        placed = tuple(p._replace(role=role) if (role := layout.role_of(p.path)) != p.role else p
+                       for p in pages)
+        title, description = title_and_description(placed, layout)
+        source_id = source_id or slug(title or root_name).lower()
+        by_key: dict[str, int] = {}
+        for index, page in enumerate(placed):  # first page in order wins for an id
+            by_key.setdefault(page.id, index)
+        for index, page in enumerate(placed):
+            by_key.setdefault(page.path, index)
+        return cls(
+            layout=layout, pages=placed, fragments=tuple(fragments), sidecars=tuple(sidecars),
+            signature=signature, raw_labels=tuple(raw_labels), diagnostics=tuple(diagnostics),
+            title=title, description=description, source_id=source_id,
+            bundle_id=bundle_id_of(source_id, signature), public_uri=f"llmwiki://{source_id}",
+            approved_pages=tuple(p for p in placed if p.approved),
+            base_meta={"adapter": layout.adapter, "implementation": layout.implementation,
+                       **layout.metadata},
+            by_key=by_key, position={page.path: index for index, page in enumerate(placed)},
+            serial=next(_SERIALS), lineage=(), caches=SnapshotCaches(graph_counts=graph_counts))
+
+    @property
+    def page_count(self) -> int:
+        return len(self.pages)
+
+    @property
+    def approved_page_count(self) -> int:
+        return len(self.approved_pages)
 
     def changed_since(self, ancestor: Projection) -> set[str] | None:
         """Paths whose pages may differ from `ancestor`'s, when this snapshot was derived from
@@ -168,11 +195,14 @@ class Projection:
                diagnostics: Sequence[Diagnostic]) -> Projection | None:
         """The next snapshot when only the content of existing pages changed, sharing
         everything that cannot have changed; None when a full build is needed (a page's
-        identity, links, members, visibility or graph metadata changed)."""
+        identity, links, members, visibility or graph metadata changed). This snapshot and
+        its caches are only read."""
         pages = list(self.pages)
         fragments = list(self.fragments)
         approved = list(self.approved_pages)
-        approved_position = self.approved_position
+        approved_position = self.caches.approved_position
+        if approved_position is None:
+            approved_position = _positions(self.approved_pages)
         for page, fragment in replaced:
             index = self.position.get(page.path)
             if index is None:
@@ -187,50 +217,30 @@ class Projection:
             if fragment != fragments[index]:
                 return None
             pages[index], fragments[index] = page, fragment
-            if page.approved:
+            if page.approved:  # the same pages are approved
                 approved[approved_position[page.path]] = page
-        nxt = object.__new__(Projection)
-        nxt.__dict__.update(self.__dict__)
-        for key in ("_ordered_all", "_ordered_approved", "_entry_all", "_entry_approved", "memo"):
-            nxt.__dict__.pop(key, None)  # they hold page objects or what was made from them
-        changed = frozenset(page.path for page, _ in replaced)
-        for key in ("_evidence_all", "_evidence_approved"):
-            # Evidence items are JSON made from the graph, which is unchanged (below): all but
-            # the edited pages' own carry over, so the first pack after an edit stays cheap.
-            kept = self.__dict__.get(key)
-            if kept is not None:
-                carried = nxt.__dict__[key] = EvidenceMemo(
-                    (path, items) for path, items in kept.items() if path not in changed)
-                carried.item_count = sum(items.size for items in carried.values())
-        nxt.pages = tuple(pages)
-        nxt.fragments = tuple(fragments)
-        nxt.serial = next(_SERIALS)
-        step = (self.serial, changed)
-        nxt.lineage = (step, *self.lineage[: LINEAGE_DEPTH - 1])
-        nxt.signature = signature
-        nxt.diagnostics = tuple(diagnostics)
-        nxt.bundle_id = bundle_id_of(nxt.source_id, signature)
-        nxt.approved_pages = tuple(approved)  # the same pages are approved
-        title, nxt.description = nxt._title_and_description()
+        title, description = title_and_description(pages, self.layout)
         if title != self.title:
             return None  # the title names the source: identity changes, build anew
+        changed = frozenset(page.path for page, _ in replaced)
         # The graph (ids, labels, kinds, edges, visibility, page-node metadata) is unchanged
         # by construction, so the built graph, its views and its counts carry over.
-        return nxt
+        caches = self.caches.carried_over(changed)
+        caches.approved_position = approved_position
+        return dataclasses.replace(
+            self, pages=tuple(pages), fragments=tuple(fragments), approved_pages=tuple(approved),
+            signature=signature, diagnostics=tuple(diagnostics), description=description,
+            bundle_id=bundle_id_of(self.source_id, signature), serial=next(_SERIALS),
+            lineage=((self.serial, changed), *self.lineage[: LINEAGE_DEPTH - 1]), caches=caches)
 
-    @cached_property
+    @property
     def approved_position(self) -> dict[str, int]:
         """Page path -> its position in approved_pages (shared by derived snapshots, which
         keep every page's path, position and approval)."""
-        return {page.path: index for index, page in enumerate(self.approved_pages)}
-
-    def _title_and_description(self) -> tuple[str, str]:
-        """From the first approved index page, else the first approved overview page, else the
-        folder name: a withheld page never names the wiki."""
-        page = self.first_with_role("index") or self.first_with_role("overview")
-        if page is None:
-            return self.layout.folder_name, ""
-        return page.wiki_title or page.title or self.layout.folder_name, page.description
+        caches = self.caches
+        if caches.approved_position is None:
+            caches.approved_position = _positions(self.approved_pages)
+        return caches.approved_position
 
     def first_with_role(self, role: str) -> Page | None:
         """The first approved page with `role` (the hub pages every client sees)."""
@@ -238,25 +248,35 @@ class Projection:
 
     def find_page(self, key: str) -> Page | None:
         """Exact id or path match; request strings never reach the filesystem."""
-        index = self._by_key.get(key)
+        index = self.by_key.get(key)
         return None if index is None else self.pages[index]
 
     def visible_pages(self, include_drafts: bool) -> tuple[Page, ...]:
         return self.pages if include_drafts else self.approved_pages
 
-    @cached_property
+    @property
     def lookup(self) -> dict[str, Page]:
-        return build_lookup(self.pages, self.fragments, self.layout.metadata.get("source_root", "."))
+        caches = self.caches
+        if caches.lookup is None:
+            caches.lookup = build_lookup(self.pages, self.fragments,
+                                         self.layout.metadata.get("source_root", "."))
+        return caches.lookup
 
-    @cached_property
+    @property
     def incoming(self) -> dict[str, list[int]]:
         """Page path -> positions of the pages linking to it (for evidence graphs)."""
-        return incoming_links(self.pages, self.fragments, self.lookup)
+        caches = self.caches
+        if caches.incoming is None:
+            caches.incoming = incoming_links(self.pages, self.fragments, self.lookup)
+        return caches.incoming
 
-    @cached_property
+    @property
     def facts(self) -> dict[str, list[SidecarFact]]:
         """Page path -> sidecar facts touching it (for evidence graphs)."""
-        return sidecar_facts(self.sidecars, self.lookup)
+        caches = self.caches
+        if caches.facts is None:
+            caches.facts = sidecar_facts(self.sidecars, self.lookup)
+        return caches.facts
 
     def evidence_graph_json(self, seeds: Sequence[Page], include_drafts: bool, limit: int) -> str:
         """The compact JSON of the neighbourhood of the evidence pages, for a context pack. Each
@@ -265,10 +285,10 @@ class Projection:
         if limit <= 0 or not seeds:
             return graph_json([], [])
         view = GraphView([], [], self.base_meta, self.page_json)  # writes the items' JSON
-        key = "_evidence_all" if include_drafts else "_evidence_approved"
-        memo: EvidenceMemo | None = self.__dict__.get(key)
+        memo = self.caches.evidence.get(include_drafts)
         if memo is None or len(memo) >= EVIDENCE_PAGES or memo.item_count >= EVIDENCE_ITEMS:
-            memo = self.__dict__[key] = EvidenceMemo()  # bounded: start over rather than track use
+            # Bounded: start over rather than track use.
+            memo = self.caches.evidence[include_drafts] = EvidenceMemo()
         parts = []
         for page in seeds:
             found = memo.get(page.path)
@@ -290,49 +310,59 @@ class Projection:
                           self.facts.get(page.path, ()), approved_only=not include_drafts,
                           owner=self.owners(include_drafts))
 
-    @cached_property
+    @property
     def page_json(self) -> dict[str, str]:
-        """Page path -> the JSON of its graph node, filled as context packs need them. A
-        derived snapshot shares it: the node's fields are the ones derive() keeps equal."""
-        return {}
+        """Page path -> the JSON of its graph node, filled as context packs need them."""
+        return self.caches.page_json
 
     def owners(self, include_drafts: bool) -> dict[str, str]:
         """Shared graph node -> path of its first visible page (computed once)."""
-        key = "_owners_all" if include_drafts else "_owners_approved"
-        cached = self.__dict__.get(key)
-        if cached is None:
-            cached = self.__dict__[key] = first_owners(
+        found = self.caches.owners.get(include_drafts)
+        if found is None:
+            found = self.caches.owners[include_drafts] = first_owners(
                 self.pages, self.fragments, self.lookup,
                 _all_pages if include_drafts else _approved_only)
-        return cached
+        return found
 
-    @cached_property
     def _graph(self) -> tuple[list[Node], list[Edge]]:
-        return build_graph(self.pages, self.fragments, self.layout.adapter, self.sidecars,
-                           self.lookup)
+        caches = self.caches
+        if caches.graph is None:
+            caches.graph = build_graph(self.pages, self.fragments, self.layout.adapter,
+                                       self.sidecars, self.lookup)
+        return caches.graph
 
-    @cached_property
+    @property
     def graph_counts(self) -> tuple[int, int]:
-        if "_graph" in self.__dict__:  # already built: count it
-            return len(self.nodes), len(self.edges)
-        return graph_counts(self.pages, self.fragments, self.layout.adapter, self.sidecars,
-                            self.lookup)
+        caches = self.caches
+        if caches.graph_counts is None:
+            if caches.graph is not None:  # already built: count it
+                caches.graph_counts = len(caches.graph[0]), len(caches.graph[1])
+            else:
+                caches.graph_counts = graph_counts(self.pages, self.fragments, self.layout.adapter,
+                                                   self.sidecars, self.lookup)
+        return caches.graph_counts
 
     @property
     def nodes(self) -> list[Node]:
-        return self._graph[0]
+        return self._graph()[0]
 
     @property
     def edges(self) -> list[Edge]:
-        return self._graph[1]
+        return self._graph()[1]
 
-    @cached_property
+    @property
     def full_graph(self) -> GraphView:
-        return GraphView(self.nodes, self.edges, self.base_meta)
+        caches = self.caches
+        if caches.full_graph is None:
+            caches.full_graph = GraphView(self.nodes, self.edges, self.base_meta)
+        return caches.full_graph
 
-    @cached_property
+    @property
     def approved_graph(self) -> GraphView:
-        return approved_view(self.nodes, self.edges, self.pages, self.base_meta)
+        caches = self.caches
+        if caches.approved_graph is None:
+            caches.approved_graph = approved_view(self.nodes, self.edges, self.pages, self.base_meta)
+        return caches.approved_graph
 
     def graph(self, include_drafts: bool) -> GraphView:
         return self.full_graph if include_drafts else self.approved_graph
@@ -355,90 +385,24 @@ class Projection:
 
     def source_refs(self, include_drafts: bool) -> list[dict[str, Any]]:
         """Typed source-reference handles over the visible pages, sorted by id."""
-        refs: dict[str, dict[str, Any]] = {}
-        used: set[str] = set()
-        for page in self.visible_pages(include_drafts):
-            okf_keys: set[str] = set()
-            if page.okf_json:  # structured sources first, keyed by id else resource
-                document = json.loads(page.okf_json)
-                for source in document["sources"]:
-                    key = okf.source_key(source)
-                    okf_keys.add(key)
-                    ref = refs.get(key)
-                    if ref is None:
-                        ref_id = _unique_ref_id(key, used)
-                        ref = refs[key] = {
-                            "id": ref_id, "label": okf.source_label(source), "kind": "okf_source",
-                            "uri": f"{self.public_uri}/source-refs/{ref_id}",
-                            "linked_pages": [], "linked_page_ids": [],
-                            "locator": _okf_locator(source, page, document)}
-                    _link(ref, page)
-            for label in page.source_refs:
-                if label in okf_keys:
-                    continue
-                ref = refs.get(label)
-                if ref is None:
-                    ref_id = _unique_ref_id(label, used)
-                    ref = {"id": ref_id, "label": label, "kind": "source_ref",
-                           "uri": f"{self.public_uri}/source-refs/{ref_id}",
-                           "linked_pages": [], "linked_page_ids": [], "locator": {}}
-                    refs[label] = ref
-                _link(ref, page)
-        return sorted(refs.values(), key=lambda r: str(r["id"]))
+        return source_refs(self.visible_pages(include_drafts), self.public_uri)
 
     def ordered(self, include_drafts: bool) -> tuple[Page, ...]:
         """Visible pages in orientation order (entry pages first), computed once."""
-        key = "_ordered_all" if include_drafts else "_ordered_approved"
-        cached = self.__dict__.get(key)
-        if cached is None:
-            cached = self.__dict__[key] = tuple(orientation_order(self.visible_pages(include_drafts)))
-        return cached
-
-    @cached_property
-    def memo(self) -> dict[Any, Any]:
-        """Results other modules derive from this snapshot alone (not carried over to a
-        derived snapshot: page texts may differ there)."""
-        return {}
+        found = self.caches.ordered.get(include_drafts)
+        if found is None:
+            found = self.caches.ordered[include_drafts] = tuple(
+                orientation_order(self.visible_pages(include_drafts)))
+        return found
 
     def entry_pages(self, include_drafts: bool) -> tuple[Page, ...]:
         """Visible hot, index and overview pages in orientation order."""
-        key = "_entry_all" if include_drafts else "_entry_approved"
-        cached = self.__dict__.get(key)
-        if cached is None:
+        found = self.caches.entry.get(include_drafts)
+        if found is None:
             hubs = [p for p in self.visible_pages(include_drafts) if p.role != "topic"]
-            cached = self.__dict__[key] = tuple(orientation_order(hubs))
-        return cached
+            found = self.caches.entry[include_drafts] = tuple(orientation_order(hubs))
+        return found
 
 
-def _link(ref: dict[str, Any], page: Page) -> None:
-    if page.path not in ref["linked_pages"]:
-        ref["linked_pages"].append(page.path)
-    if page.id not in ref["linked_page_ids"]:
-        ref["linked_page_ids"].append(page.id)
-
-
-def _okf_locator(source: dict[str, Any], page: Page, document: dict[str, Any]) -> dict[str, Any]:
-    """Where an OKF source was first seen, with the citing document's trust lifecycle."""
-    return {
-        "source_profile": okf.PROFILE,
-        "source": source,
-        "first_seen_page": {"id": page.id, "path": page.path},
-        "document": {key: document[key]
-                     for key in ("concept_type", "status", "trust_tier", "stale_after")},
-    }
-
-
-def _unique_ref_id(label: str, used: set[str]) -> str:
-    base = slug(label).lower()
-    candidate = base
-    if candidate in used:
-        candidate = f"{base}-{hashlib.sha256(label.encode('utf-8')).hexdigest()[:8]}"
-        n = 2
-        stem = candidate
-        while candidate in used:
-            candidate = f"{stem}-{n}"
-            n += 1
-    used.add(candidate)
-    return candidate
-
-
+def _positions(pages: Sequence[Page]) -> dict[str, int]:
+    return {page.path: index for index, page in enumerate(pages)}

@@ -35,10 +35,11 @@ from common.schemas import (
     WikiManifest,
 )
 from common.version import __version__
+from serve.early_read import EarlyRead
 from serve.errors import KnowledgeSourceError
-from serve.folder import EarlyRead
 from serve.freshness import Freshness
-from serve.graph import Edge, GraphView, Node, canonical_relation, lookup_key, slug
+from serve.graph import Edge, Node, canonical_relation, lookup_key, slug
+from serve.graph_view import GraphView
 from serve.memory import release_free_memory
 from serve.page_cache import PageCache, default_cache_dir
 from serve.projection import Projection

@@ -14,6 +14,7 @@ from common.a2a import INPUT_MODES, OUTPUT_MODES
 from common.errors import ValidationFailed, issue, json_response
 from common.schemas import WikiManifest
 from common.version import __version__
+from serve import off_loop
 from serve.protocols.params import read_json_body
 from serve.routes import path_of
 from serve.service import KnowledgeSource
@@ -146,9 +147,9 @@ def _base_url(request: web.Request, public_url: str | None) -> str:
     return public_url or f"{request.scheme}://{request.host}"
 
 
-def _pack(source: KnowledgeSource, query: str) -> dict[str, Any]:
+async def _pack(source: KnowledgeSource, query: str) -> dict[str, Any]:
     # Always approved-only: A2A never passes include_drafts.
-    return source.context(source.request(query=query))
+    return await off_loop.search(source, source.request(query=query), source.context)
 
 
 def handlers(source_of: SourceOf) -> dict[str, Callable[[web.Request], Awaitable[web.Response]]]:
@@ -167,20 +168,21 @@ def handlers(source_of: SourceOf) -> dict[str, Callable[[web.Request], Awaitable
         source = source_of(request)
         if is_v1_request(body):
             message = body["message"]
-            return json_response({"task": task_v1(_pack(source, message_query(message)), message)})
-        return json_response(legacy_response(_pack(source, legacy_query(body))))
+            return json_response({"task": task_v1(await _pack(source, message_query(message)),
+                                                  message)})
+        return json_response(legacy_response(await _pack(source, legacy_query(body))))
 
     async def jsonrpc(request: web.Request) -> web.Response:
         try:
             payload = await read_json_body(request)
         except ValidationFailed:
             return json_response(a2a.rpc_error(None, a2a.PARSE_ERROR, "Parse error"))
-        return json_response(_dispatch(source_of(request), payload))
+        return json_response(await _dispatch(source_of(request), payload))
 
     return {"a2a_agent_card": card, "a2a_message_send": send, "a2a_jsonrpc": jsonrpc}
 
 
-def _dispatch(source: KnowledgeSource, payload: object) -> dict[str, Any]:
+async def _dispatch(source: KnowledgeSource, payload: object) -> dict[str, Any]:
     """One JSON-RPC request: SendMessage (1.0) or message/send (0.3)."""
     call = a2a.parse_rpc(payload)
     if not isinstance(call, a2a.RpcCall):
@@ -191,7 +193,7 @@ def _dispatch(source: KnowledgeSource, payload: object) -> dict[str, Any]:
     if not isinstance(params, dict):
         return a2a.rpc_error(call.id, a2a.INVALID_PARAMS, "Invalid params: expected an object")
     message = params.get("message")
-    pack = _pack(source, message_query(message))
+    pack = await _pack(source, message_query(message))
     result = {"task": task_v1(pack, message)} if call.method == a2a.SEND_V1 else task_v03(pack, message)
     return a2a.rpc_result(call.id, result)
 

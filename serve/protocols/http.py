@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -15,6 +14,7 @@ from common.errors import CodedError, DetailError, HttpError, json_response
 from common.limits import DEFAULT_NEIGHBORHOOD_DEPTH, DEFAULT_NEIGHBORHOOD_LIMIT
 from common.logging import setup_request_context
 from common.schemas import CorsStatus, QueryRequest
+from serve import off_loop
 from serve.errors import KnowledgeSourceError, UserError, WikiRootError
 from serve.memory import release_free_memory
 from serve.protocols import a2a, mcp_http
@@ -22,16 +22,13 @@ from serve.protocols.openapi import docs_page, openapi_document
 from serve.protocols.params import QueryParams, model_from_body, read_json_body
 from serve.protocols.security import OriginPolicy, setup_security
 from serve.read_focus import ReadOptions
-from serve.retrieval.search import SearchRequest, SlowSearch
+from serve.retrieval.search import SearchRequest
 from serve.routes import routed
 from serve.service import DIRECTIONS, KnowledgeSource
 from serve.settings import ServeSettings
 
 SOURCE_KEY = web.AppKey("knowledge_source", KnowledgeSource)
 POLICY_KEY = web.AppKey("origin_policy", OriginPolicy)
-# Page texts a literal search may read on the event loop (about 30 us each, so ~15 ms at
-# most) before it is run again in a worker thread; nearly all read far fewer.
-LITERAL_INLINE_READS = 512
 
 log = structlog.get_logger("llmwiki.serve.http")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -109,10 +106,7 @@ async def read_page(request: web.Request) -> web.Response:
     params.check()
     read = functools.partial(_source(request).read, request.match_info["page_id"],
                              include_drafts=include, fields=fields, options=options)
-    # A focused read folds and scans the whole body: for a large page that takes a while,
-    # so it runs in a worker thread; plain reads stay on the loop (they are the hot path).
-    result = (await asyncio.get_running_loop().run_in_executor(None, read) if options.focused
-              else read())
+    result = await off_loop.call(read, may_block=options.focused)
     if result.outcome == "missing":
         raise DetailError(404, "page not found")
     return json_response(result.payload)
@@ -147,29 +141,11 @@ def _search_request(source: KnowledgeSource, body: QueryRequest) -> SearchReques
         exclude_page_ids=tuple(body.exclude_page_ids), query_variants=tuple(body.query_variants))
 
 
-async def _off_loop_if_slow(source: KnowledgeSource, req: SearchRequest,
-                            work: Callable[[SearchRequest], Any]) -> Any:
-    """The first search may wait for the index being built, and a literal search may have
-    to check many pages' text: those run in a worker thread so the event loop keeps
-    answering other requests meanwhile. Most literal searches read a few dozen pages, and
-    a thread hand-off costs more CPU than that under load (GIL contention), so they are
-    tried here first with a read budget, and only the ones that exceed it move."""
-    loop = asyncio.get_running_loop()
-    if not source.index_ready:
-        return await loop.run_in_executor(None, work, req)
-    if req.mode == "literal":
-        try:
-            return work(dataclasses.replace(req, read_budget=LITERAL_INLINE_READS))
-        except SlowSearch:
-            return await loop.run_in_executor(None, work, req)
-    return work(req)
-
-
 async def query(request: web.Request) -> web.Response:
     body = model_from_body(QueryRequest, await read_json_body(request))
     source = _source(request)
     req = _search_request(source, body)
-    body_bytes: bytes = await _off_loop_if_slow(source, req, source.context_json)
+    body_bytes = await off_loop.search(source, req, source.context_json)
     return web.Response(body=body_bytes, content_type="application/json", charset="utf-8")
 
 
@@ -177,7 +153,7 @@ async def search(request: web.Request) -> web.Response:
     body = model_from_body(QueryRequest, await read_json_body(request))
     source = _source(request)
     req = _search_request(source, body)
-    return json_response(await _off_loop_if_slow(source, req, source.search))
+    return json_response(await off_loop.search(source, req, source.search))
 
 
 async def projection_store(request: web.Request) -> web.Response:

@@ -3,7 +3,6 @@ sessionless Streamable HTTP endpoint /mcp/stream (JSON responses only)."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -13,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from common.errors import json_response
 from common.mcp import INVALID_REQUEST, McpError, Rejection, Reply, response, route_stream
+from serve import off_loop
 from serve.protocols.mcp import Dispatcher
 from serve.protocols.params import model_from_body, read_json_body
 from serve.protocols.security import LOOPBACK_HOSTS, OriginPolicy
@@ -39,26 +39,22 @@ class JsonRpcRequest(BaseModel):
 SEARCH_TOOLS = ("llmwiki_context", "llmwiki_search")
 
 
-def _may_be_slow(message: Mapping[str, Any], source: KnowledgeSource) -> bool:
-    """A search tool call in literal mode (it may read many page texts) or any search before the
-    index exists (it waits for the build): such calls must not hold the event loop."""
+def _may_block(message: Mapping[str, Any], source: KnowledgeSource) -> bool:
+    """Whether the message is a search tool call that off_loop says may take long."""
     params = message.get("params")
     if message.get("method") != "tools/call" or not isinstance(params, dict):
         return False
     if params.get("name") not in SEARCH_TOOLS:
         return False
     arguments = params.get("arguments")
-    mode = arguments.get("mode") if isinstance(arguments, dict) else None
-    return not source.index_ready or str(mode).strip().lower() == "literal"
+    return off_loop.search_may_block(source, arguments.get("mode") if isinstance(arguments, dict)
+                                     else None)
 
 
 async def _answer(request: web.Request, message: Mapping[str, Any],
                   handle: Callable[[], Reply]) -> web.Response:
-    """Answer on the event loop, or in a worker thread when the call may be slow (the MCP
-    dispatcher is synchronous; the HTTP routes do the same for their searches)."""
-    if _may_be_slow(message, request.app[MCP_SOURCE_KEY]):
-        return _send(await asyncio.get_running_loop().run_in_executor(None, handle))
-    return _send(handle())
+    """The synchronous dispatcher's reply, off the loop when the call may take long."""
+    return _send(await off_loop.call(handle, may_block=_may_block(message, request.app[MCP_SOURCE_KEY])))
 
 
 def _send(reply: Reply) -> web.Response:

@@ -3,56 +3,33 @@
 from __future__ import annotations
 
 import math
-import multiprocessing
-import os
-import re
-import unicodedata
 from array import array
-from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
-from itertools import islice
 
 import numpy as np
 
-from serve.folder import die_with_parent
-from serve.retrieval.analyzer import COMPOUND_RE, CONNECTOR_RE, STOPWORDS, analyze
-from serve.retrieval.pairs import PairSignatures, literal_haystack, needle_bits, signature
-from serve.retrieval.pairs import signatures as pair_signatures
+from serve.retrieval.documents import analyse_slices, page_terms
+from serve.retrieval.pairs import PairSignatures, literal_haystack, signature
+from serve.retrieval.scoring import (
+    K1,
+    PHRASE_WEIGHT,
+    ROLE_MULTIPLIER,
+    B,
+    lead_pair_count,
+    lead_terms,
+    pool_floor,
+    shares,
+    term_weight,
+)
+from serve.retrieval.term_finder import DocFields, TermFinder
 from serve.source.page import ROLE_RANK, Page
 
-WORD_RE = re.compile(r"[^\W_]+")
-CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]+")
-K1 = 1.2
-B = 0.75
-ROLE_MULTIPLIER = {"hot": 1.15, "index": 1.06, "overview": 1.03, "topic": 1.0}
-# Extra copies of a page's title, headings, tags and refs in its bag of terms: a field
-# boost by repetition (the page text already holds the headings once).
-TITLE_COPIES = 2
-FIELD_COPIES = 1
-LEAD_COPIES = 2
-PHRASE_WEIGHT = 0.3
-RERANK_POOL = 30  # candidates the phrase bonus may reorder: the most `limit` can be
 # Rebuild the postings when this share of documents is dead (replaced or removed).
 COMPACT_DEAD_SHARE = 0.3
 # A first sync with more pages than this builds the main segment in bulk.
 BULK_MIN = 256
-SIGNATURE_BATCH = 512  # pages whose pair signatures are computed in one numpy pass
-TERM_FINDER_CACHE = 512  # words whose containing terms are remembered until the vocabulary grows
-FEW_LITERAL_CANDIDATES = 64  # literal search reads this many page texts without a tighter bound
-
-
-def page_terms(page: Page, text: str | None = None) -> list[str]:
-    """The bag of terms one page is indexed under (`text`: its body, when already at hand)."""
-    path = page.path.rsplit(".", 1)[0] if page.path.endswith((".md", ".org")) else page.path
-    meta = " ".join((*page.headings, *page.tags, *page.source_refs, path.replace("/", " ")))
-    # The summary is the page's lead (its first ~360 characters): counting it again weights
-    # what a page says first, which the judged sets show helps (the reference does it too).
-    return (analyze(page.title) * TITLE_COPIES + analyze(meta) * FIELD_COPIES
-            + analyze(page.summary) * LEAD_COPIES + analyze(page.text if text is None else text))
 
 
 class Postings:
@@ -70,239 +47,6 @@ class Postings:
 class Hit:
     page: Page
     score: float
-
-
-Slice = tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-_BULK_PAGES: Sequence[Page] = ()  # read by forked workers (inherited, never pickled)
-PARALLEL_BULK_MIN = 2000
-
-
-def analyse_range(bounds: tuple[int, int]) -> Slice:
-    """Analyse pages [start, stop) of _BULK_PAGES: a local vocabulary, per-posting term
-    ids and frequencies, and per-document posting counts and lengths."""
-    start, stop = bounds
-    vocab: dict[str, int] = {}
-    term_ids: list[int] = []
-    tfs: list[int] = []
-    doc_terms: list[int] = []
-    doc_lengths: list[int] = []
-    signatures: list[np.ndarray] = []
-    haystacks: list[str] = []
-    for page in _BULK_PAGES[start:stop]:
-        text = page.text  # one decompression for the terms and the pair signature
-        counts = Counter(page_terms(page, text))
-        haystacks.append(literal_haystack(page, text))
-        if len(haystacks) >= SIGNATURE_BATCH:
-            signatures.append(pair_signatures(haystacks))
-            haystacks = []
-        term_ids.extend(vocab.setdefault(term, len(vocab)) for term in counts)
-        tfs.extend(counts.values())
-        doc_terms.append(len(counts))
-        doc_lengths.append(sum(counts.values()))
-    return (list(vocab), np.array(term_ids, dtype=np.int32),
-            np.minimum(np.array(tfs, dtype=np.int64), 65535).astype(np.uint16),
-            np.array(doc_terms, dtype=np.int64), np.array(doc_lengths, dtype=np.int64),
-            np.concatenate([*signatures, pair_signatures(haystacks)]))
-
-
-def analyse_slices(pages: Sequence[Page]) -> list[Slice]:
-    global _BULK_PAGES
-    workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    if len(pages) < PARALLEL_BULK_MIN or workers < 2:
-        _BULK_PAGES = pages
-        try:
-            return [analyse_range((0, len(pages)))]
-        finally:
-            _BULK_PAGES = ()
-    step = -(-len(pages) // workers)
-    bounds = [(i, min(len(pages), i + step)) for i in range(0, len(pages), step)]
-    _BULK_PAGES = pages
-    try:
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                                 initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
-            return list(pool.map(analyse_range, bounds))
-    finally:
-        _BULK_PAGES = ()
-
-
-@lru_cache(maxsize=16384)
-def lead_terms(summary: str) -> str:
-    """The lead's terms as "\\0a\\0b\\0...\\0": terms a, b follow each other in the lead iff
-    "\\0a\\0b\\0" is in it (terms hold no NUL). A string a tenth the size of a set of pairs,
-    so the cache holds every lead a busy query mix needs (a miss is an analysis)."""
-    return "\0" + "\0".join(analyze(summary)) + "\0"
-
-
-def lead_pair_count(pairs: Iterable[str], lead: str) -> int:
-    """How many of `pairs` (each "\\0a\\0b\\0") occur in a lead_terms() string."""
-    found = 0
-    for pair in pairs:  # a plain loop: a generator costs more than the test (hot path)
-        if pair in lead:
-            found += 1
-    return found
-
-
-def _shares(idf: float, weight: float, docs: np.ndarray, tfs: np.ndarray, norm: np.ndarray) -> np.ndarray:
-    """One term's BM25 share per posting: idf * tf * (K1 + 1) / (tf + norm) * weight, in
-    that order (the order fixes the float results), in place."""
-    tf = tfs.astype(np.float64)
-    denominator = tf + norm.take(docs)
-    tf *= idf
-    tf *= K1 + 1.0
-    tf /= denominator
-    if weight != 1.0:
-        tf *= weight
-    return tf
-
-
-def pool_floor(scores: np.ndarray) -> float | None:
-    """The RERANK_POOL-th largest score, or None unless more than RERANK_POOL are positive.
-    Partitioning 20,000 scores costs more than computing them, so only those at or above a
-    guess from a sample are partitioned, when more than RERANK_POOL are (the largest are all
-    among them)."""
-    values: np.ndarray | None = None
-    if len(scores) > 16 * RERANK_POOL:
-        step = max(1, len(scores) // 512)
-        sample = scores[::step]
-        # About `step` scores lie at or above each sampled one: aim for 4 pools' worth.
-        rank = min(len(sample), -(-4 * RERANK_POOL // step))
-        guess = float(np.partition(sample, len(sample) - rank)[len(sample) - rank])
-        if guess > 0.0:
-            top = scores[scores >= guess]
-            if len(top) > RERANK_POOL:
-                values = top
-    if values is None:
-        values = scores[scores > 0.0]
-        if len(values) <= RERANK_POOL:
-            return None
-    return float(np.partition(values, len(values) - RERANK_POOL)[len(values) - RERANK_POOL])
-
-
-def term_weight(term: str) -> float:
-    """Digits and lone Hangul syllables say little on their own (contract weights)."""
-    if term.isdigit():
-        return 0.2
-    if len(term) == 1 and "\uac00" <= term <= "\ud7a3":
-        return 0.4
-    return 1.0
-
-
-class TermFinder:
-    """Finds the vocabulary terms that contain a word: one C-level scan of every term joined
-    by newlines instead of a Python loop over the vocabulary (~500,000 terms at 20,000 pages).
-    Terms are only ever appended to a vocabulary, so new ones extend the text."""
-
-    def __init__(self) -> None:
-        self.vocab: dict[str, int] | None = None
-        self.plain = _JoinedTerms()
-        self.folded = _JoinedTerms()  # non-ASCII terms whose case folding differs ("straße")
-        self.found: dict[str, dict[int, int]] = {}  # recent words (cleared when terms are added)
-
-    def containing(self, vocab: dict[str, int], word: str) -> dict[int, int]:
-        """Term id -> how many times `word` occurs in that term (or in its case folding)."""
-        if vocab is not self.vocab or self.plain.size > len(vocab):
-            self.__init__()  # type: ignore[misc]  # a rebuilt index has a new vocabulary
-            self.vocab = vocab
-        if self.plain.size < len(vocab):
-            # The newest terms, from the end of the (insertion-ordered) vocabulary.
-            new = list(islice(reversed(vocab), len(vocab) - self.plain.size))[::-1]
-            self.plain.extend(new, range(self.plain.size, len(vocab)))
-            odd = [(t.casefold(), vocab[t]) for t in new if not t.isascii() and t.casefold() != t]
-            self.folded.extend([t for t, _ in odd], [tid for _, tid in odd])
-            self.found.clear()
-        cached = self.found.get(word)
-        if cached is not None:
-            return cached
-        found = self.plain.find(word)
-        for tid, repeats in self.folded.find(word).items():
-            found[tid] = max(repeats, found.get(tid, 0))
-        if len(self.found) >= TERM_FINDER_CACHE:
-            self.found.clear()
-        self.found[word] = found
-        return found
-
-
-class _JoinedTerms:
-    """Strings as UTF-8 joined by newlines, each with an id (bytes search is the fastest the
-    runtime has); find() counts a word's occurrences per id. Rows can be appended."""
-
-    def __init__(self, terms: Sequence[str] = ()) -> None:
-        self.text = bytearray()  # grown in place: appending a few rows copies nothing
-        self.starts = array("q")
-        self.ids = array("i")
-        self.size = 0
-        if terms:
-            self.extend(terms, range(len(terms)))
-
-    def extend(self, terms: Sequence[str], ids: Iterable[int]) -> None:
-        encoded = [term.encode("utf-8") for term in terms]
-        offset = len(self.text) + (1 if self.size else 0)
-        for term in encoded:
-            self.starts.append(offset)
-            offset += len(term) + 1
-        self.ids.extend(ids)
-        if encoded:
-            if self.size:
-                self.text += b"\n"
-            self.text += b"\n".join(encoded)
-        self.size += len(encoded)
-
-    def find(self, word: str) -> dict[int, int]:
-        found: dict[int, int] = {}
-        key = word.encode("utf-8")
-        if not key or b"\n" in key:
-            return found
-        text, starts, ids = self.text, self.starts, self.ids
-        at = text.find(key)
-        while at != -1:
-            tid = ids[bisect_right(starts, at) - 1]
-            found[tid] = found.get(tid, 0) + 1
-            at = text.find(key, at + len(key))  # a row may hold the word twice
-        return found
-
-    def search(self, word: str, rows: np.ndarray | None) -> dict[int, int]:
-        """find(), but counting only in `rows` (row positions, which are also the ids when the
-        rows were given at construction) when they are under an eighth of all."""
-        if rows is None or len(rows) >= self.size // 8:
-            return self.find(word)
-        found: dict[int, int] = {}
-        key = word.encode("utf-8")
-        if not key or b"\n" in key:
-            return found
-        text, starts, last = self.text, self.starts, self.size - 1
-        for row in rows.tolist():
-            end = starts[row + 1] - 1 if row < last else len(text)
-            times = text.count(key, starts[row], end)
-            if times:
-                found[self.ids[row]] = times
-        return found
-
-
-class DocFields:
-    """Per document id: case-folded title, summary and path (UTF-8, joined), and the role
-    multiplier. Documents are appended as the index adds them; one that died since keeps
-    its fields (callers only look at live documents) but gets multiplier 0."""
-
-    def __init__(self) -> None:
-        self.size = 0
-        self.titles = _JoinedTerms()
-        self.summaries = _JoinedTerms()
-        self.paths = _JoinedTerms()
-        self.role_mult = np.zeros(0, dtype=np.float64)
-
-    def extend(self, pages: Sequence[Page | None]) -> None:
-        ids = range(self.size, self.size + len(pages))
-        self.titles.extend([p.title.casefold() if p else "" for p in pages], ids)
-        self.summaries.extend([p.summary.casefold() if p else "" for p in pages], ids)
-        self.paths.extend([p.path.casefold() if p else "" for p in pages], ids)
-        self.role_mult = np.concatenate([self.role_mult, np.array(
-            [ROLE_MULTIPLIER.get(p.role, 1.0) if p else 0.0 for p in pages], dtype=np.float64)])
-        self.size += len(pages)
-
-    def kill(self, doc: int) -> None:
-        if doc < self.size:
-            self.role_mult[doc] = 0.0
 
 
 class LexicalIndex:
@@ -335,6 +79,10 @@ class LexicalIndex:
         self.term_finder = TermFinder()
         self.pair_signatures = PairSignatures()  # one row per document id
         self._fields = DocFields()
+        # Per-search arrays kept while the documents stay the same (see _doc_weights and
+        # _length_norms): each with the stamp that says which documents it was made for.
+        self._weights: tuple[tuple[object, ...], dict[bool, np.ndarray]] | None = None
+        self._norms: tuple[tuple[object, ...], dict[float, np.ndarray]] | None = None
 
     # -- maintenance ----------------------------------------------------------------
 
@@ -490,33 +238,6 @@ class LexicalIndex:
         self._fields.kill(doc)
         self.dead += 1
 
-    def _weighted_counts(self, repeats: dict[int, int]) -> np.ndarray:
-        """Per document, the sum over `repeats`' terms of tf × repeat: the main segment's
-        slices gathered in one numpy pass (a word may sit in thousands of terms), the delta
-        segment's term by term."""
-        counts = np.zeros(len(self.pages), dtype=np.float64)
-        if not repeats:
-            return counts
-        tids = np.fromiter(repeats, dtype=np.int64, count=len(repeats))
-        weights = np.fromiter(repeats.values(), dtype=np.float64, count=len(repeats))
-        in_main = tids < len(self.indptr) - 1
-        starts, stops = self.indptr[tids[in_main]], self.indptr[tids[in_main] + 1]
-        lengths = stops - starts
-        if lengths.sum():
-            # Positions start..stop-1 of every slice, as one index array.
-            offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-            positions = offsets + np.arange(int(lengths.sum()))
-            counts += np.bincount(self.main_docs[positions],
-                                  weights=self.main_tfs[positions] * np.repeat(weights[in_main], lengths),
-                                  minlength=len(self.pages))
-        for tid, repeat in repeats.items():
-            post = self.delta.get(tid)
-            if post is not None and post.docs:
-                docs = np.frombuffer(post.docs, dtype=np.int32)
-                counts += np.bincount(docs, weights=np.frombuffer(post.tfs, dtype=np.float32) * repeat,
-                                      minlength=len(self.pages))
-        return counts
-
     def postings_of(self, tid: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The (documents, term frequencies) slices of one term, main then delta."""
         if tid < len(self.indptr) - 1:
@@ -530,74 +251,6 @@ class LexicalIndex:
 
     # -- search ---------------------------------------------------------------------
 
-    def literal_bounds(self, needle: str) -> np.ndarray | None:
-        """Per document id, an upper bound on how often `needle` (case-folded) occurs in the
-        page (0: it cannot occur), or None when the index cannot bound it at all.
-
-        A page containing the phrase contains each of its words inside one of its own
-        word runs, and the analyzer indexes every run whole (lowercased) once per
-        occurrence — except CJK runs, indexed as bigrams, and stopwords. So a word occurs
-        at most as often as the terms containing it do (times their own repeats of it;
-        for CJK, its first bigram), and the phrase at most as often as its rarest word.
-        Identifiers with connectors are indexed whole (lowercased) as well, and one inside
-        the needle always lies inside one of the page's, so they bound it the same way.
-        A page whose word-pair filter (serve/retrieval/pairs.py) lacks one of the needle's
-        pairs cannot contain it at all."""
-        # Adjacent words must be adjacent in the page too: the pair filters come first, as they
-        # cost one pass over a small array.
-        bits = needle_bits(needle)
-        bound = np.where(self.pair_signatures.matching(bits), np.inf, 0.0) if bits else None
-        if bound is not None and np.count_nonzero(bound) <= FEW_LITERAL_CANDIDATES:
-            return bound
-        # Identifiers are indexed whole too ("publish.yml"): a far tighter bound than their words,
-        # so they go first, and their own words add little. Any subset of the words gives a
-        # valid bound, so the search stops adding words once few pages are left.
-        compounds = [c for c in COMPOUND_RE.findall(needle) if CONNECTOR_RE.search(c)]
-        words = [w for w in dict.fromkeys(WORD_RE.findall(needle)) if not any(w in c for c in compounds)]
-        for word in [*dict.fromkeys(compounds), *sorted(words, key=len, reverse=True)]:
-            within = np.flatnonzero(bound) if bound is not None else None
-            counts = self._word_counts(word, compound=word in compounds, within=within)
-            if counts is None:
-                continue
-            bound = counts if bound is None else np.minimum(bound, counts)
-            if np.count_nonzero(bound) <= FEW_LITERAL_CANDIDATES:
-                break
-        return bound
-
-    def literal_candidates(self, needle: str) -> set[str] | None:
-        """Paths of the pages that may contain `needle`, or None when every page may."""
-        bound = self.literal_bounds(needle)
-        if bound is None:
-            return None
-        return {page.path for d in np.flatnonzero(bound).tolist() if (page := self.pages[d]) is not None}
-
-    def _word_counts(self, word: str, compound: bool = False,
-                     within: np.ndarray | None = None) -> np.ndarray | None:
-        """Per document, how often the terms containing `word` occur (times their repeats of
-        it), plus its occurrences in the path; exact only for the documents in `within`
-        when given (the others cannot be candidates any more)."""
-        raw = word  # paths are searched as written, not NFKC-normalised like indexed text
-        if not word.isascii():
-            word = unicodedata.normalize("NFKC", word)
-        if word != word.lower() or len(word) < (3 if word.isascii() else 2):
-            return None  # case folding beyond lowercasing, or too short to narrow much
-        if not compound and any(word in stopword for stopword in STOPWORDS):
-            return None  # it may sit inside a stopword, which is not indexed
-        if not compound and CJK_RE.fullmatch(word):
-            tid = self.vocab.get(word[:2])
-            repeats = {tid: 1} if tid is not None else {}
-        else:
-            # Case folding can turn a term into other letters ("straße" -> "strasse").
-            repeats = self.term_finder.containing(self.vocab, word)
-        counts = self._weighted_counts(repeats)
-        # A page's path is indexed as words without its suffix ("notes/a.md" -> "notes a"), so
-        # occurrences inside the path are counted from the path itself: only for the pages
-        # still in the running when there are few of them (one C-speed scan otherwise).
-        paths = self.doc_fields().paths
-        for doc, times in paths.search(raw, within).items():
-            counts[doc] += times
-        return counts
-
     def doc_fields(self) -> DocFields:
         """Per-document fields for literal search, made on first use and extended with the
         documents added since."""
@@ -605,19 +258,6 @@ class LexicalIndex:
         if fields.size < len(self.pages):
             fields.extend(self.pages[fields.size:])
         return fields
-
-    def literal_upper_scores(self, needle: str, bounds: np.ndarray, docs: np.ndarray) -> np.ndarray:
-        """For each of `docs`, the highest literal score it could have given its count bound:
-        the title and summary bonuses are known exactly (searches of the joined fields)."""
-        fields = self.doc_fields()
-        bonus = np.zeros(len(self.pages), dtype=np.float64)
-        for joined, weight in ((fields.titles, 1.5), (fields.summaries, 0.7)):
-            found = joined.search(needle, docs)
-            if found:
-                bonus[np.fromiter(found, dtype=np.int64, count=len(found))] += weight
-        upper: np.ndarray = ((1.0 + np.minimum(3.0, np.log1p(bounds[docs])) + bonus[docs])
-                             * fields.role_mult[docs])
-        return upper + 1e-9  # never below the exact score, whatever the float rounding
 
     def search(self, terms: Sequence[str], *, approved_only: bool, limit: int,
                excluded: Iterable[str] = (), min_score: float | None = None,
@@ -648,7 +288,7 @@ class LexicalIndex:
         # One pass sums every term's share per document, in term order: the same float sums
         # as adding term by term, without a gather and a scatter per term.
         doc_parts = [docs for _, _, slices in matched for docs, _ in slices]
-        score_parts = [_shares(idf, weight, docs, tfs, norm)
+        score_parts = [shares(idf, weight, docs, tfs, norm)
                        for idf, weight, slices in matched for docs, tfs in slices]
         scores: np.ndarray = np.bincount(
             np.concatenate(doc_parts), weights=np.concatenate(score_parts), minlength=n_docs
@@ -687,10 +327,10 @@ class LexicalIndex:
         The same floats (x * 1 * m == x * m). Kept until a document is added or removed (the
         stamp holds the array, so no other can take its id)."""
         stamp = (self.alive, len(self.alive), self.dead)
-        cached = self.__dict__.get("_weights")
+        cached = self._weights
         if cached is None or cached[0] != stamp:
-            cached = self.__dict__["_weights"] = (stamp, {})
-        weights: dict[bool, np.ndarray] = cached[1]
+            cached = self._weights = (stamp, {})
+        weights = cached[1]
         found = weights.get(approved_only)
         if found is None:
             valid = np.frombuffer(self.alive, dtype=np.uint8).astype(np.float64)
@@ -706,11 +346,10 @@ class LexicalIndex:
         # Lengths are only ever appended, and a rebuilt index has a new array: the array
         # and its length say which lengths these are (the stamp holds the array, so no
         # other can take its id).
-        stamp = self.__dict__.get("_norms_stamp")
-        if stamp is None or stamp[0] is not self.doc_len or stamp[1] != len(self.doc_len):
-            self.__dict__["_norms_stamp"] = (self.doc_len, len(self.doc_len))
-            self.__dict__["_norms"] = {}
-        cache: dict[float, np.ndarray] = self.__dict__["_norms"]
+        cached = self._norms
+        if cached is None or cached[0][0] is not self.doc_len or cached[0][1] != len(self.doc_len):
+            cached = self._norms = ((self.doc_len, len(self.doc_len)), {})
+        cache = cached[1]
         norm = cache.get(avgdl)
         if norm is None:
             doc_len = np.frombuffer(self.doc_len, dtype=np.float32)

@@ -18,15 +18,17 @@ from serve.errors import UserError
 from serve.projection import Projection
 from serve.retrieval.analyzer import analyze
 from serve.retrieval.guidance import build_guidance
-from serve.retrieval.index import ROLE_MULTIPLIER, Hit, LexicalIndex
+from serve.retrieval.index import Hit, LexicalIndex
+from serve.retrieval.literal_bounds import literal_bounds, upper_scores
 from serve.retrieval.pairs import literal_haystack
+from serve.retrieval.scoring import ROLE_MULTIPLIER
 from serve.source.page import ROLE_RANK, Page, collapse
 
 DEFAULT_SNIPPET_CHARS = 280
 MAX_QUERY_TERMS = 64  # a 100 KB query is searched by its first 64 distinct terms
 MAX_QUERY_CHARS = 8192
 FUSION_K = 60
-MEMO_ENTRIES = 64  # per-snapshot results kept (Projection.memo)
+MEMO_ENTRIES = 64  # per-snapshot results kept (SnapshotCaches.results)
 NO_EVIDENCE = "No matching approved LLMWiki page was found."
 EMPTY_QUERY = "The query is empty, so no evidence was searched."
 VECTOR_DISABLED = (
@@ -245,7 +247,7 @@ class Searcher:
         excluded = _excluded_paths(self.projection, req.exclude_page_ids)
         index = self.index
         with self.lock:  # the index may move on to a newer snapshot later: fresher is fine
-            bounds = index.literal_bounds(needle)
+            bounds = literal_bounds(index, needle)
             alive = np.frombuffer(index.alive, dtype=np.uint8).astype(bool)
             if bounds is None:
                 bounds = np.where(alive, np.inf, 0.0)
@@ -256,7 +258,7 @@ class Searcher:
                 if (doc := index.by_path.get(path)) is not None:
                     usable[doc] = False
             docs = np.flatnonzero(usable)
-            upper = index.literal_upper_scores(needle, bounds, docs)
+            upper = upper_scores(index, needle, bounds, docs)
             if req.min_score is not None:
                 keep = upper >= req.min_score
                 docs, upper = docs[keep], upper[keep]
@@ -291,7 +293,7 @@ class Searcher:
         never evidence by themselves."""
         # The same for every query: made once per snapshot and snippet size (a few sizes
         # at most), then copied (a caller may change what it is given).
-        memo = self.projection.memo
+        memo = self.projection.caches.results
         key = ("orientation", req.include_drafts, snippet_size(req.snippet_chars))
         items: list[dict[str, Any]] | None = memo.get(key)
         if items is None:

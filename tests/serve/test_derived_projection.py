@@ -90,3 +90,63 @@ def test_a_derived_snapshot_names_the_pages_replaced_since_an_ancestor(tmp_path:
         assert rebuilt.changed_since(third) is None  # a new page: built anew
     finally:
         freshness.close()
+
+
+def _fields(p: Projection) -> dict[str, Any]:
+    """Every field of a snapshot, and its caches' entries, by identity."""
+    fields = {name: id(getattr(p, name)) for name in p.__dataclass_fields__}
+    caches = {name: id(getattr(p.caches, name)) for name in p.caches.__dataclass_fields__}
+    memo = {key: dict(memo) for key, memo in p.caches.evidence.items()}
+    return {"fields": fields, "caches": caches, "owners": dict(p.caches.owners),
+            "evidence": memo, "results": dict(p.caches.results)}
+
+
+def test_a_published_snapshot_refuses_writes(tmp_path: Path) -> None:
+    root = copy_fixture("sample-wiki", tmp_path)
+    freshness = Freshness(root.resolve(), use_inotify=False)
+    try:
+        published = freshness.snapshot()
+        for name, value in (("graph_counts", (1, 1)), ("title", "Other"), ("memo", {})):
+            with pytest.raises(AttributeError):
+                setattr(published, name, value)
+        assert not hasattr(published, "__dict__")  # no place to hang an undeclared cache
+        assert published.title != "Other" and published.graph_counts != (1, 1)
+    finally:
+        freshness.close()
+
+
+def test_known_graph_counts_go_in_when_the_snapshot_is_made(tmp_path: Path) -> None:
+    root = copy_fixture("sample-wiki", tmp_path)
+    signature = _built(root).signature
+    freshness = Freshness(root.resolve(), use_inotify=False, known_counts={signature: (7, 11)})
+    try:
+        assert freshness.snapshot().graph_counts == (7, 11)  # taken, not counted again
+    finally:
+        freshness.close()
+
+
+def test_deriving_a_snapshot_leaves_its_parent_as_it_was(tmp_path: Path) -> None:
+    root = copy_fixture("sample-wiki", tmp_path)
+    freshness = Freshness(root.resolve(), use_inotify=True)
+    try:
+        parent = freshness.snapshot()
+        parent.evidence_graph_json(list(parent.pages), False, 2000)  # fill some caches first
+        parent.ordered(False)
+        parent.caches.results["probe"] = ["kept"]
+        before = _fields(parent)
+        pages_before = [page.text for page in parent.pages]
+        target = root / "runbooks" / "rollback.md"
+        target.write_text(target.read_text(encoding="utf-8") + "\nOne more sentence.\n",
+                          encoding="utf-8")
+        child = freshness.snapshot()
+        assert freshness.mirror.derived_count == 1  # the derived path, not a new build
+        assert child.caches is not parent.caches
+        assert _fields(parent) == before
+        assert [page.text for page in parent.pages] == pages_before
+        # The child starts without the parent's per-snapshot results and texts.
+        assert not child.caches.results and not child.caches.ordered
+        child.ordered(False)
+        child.owners(True)
+        assert _fields(parent) == before  # filling the child's caches does not reach the parent
+    finally:
+        freshness.close()

@@ -11,22 +11,19 @@ from typing import Any
 import pytest
 
 import serve.projection as projection_module
+from serve.evidence import edge_meta_json, edge_text, graph_json
 from serve.folder import FolderMirror
 from serve.freshness import Freshness
 from serve.graph import (
     UNRESOLVED_LINK,
     Edge,
-    GraphView,
     Node,
     canonical_relation,
-    compact_json,
-    edge_meta_json,
-    edge_text,
-    graph_json,
     okf_members,
     plain_refs,
     unresolved_node,
 )
+from serve.graph_view import GraphView, compact_json
 from serve.projection import Projection
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
@@ -188,7 +185,7 @@ def test_evidence_graph_equals_the_reference(edge_cases: Path, include_drafts: b
                 expected_json = compact_json(GraphView(*expected, p.base_meta).payload(*expected))
                 assert p.evidence_graph_json(seeds, include_drafts, limit) == expected_json, (
                     root.name, limit, [s.path for s in seeds])
-        kept = p.__dict__["_evidence_all" if include_drafts else "_evidence_approved"]
+        kept = p.caches.evidence[include_drafts]
         most_seeds = max(len(s) for s in seed_sets(p))
         most = {None: len(p.pages), 2: 2 + most_seeds, "items": most_seeds}[kept_pages]
         assert 0 < len(kept) <= most
@@ -253,15 +250,16 @@ def test_a_content_edit_carries_the_other_pages_evidence_items_over(tmp_path: Pa
     try:
         before = freshness.snapshot()
         before.evidence_graph_json(list(before.pages), False, 2000)
-        kept_before = dict(before.__dict__["_evidence_approved"])
+        kept_before = dict(before.caches.evidence[False])
         edited = next(page for page in before.pages if page.approved and page.path in kept_before)
         path = root / edited.path
         path.write_text(path.read_text(encoding="utf-8") + "\nA freshly added closing line.\n",
                         encoding="utf-8")
         after = freshness.snapshot()
         assert after is not before and after.changed_since(before) == {edited.path}
-        carried = after.__dict__["_evidence_approved"]
+        carried = after.caches.evidence[False]
         assert carried.keys() == kept_before.keys() - {edited.path}
+        assert before.caches.evidence[False] == kept_before  # the parent's are left as they were
         assert all(carried[p] is kept_before[p] for p in carried)
         seeds = [after.pages[after.position[page.path]] for page in before.pages]
         for limit in LIMITS:

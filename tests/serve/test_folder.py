@@ -11,9 +11,14 @@ from typing import Any
 import pytest
 
 import serve.folder as folder_module
+import serve.parse_pool as parse_pool_module
+import serve.records as records_module
 import serve.source.layout as layout_module
 from common.schemas import CorsStatus
-from serve.folder import EarlyRead, FileRecord, FolderMirror, _digest_file
+from serve.early_read import EarlyRead
+from serve.file_read import digest_file
+from serve.folder import FolderMirror
+from serve.records import FileRecord
 from serve.service import KnowledgeSource
 from serve.settings import DEFAULT_MAX_PAGE_BYTES, ServeSettings
 from serve.source.reading import NotRegularFile
@@ -29,14 +34,14 @@ ROLLBACK = "runbooks/rollback.md"
 def trust_fresh_files(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fixture copy was just written, so its ctimes fall inside the racy window in which
     equal stats are not trusted (see test_page_cache); shrink the window to 0."""
-    monkeypatch.setattr(folder_module, "RACY_WINDOW_NS", 0)
+    monkeypatch.setattr(records_module, "RACY_WINDOW_NS", 0)
 
 
 @pytest.fixture
 def parse_in_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Send even a small folder to the parse workers (two, whatever this machine has)."""
-    monkeypatch.setattr(folder_module, "PARALLEL_PARSE_MIN", 1)
-    monkeypatch.setattr(folder_module, "parse_workers", lambda: 2)
+    monkeypatch.setattr(parse_pool_module, "PARALLEL_PARSE_MIN", 1)
+    monkeypatch.setattr(parse_pool_module, "parse_workers", lambda: 2)
 
 
 @pytest.fixture
@@ -76,27 +81,27 @@ def test_digest_covers_the_whole_file_and_returns_bytes_up_to_the_limit(tmp_path
     path = tmp_path / "page.md"
     path.write_bytes(data)
     for limit in (100, 200_000, 1_000_000):
-        digest, read = _digest_file(str(path), limit)
+        digest, read = digest_file(str(path), limit)
         if size <= limit:
             assert (digest, read) == (hashlib.blake2b(data, digest_size=16).hexdigest(), data)
         else:  # never read: the digest follows the size and mtime instead
             assert read is None
             os.utime(path, ns=(limit, limit))
-            assert _digest_file(str(path), limit)[0] != digest
+            assert digest_file(str(path), limit)[0] != digest
 
 
 def test_digest_never_opens_a_fifo_for_good(tmp_path: Path) -> None:
     fifo = tmp_path / "page.md"
     os.mkfifo(fifo)
     with pytest.raises(NotRegularFile):
-        _digest_file(str(fifo), 100)
+        digest_file(str(fifo), 100)
 
 
 def test_digest_refuses_a_symlink(tmp_path: Path) -> None:
     (tmp_path / "real.md").write_text("x")
     os.symlink(tmp_path / "real.md", tmp_path / "link.md")
     with pytest.raises(OSError):
-        _digest_file(str(tmp_path / "link.md"), 100)
+        digest_file(str(tmp_path / "link.md"), 100)
 
 
 # -- parse workers -------------------------------------------------------------------------
@@ -105,9 +110,9 @@ def test_digest_refuses_a_symlink(tmp_path: Path) -> None:
 def test_workers_read_the_same_records_as_the_parent(sample_root: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     alone = mirrored(sample_root)
-    monkeypatch.setattr(folder_module, "PARALLEL_PARSE_MIN", 1)
-    monkeypatch.setattr(folder_module, "PARSE_CHUNK", 3)  # several chunks, kept in order
-    monkeypatch.setattr(folder_module, "parse_workers", lambda: 2)
+    monkeypatch.setattr(parse_pool_module, "PARALLEL_PARSE_MIN", 1)
+    monkeypatch.setattr(parse_pool_module, "PARSE_CHUNK", 3)  # several chunks, kept in order
+    monkeypatch.setattr(parse_pool_module, "parse_workers", lambda: 2)
     shared = mirrored(sample_root)
     assert list(shared) == list(alone)
     assert {rel: comparable(r) for rel, r in shared.items()} == {
@@ -171,7 +176,7 @@ def test_files_read_again_at_start_keep_the_signature_of_an_ordinary_read(
     records = early.records()
     # The fixture copy was just written: every record but one counts as too recent.
     trusted = sorted(records)[len(records) // 2]
-    records = {rel: r._replace(verified_ns=r.stat.ctime_ns + folder_module.RACY_WINDOW_NS + 1)
+    records = {rel: r._replace(verified_ns=r.stat.ctime_ns + records_module.RACY_WINDOW_NS + 1)
                if rel == trusted else r for rel, r in records.items()}
 
     class Handed:

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-import serve.folder as folder_module
+import serve.file_read as file_read_module
+import serve.records as records_module
 from serve.page_cache import PageCache
 from serve.protocols.http import SOURCE_KEY, create_app
 from serve.service import KnowledgeSource
@@ -29,20 +30,20 @@ def trust_fresh_files(monkeypatch: pytest.MonkeyPatch) -> None:
     the same clock tick could keep size and mtime). A ctime cannot be set into the past, and
     sleeping 2 s per test is what the house style forbids, so these tests shrink the window
     to 0; the stat comparison itself (size, mtime, ctime, inode, device) still applies."""
-    monkeypatch.setattr(folder_module, "RACY_WINDOW_NS", 0)
+    monkeypatch.setattr(records_module, "RACY_WINDOW_NS", 0)
 
 
 @pytest.fixture
 def digest_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every file whose bytes the mirror reads, in order."""
     reads: list[str] = []
-    real = folder_module._digest_file
+    real = file_read_module.digest_file
 
     def counting(path: str, limit: int) -> Any:
         reads.append(path)
         return real(path, limit)
 
-    monkeypatch.setattr(folder_module, "_digest_file", counting)
+    monkeypatch.setattr(file_read_module, "digest_file", counting)
     return reads
 
 

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from serve.folder import FolderMirror
-from serve.graph import Edge, Node, approved_view, canonical_relation, lookup_key, slug, unresolved_node
+from serve.graph import Edge, Node, canonical_relation, lookup_key, slug, unresolved_node
+from serve.graph_view import approved_view
 from serve.projection import Projection, bundle_id_of, signature_of
 from serve.source.page import ParseOptions, parse_page
 from tests.support.folders import (

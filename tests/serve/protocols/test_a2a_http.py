@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from aiohttp.test_utils import TestClient
 
 from common.version import __version__
 from serve.cli import build_parser
+from serve.protocols import http
 from serve.protocols.a2a import (
     NO_EVIDENCE,
     is_v1_request,
@@ -20,6 +23,7 @@ from serve.protocols.a2a import (
     message_query,
     render_summary,
 )
+from serve.service import KnowledgeSource
 from serve.settings import resolve_settings
 
 Client = TestClient[web.Request, web.Application]
@@ -330,3 +334,42 @@ async def test_openapi_lists_a2a_routes_only_when_enabled(serve_client: ClientFa
     assert not paths & set(off["paths"])
     on = await (await (await serve_client(sample_root, enable_a2a=True)).get("/openapi.json")).json()
     assert paths <= set(on["paths"])
+
+
+# -- off the event loop ------------------------------------------------------------------
+
+@pytest.mark.parametrize("form", ["legacy", "jsonrpc"])
+async def test_a_query_before_the_index_exists_does_not_hold_the_event_loop(
+        serve_client: ClientFactory, sample_root: Path, monkeypatch: pytest.MonkeyPatch,
+        form: str) -> None:
+    """Before the index is built a query waits for the build: it runs in a worker thread (the
+    rule HTTP and MCP follow), so /health answers meanwhile."""
+    client = await serve_client(sample_root, enable_a2a=True)
+    source = client.app[http.SOURCE_KEY]
+    monkeypatch.setattr(KnowledgeSource, "index_ready", property(lambda self: False))
+    context = source.context
+    started, release = threading.Event(), threading.Event()
+    threads: list[bool] = []
+
+    def gated(req: Any) -> Any:
+        threads.append(threading.current_thread() is threading.main_thread())
+        started.set()
+        assert release.wait(10), "the test never released the query"
+        return context(req)
+
+    monkeypatch.setattr(source, "context", gated)
+    if form == "legacy":
+        pending = asyncio.ensure_future(client.post("/message:send",
+                                                    json={"data": {"query": "release checklist"}}))
+    else:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "message/send",
+                "params": {"message": {"role": "user", "messageId": "m1",
+                                       "parts": [{"kind": "text", "text": "release checklist"}]}}}
+        pending = asyncio.ensure_future(client.post("/a2a/jsonrpc", json=call))
+    assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+    health = await client.get("/health")  # answered while the query is still running
+    assert health.status == 200 and not pending.done()
+    release.set()
+    response = await pending
+    assert response.status == 200 and "release" in await response.text()
+    assert threads == [False]

@@ -26,6 +26,7 @@ from common.schemas import (
     SearchResponse,
     SearchResult,
 )
+from serve import off_loop
 from serve.protocols import http
 from serve.retrieval.search import SearchRequest
 from tests.support.folders import copy_fixture
@@ -1247,7 +1248,7 @@ async def test_a_literal_search_over_its_inline_read_budget_moves_to_a_worker_th
         return context_json(req)
 
     monkeypatch.setattr(source, "context_json", recorded)
-    monkeypatch.setattr(http, "LITERAL_INLINE_READS", inline_reads)
+    monkeypatch.setattr(off_loop, "LITERAL_INLINE_READS", inline_reads)
     body = {"query": "release", "mode": "literal", "limit": 5}
     pack = await context(client, body)
     unbounded = source.search(source.request(query="release", mode="literal", limit=5)).results

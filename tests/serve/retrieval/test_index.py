@@ -9,9 +9,10 @@ import pytest
 
 from serve.folder import FolderMirror
 from serve.projection import Projection
-from serve.retrieval import index as index_module
+from serve.retrieval import documents as documents_module
 from serve.retrieval.analyzer import query_terms
 from serve.retrieval.index import LexicalIndex
+from serve.retrieval.literal_bounds import literal_bounds
 from serve.retrieval.pairs import needle_bits
 from tests.benchmarks.generate import generate
 from tests.support.folders import copy_fixture
@@ -99,7 +100,16 @@ def test_ties_break_by_role_then_path(tmp_path: Path) -> None:
     assert [pid for pid, _ in _ranked(index, "identical words")] == ["a", "b", "c"]
 
 
-def test_literal_candidates_never_miss_a_page_that_contains_the_phrase(tmp_path: Path) -> None:
+def _candidates(index: LexicalIndex, needle: str) -> set[str] | None:
+    """Paths of the pages literal_bounds() leaves in the running (None: every page)."""
+    bound = literal_bounds(index, needle)
+    if bound is None:
+        return None
+    return {page.path for doc in np.flatnonzero(bound).tolist()
+            if (page := index.pages[doc]) is not None}
+
+
+def test_literal_bounds_never_rule_out_a_page_that_contains_the_phrase(tmp_path: Path) -> None:
     root = tmp_path / "w"
     root.mkdir()
     texts = {
@@ -119,9 +129,9 @@ def test_literal_candidates_never_miss_a_page_that_contains_the_phrase(tmp_path:
         expected = {page.path for page in p.pages
                     if folded in " ".join((page.title, page.path, page.summary, page.text)).casefold()}
         assert expected, needle
-        candidates = index.literal_candidates(folded)
+        candidates = _candidates(index, folded)
         assert candidates is None or expected <= candidates, needle
-    narrowed = index.literal_candidates("snake_case_name")
+    narrowed = _candidates(index, "snake_case_name")
     assert narrowed == {"a.md"}
 
 
@@ -130,7 +140,7 @@ def test_a_bulk_build_in_worker_slices_equals_adding_page_by_page(
     root = tmp_path / "generated"
     generate(root, 420, seed=5)
     pages = _projection(root).pages
-    monkeypatch.setattr(index_module, "PARALLEL_BULK_MIN", 300)  # two or more worker slices
+    monkeypatch.setattr(documents_module, "PARALLEL_BULK_MIN", 300)  # two or more worker slices
     bulk = LexicalIndex()
     bulk.sync(pages)
     assert bulk.main_docs.dtype == np.uint16 and len(bulk.main_docs) > 0

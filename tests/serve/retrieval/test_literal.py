@@ -14,7 +14,9 @@ import pytest
 from serve.folder import FolderMirror
 from serve.projection import Projection
 from serve.retrieval.analyzer import STOPWORDS
-from serve.retrieval.index import ROLE_MULTIPLIER, LexicalIndex
+from serve.retrieval.index import LexicalIndex
+from serve.retrieval.literal_bounds import literal_bounds
+from serve.retrieval.scoring import ROLE_MULTIPLIER
 from serve.retrieval.search import Searcher, SearchRequest, SlowSearch
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
@@ -132,12 +134,12 @@ def test_bounded_literal_search_honours_min_score_and_exclusions(
 def test_identifier_needles_are_bounded_by_their_whole_term(corpus: tuple[Projection, Searcher]) -> None:
     _, searcher = corpus
     index = searcher.index
-    words_only = index.literal_bounds("publish yml")
-    whole = index.literal_bounds("publish.yml")
+    words_only = literal_bounds(index, "publish yml")
+    whole = literal_bounds(index, "publish.yml")
     assert words_only is not None and whole is not None
     assert (whole <= words_only).all()
     assert float(whole.sum()) < float(words_only.sum())  # counts of the whole term: tighter
-    assert re.fullmatch(r"[0-9.]+", "0.4.1") and index.literal_bounds("v0.4.1") is not None
+    assert re.fullmatch(r"[0-9.]+", "0.4.1") and literal_bounds(index, "v0.4.1") is not None
 
 
 def test_literal_and_lexical_search_after_edits_equal_a_fresh_index(

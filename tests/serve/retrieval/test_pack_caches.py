@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from serve.freshness import Freshness
-from serve.graph import compact_json
+from serve.graph_view import compact_json
 from serve.retrieval import guidance
 from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import LexicalIndex
@@ -32,7 +32,7 @@ def test_orientation_is_computed_once_and_handed_out_as_copies(tmp_path: Path) -
             assert searcher.orientation(req) == fresh  # the kept items are untouched
         for size in range(3 * MEMO_ENTRIES):  # any number of sizes keeps a bounded memo
             searcher.orientation(SearchRequest(snippet_chars=size))
-        assert len(p.memo) <= MEMO_ENTRIES
+        assert len(p.caches.results) <= MEMO_ENTRIES
     finally:
         freshness.close()
 
@@ -45,13 +45,13 @@ def test_a_content_edit_gives_fresh_orientation_and_equal_pack_json(tmp_path: Pa
         req = SearchRequest(query="release checklist")
         index = LexicalIndex()
         index.sync(before.pages)
-        Searcher(before, index).context_json(req, graph_limit=120)  # fills memo and page_json
+        Searcher(before, index).context_json(req, graph_limit=120)  # fills the results memo and page_json
         hot = before.entry_pages(False)[0]
         hub = root / hot.path
         hub.write_text(hub.read_text(encoding="utf-8").replace("\n\n", "\n\nFreshly edited lead.\n\n", 1),
                        encoding="utf-8")
         after = freshness.snapshot()
-        assert after is not before and "memo" not in after.__dict__
+        assert after is not before and not after.caches.results  # page texts may differ
         index.sync(after.pages)
         searcher = Searcher(after, index)
         assert "Freshly edited lead." in searcher.orientation(req)[0]["snippet"]

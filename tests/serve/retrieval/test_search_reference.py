@@ -14,16 +14,8 @@ import pytest
 from serve.folder import FolderMirror
 from serve.projection import Projection
 from serve.retrieval.analyzer import analyze
-from serve.retrieval.index import (
-    K1,
-    PHRASE_WEIGHT,
-    RERANK_POOL,
-    B,
-    Hit,
-    LexicalIndex,
-    pool_floor,
-    term_weight,
-)
+from serve.retrieval.index import Hit, LexicalIndex
+from serve.retrieval.scoring import K1, PHRASE_WEIGHT, RERANK_POOL, B, pool_floor, term_weight
 from serve.source.page import ROLE_RANK
 from tests.support.folders import copy_fixture
 

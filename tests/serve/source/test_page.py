@@ -7,7 +7,7 @@ import zlib
 import pytest
 
 import serve.source.page as page_module
-from serve.folder import decode_text
+from serve.file_read import decode_text
 from serve.source.page import Page, ParseOptions, parse_page
 
 GENERIC = ParseOptions()

@@ -1,0 +1,66 @@
+"""What a snapshot derives from itself on first use, kept in one object the snapshot owns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from serve.evidence import SeedItems, SidecarFact
+from serve.graph import Edge, Node
+from serve.graph_view import GraphView
+from serve.source.page import Page
+
+
+class EvidenceMemo(dict[str, SeedItems]):
+    """A snapshot's evidence pages' items (as JSON) by path, and how many items they hold."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.item_count = sum(items.size for items in self.values())
+
+    def without(self, paths: frozenset[str]) -> EvidenceMemo:
+        """A copy without the items of `paths` (pages whose text changed)."""
+        return EvidenceMemo((path, items) for path, items in self.items() if path not in paths)
+
+
+@dataclass(slots=True, eq=False)
+class SnapshotCaches:
+    """Per-snapshot memo caches, made with the snapshot and owned by it: the snapshot's own
+    fields never change, these fill in as requests need them. Each entry is a function of
+    the snapshot alone, so two threads racing to fill one only compute it twice.
+
+    Keys of the dicts by visibility: True with drafts, False approved pages only."""
+
+    # Views that depend only on what a derived snapshot keeps equal (ids, titles, paths,
+    # links, members, approval): a derived snapshot starts with the ones computed so far.
+    approved_position: dict[str, int] | None = None
+    lookup: dict[str, Page] | None = None
+    incoming: dict[str, list[int]] | None = None
+    facts: dict[str, list[SidecarFact]] | None = None
+    graph: tuple[list[Node], list[Edge]] | None = None
+    graph_counts: tuple[int, int] | None = None
+    full_graph: GraphView | None = None
+    approved_graph: GraphView | None = None
+    owners: dict[bool, dict[str, str]] = field(default_factory=dict)
+    # Page path -> its graph node's JSON: shared (the same dict) with derived snapshots, as
+    # a page node's JSON depends only on fields derive() keeps equal.
+    page_json: dict[str, str] = field(default_factory=dict)
+    # This snapshot's alone: they hold its page objects, or text made from them.
+    ordered: dict[bool, tuple[Page, ...]] = field(default_factory=dict)
+    entry: dict[bool, tuple[Page, ...]] = field(default_factory=dict)
+    evidence: dict[bool, EvidenceMemo] = field(default_factory=dict)
+    results: dict[Any, Any] = field(default_factory=dict)  # what other modules memoise
+
+    def carried_over(self, changed: frozenset[str]) -> SnapshotCaches:
+        """The caches a snapshot derived from this one starts with, when only the text of
+        the pages at `changed` differs. Copies: filling the new one leaves this one as is."""
+        return SnapshotCaches(
+            approved_position=self.approved_position, lookup=self.lookup,
+            incoming=self.incoming, facts=self.facts, graph=self.graph,
+            graph_counts=self.graph_counts, full_graph=self.full_graph,
+            approved_graph=self.approved_graph, owners=dict(self.owners),
+            page_json=self.page_json,
+            # Evidence items are JSON made from the graph, which is unchanged: all but the
+            # edited pages' own carry over, so the first pack after an edit stays cheap.
+            evidence={key: memo.without(changed) for key, memo in self.evidence.items()},
+        )
