@@ -211,14 +211,16 @@ def _scalar_text(value: Any) -> str:
     return collapse(str(value))
 
 
-def extract_tags(frontmatter_tags: Any, text: str) -> list[str]:
+def extract_tags(frontmatter_tags: Any, text: str,
+                 wikilinks: list[tuple[int, int]] | None = None) -> list[str]:
     """Frontmatter tags, then `#tag`s of the prose `text` (see prose.prose) in order, then
     Logseq `tags::` properties. Not tags: '#' after a word character or '/', inside a
     wikilink ([[#Heading]]) or a URL, a link to an anchor ([x](#part)), a heading id
     ({#id}), a CSS colour (#ccc, #1a2b3c) and a Logseq priority ([#A])."""
     inline = []
     if "#" in text:
-        text = prose.cut(text, list(prose.wikilink_spans(text)), " ")
+        if wikilinks is None:
+            wikilinks = list(prose.wikilink_spans(text))
         has_urls = "://" in text
         urls: list[tuple[int, int]] | None = None  # found when a tag needs them
         for match in INLINE_TAG_RE.finditer(text):
@@ -231,6 +233,8 @@ def extract_tags(frontmatter_tags: Any, text: str) -> list[str]:
                 continue
             if tag in LOGSEQ_PRIORITIES and text[start - 1 : start] == "[" \
                     and text.startswith("]", match.end()):
+                continue
+            if wikilinks and _inside(wikilinks, start):
                 continue
             if has_urls:
                 if urls is None:
@@ -266,10 +270,11 @@ def normalize_link(target: str) -> str:
     return target
 
 
-def extract_links(text: str, *, alias_target_last: bool) -> list[str]:
+def extract_links(text: str, *, alias_target_last: bool,
+                  wikilinks: list[tuple[int, int]] | None = None) -> list[str]:
     """Wikilink targets, then Markdown .md/.org link targets, of the prose `text`."""
     found: list[str] = []
-    for start, end in prose.wikilink_spans(text):
+    for start, end in prose.wikilink_spans(text) if wikilinks is None else wikilinks:
         content = text[start + 2 : end - 2]
         if "|" in content:
             head, _, tail = content.partition("|")
@@ -390,7 +395,14 @@ def parse_page(text: str, path: str, options: ParseOptions, *, degraded: str = "
         updated = fm.get("last_updated")
     description = fm.get("description")
     safe_fm = json_safe(fm)
-    prose_text = prose.prose(body, fences)
+    # Links need a '[[' or '](', tags a '#' before a letter or digit, Logseq tags a '::': a
+    # body with none of them has nothing in its prose to find.
+    if ("[[" in body or "](" in body or "::" in body
+            or ("#" in body and INLINE_TAG_RE.search(body))):
+        prose_text = prose.prose(body, fences)
+        wikilinks = list(prose.wikilink_spans(prose_text))
+    else:
+        prose_text, wikilinks = "", []
 
     return Page(
         id=page_id,
@@ -403,8 +415,9 @@ def parse_page(text: str, path: str, options: ParseOptions, *, degraded: str = "
         review_state=_intern(review_state),
         status=_intern(status),
         source_refs=_interned(source_refs),
-        tags=_interned(extract_tags(fm.get("tags"), prose_text)),
-        links=_interned(extract_links(prose_text, alias_target_last=options.alias_target_last)),
+        tags=_interned(extract_tags(fm.get("tags"), prose_text, wikilinks)),
+        links=_interned(extract_links(prose_text, alias_target_last=options.alias_target_last,
+                                      wikilinks=wikilinks)),
         headings=headings,
         updated_at=_scalar_text(updated),
         approved=approved_for_serving(fm, review_state, status),

@@ -11,6 +11,7 @@ import pytest
 
 from serve.source import prose
 from serve.source.page import ParseOptions, parse_page
+from tests.support.adversarial import ADVERSARIAL, MB, plain_page
 
 # The patterns the scans replace (quadratic on runs of '['): the scans must match them.
 WIKILINK_RE = re.compile(r"\[\[([^\]]*)\]\]")
@@ -71,29 +72,6 @@ def test_prose_drops_code_and_html_but_keeps_text() -> None:
     assert prose.prose(body).split() == ["keep", "bold", "end"]
 
 
-MB = 1 << 20
-ADVERSARIAL = {
-    "[": lambda: "[" * MB,
-    "[[": lambda: "[[" * (MB // 2),
-    "![": lambda: "![" * (MB // 2),
-    "[a](": lambda: "[a](" * (MB // 4),
-    "[](#": lambda: "[a](#" * (MB // 5) + "x.md)",
-    "(": lambda: "(" * MB,
-    "`": lambda: "`" * MB,
-    "`a": lambda: "`a" * (MB // 2),
-    "``a`": lambda: "``a`" * (MB // 4),
-    "#": lambda: "#" * MB,
-    "#\\n": lambda: "#\n" * (MB // 2),
-    "# a + spaces": lambda: "# a" + " " * MB + "b",
-    "```\\n": lambda: "```\n" * (MB // 4),
-    "|": lambda: "|" * MB,
-    ">": lambda: ">" * MB,
-    "<a ": lambda: "<a " * (MB // 3),
-    "<pre": lambda: "<pre>" * (MB // 5),
-    "nested bullets": lambda: "".join("  " * (i % 200) + "- [[x]] #t `c`\n" for i in range(MB // 215)),
-}
-
-
 def parse_seconds(text: str) -> float:
     start = time.perf_counter()
     parse_page(text, "big.md", ParseOptions())
@@ -102,9 +80,9 @@ def parse_seconds(text: str) -> float:
 
 @pytest.mark.timeout(300)
 def test_adversarial_pages_parse_in_time_linear_in_their_size() -> None:
-    plain = ("Some prose with a [[link]], a [page](page.md), #tag and `code`.\n\n" * (MB // 64))[:MB]
+    plain = plain_page(MB)
     baseline = min(parse_seconds(plain) for _ in range(3))
     # A quadratic scan takes minutes on any of these; a linear one a few times the baseline.
     slow = {name: round(seconds / baseline, 1) for name, make in ADVERSARIAL.items()
-            if (seconds := parse_seconds(make())) > 10 * baseline + 0.05}
+            if (seconds := parse_seconds(make(MB))) > 10 * baseline + 0.05}
     assert not slow, f"slower than 10x a plain 1 MB page ({baseline:.2f} s): {slow}"
