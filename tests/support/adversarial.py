@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 MB = 1 << 20
 
-ADVERSARIAL: dict[str, Callable[[int], str]] = {
+_CONSTRUCTS: dict[str, Callable[[int], str]] = {
     "[": lambda n: "[" * n,
     "[[": lambda n: "[[" * (n // 2),
     "![": lambda n: "![" * (n // 2),
@@ -29,6 +29,12 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "*_": lambda n: "*_" * (n // 2),
     "nested bullets": lambda n: "".join("  " * (i % 200) + "- [[x]] #t `c`\n" for i in range(n // 215)),
 }
+
+# Each page starts with a link and a tag, so that the parser scans its prose (a page that
+# can hold neither skips that work).
+LEAD = "[[start]] #start\n"
+ADVERSARIAL: dict[str, Callable[[int], str]] = {
+    name: (lambda n, make=make: LEAD + make(n - len(LEAD))) for name, make in _CONSTRUCTS.items()}
 
 
 def plain_page(size: int) -> str:
