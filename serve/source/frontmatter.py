@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from frontmatter.default_handlers import YAMLHandler
 
 try:  # libyaml is an order of magnitude faster; the pure loader has the same semantics.
     _Loader: Any = yaml.CSafeLoader
@@ -35,17 +36,31 @@ class _TooLarge(Exception):
     pass
 
 
+# The contract's delimiters: '---\n' at the very start, and the first later '\n---' (even
+# when more follows on that line). python-frontmatter splits on them and loads the YAML;
+# the size and value-count limits stay ours (it has none).
+_HANDLER = YAMLHandler(fm_boundary=re.compile(r"\A---\n|\n---"))
+
+
+def split_block(text: str) -> tuple[str, str] | None:
+    """(block, body) when the text starts with a closed frontmatter block, else None."""
+    if not text.startswith("---\n"):
+        return None
+    try:
+        block, body = _HANDLER.split(text)
+    except ValueError:  # not closed
+        return None
+    return block, body
+
+
 def split_frontmatter(text: str) -> Split:
     """Split per the contract: a block only if the text starts with '---\\n' and a later
     '\\n---' closes it; invalid YAML keeps the whole text as the body."""
-    if not text.startswith("---\n"):
+    parts = split_block(text)
+    if parts is None:
         return Split({}, text, 1, False)
-    end = text.find("\n---", 4)
-    if end < 0:
-        return Split({}, text, 1, False)
-    block = text[4:end]
-    body = text[end + 4 :]
-    body_line = text.count("\n", 0, end + 4) + 1
+    block, body = parts
+    body_line = block.count("\n") + 3  # the opening line, the block's lines, the closing one
     if len(block) > MAX_FRONTMATTER_CHARS:
         return Split({}, text, 1, True)
     try:
@@ -56,7 +71,7 @@ def split_frontmatter(text: str) -> Split:
                        for v in value.values()) > MAX_FRONTMATTER_VALUES:
                 raise _TooLarge
         else:
-            value = yaml.load(block, Loader=_Loader)  # noqa: S506 - a safe loader
+            value = _HANDLER.load(block, Loader=_Loader)
             if isinstance(value, dict):
                 _count_values(value, [0])
     except (yaml.YAMLError, _TooLarge, RecursionError, ValueError, TypeError):
@@ -74,7 +89,7 @@ def load_block(block: str) -> Any:
     try:
         value = fast_mapping(block)
         if value is None:
-            value = yaml.load(block, Loader=_Loader)  # noqa: S506 - a safe loader
+            value = _HANDLER.load(block, Loader=_Loader)
             _count_values(value, [0])
     except (yaml.YAMLError, _TooLarge, RecursionError, TypeError) as exc:
         raise ValueError("invalid frontmatter") from exc

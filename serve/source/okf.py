@@ -8,7 +8,7 @@ import json
 import math
 from typing import Any
 
-from serve.source.frontmatter import MAX_FRONTMATTER_CHARS, load_block
+from serve.source.frontmatter import MAX_FRONTMATTER_CHARS, load_block, split_block
 from serve.source.page import (
     Page,
     ParseOptions,
@@ -83,18 +83,19 @@ def split_strict(text: str, rel: str) -> tuple[dict[str, Any], str]:
     (the lenient page parser would degrade the page instead)."""
     if not text.startswith("---\n"):
         return {}, text
-    end = text.find("\n---", 4)
-    if end < 0:
+    parts = split_block(text)
+    if parts is None:
         raise OkfInvalid(f"OKF frontmatter is not closed in {rel}")
+    block, body = parts
     try:
-        data = load_block(text[4:end])
+        data = load_block(block)
     except ValueError:
         raise OkfInvalid(f"OKF frontmatter is invalid in {rel}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise OkfInvalid(f"OKF frontmatter must be a mapping in {rel}")
-    return data, text[end + 4 :]
+    return data, body
 
 
 def scalar_text(value: Any) -> str:

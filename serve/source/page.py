@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import sys
 import zlib
 from typing import Any, NamedTuple
 
+from serve.source import prose
 from serve.source.frontmatter import json_safe, split_frontmatter
 
-HEADING_RE = re.compile(r"^(#{1,6})\s+(.+?)\s*$", re.MULTILINE)
+# A heading is one line: '#' to '######', a space or tab, then its text; matched after a
+# line break (the body gets one in front), which the engine finds at C speed.
+HEADING_LINE_RE = re.compile(r"\n(#{1,6})[^\S\n]([^\n]*)")
 HEADING_PREFIX_RE = re.compile(r"^#{1,6}\s+", re.MULTILINE)
 # The '#' must not follow a word character or '/'; checked by hand because a leading
 # look-behind makes the regex engine test it at every position of the body.
 INLINE_TAG_RE = re.compile(r"#([A-Za-z0-9\uac00-\ud7a3][A-Za-z0-9\uac00-\ud7a3_./-]*)")
 WORD_CHAR_RE = re.compile(r"[\w/]")
 LOGSEQ_TAGS_RE = re.compile(r"^[ \t]*tags::(.*)$", re.MULTILINE | re.IGNORECASE)
-WIKILINK_RE = re.compile(r"\[\[([^\]]*)\]\]")
-MDLINK_RE = re.compile(r"\[([^\]]+)\]\(([^)]+?\.(?:md|org)(?:#[^)]*)?)\)")
+URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s<>]*")
+CSS_COLOUR_RE = re.compile(r"[0-9A-Fa-f]{3,4}|[0-9A-Fa-f]{6}|[0-9A-Fa-f]{8}")
+LOGSEQ_PRIORITIES = frozenset({"A", "B", "C"})
 
 MAX_HEADINGS = 40
 SUMMARY_CHARS = 360
@@ -206,21 +211,55 @@ def _scalar_text(value: Any) -> str:
     return collapse(str(value))
 
 
-def extract_tags(frontmatter_tags: Any, body: str) -> list[str]:
+def extract_tags(frontmatter_tags: Any, text: str,
+                 wikilinks: list[tuple[int, int]] | None = None) -> list[str]:
+    """Frontmatter tags, then `#tag`s of the prose `text` (see prose.prose) in order, then
+    Logseq `tags::` properties. Not tags: '#' after a word character or '/', inside a
+    wikilink ([[#Heading]]) or a URL, a link to an anchor ([x](#part)), a heading id
+    ({#id}), a CSS colour (#ccc, #1a2b3c) and a Logseq priority ([#A])."""
     inline = []
-    for match in INLINE_TAG_RE.finditer(body):
-        start = match.start()
-        if start and WORD_CHAR_RE.match(body, start - 1):
-            continue
-        tag = match.group(1).rstrip(".,;:!?")
-        if any(ch.isalpha() for ch in tag):
+    if "#" in text:
+        if wikilinks is None:
+            wikilinks = list(prose.wikilink_spans(text))
+        has_urls = "://" in text
+        urls: list[tuple[int, int]] | None = None  # found when a tag needs them
+        for match in INLINE_TAG_RE.finditer(text):
+            start = match.start()
+            if start and (WORD_CHAR_RE.match(text, start - 1) or text[start - 1] == "{"
+                          or text.startswith("](", start - 2)):
+                continue
+            tag = match.group(1).rstrip(".,;:!?")
+            if not any(ch.isalpha() for ch in tag) or _is_colour(tag):
+                continue
+            if tag in LOGSEQ_PRIORITIES and text[start - 1 : start] == "[" \
+                    and text.startswith("]", match.end()):
+                continue
+            if wikilinks and _inside(wikilinks, start):
+                continue
+            if has_urls:
+                if urls is None:
+                    urls = [m.span() for m in URL_RE.finditer(text)]
+                if _inside(urls, start):
+                    continue
             inline.append(tag)
     logseq: list[str] = []
     # A multi-line `^` regex tries every offset; most bodies have no "::" at all.
-    for match in LOGSEQ_TAGS_RE.finditer(body) if "::" in body else ():
+    for match in LOGSEQ_TAGS_RE.finditer(text) if "::" in text else ():
         logseq.extend(part.strip("#") for part in match.group(1).replace(",", " ").split())
     items = [*string_list(frontmatter_tags), *inline, *logseq]
     return dedupe_casefold(collapse(t.lstrip("#")) for t in items)
+
+
+def _is_colour(tag: str) -> bool:
+    """#ccc or #e5e5e5: hex of a colour's length with a digit or one repeated letter
+    (#bad and #cafe stay tags)."""
+    return (CSS_COLOUR_RE.fullmatch(tag) is not None
+            and (any(ch.isdigit() for ch in tag) or len(set(tag.lower())) == 1))
+
+
+def _inside(spans: list[tuple[int, int]], at: int) -> bool:
+    index = bisect.bisect_right(spans, (at, sys.maxsize)) - 1
+    return index >= 0 and spans[index][0] <= at < spans[index][1]
 
 
 def normalize_link(target: str) -> str:
@@ -231,10 +270,12 @@ def normalize_link(target: str) -> str:
     return target
 
 
-def extract_links(body: str, *, alias_target_last: bool) -> list[str]:
+def extract_links(text: str, *, alias_target_last: bool,
+                  wikilinks: list[tuple[int, int]] | None = None) -> list[str]:
+    """Wikilink targets, then Markdown .md/.org link targets, of the prose `text`."""
     found: list[str] = []
-    for match in WIKILINK_RE.finditer(body):
-        content = match.group(1)
+    for start, end in prose.wikilink_spans(text) if wikilinks is None else wikilinks:
+        content = text[start + 2 : end - 2]
         if "|" in content:
             head, _, tail = content.partition("|")
             if alias_target_last:
@@ -243,53 +284,27 @@ def extract_links(body: str, *, alias_target_last: bool) -> list[str]:
             else:
                 content = head
         found.append(normalize_link(content))
-    for match in MDLINK_RE.finditer(body):
-        found.append(normalize_link(match.group(2)))
+    for target in prose.markdown_link_targets(text):
+        found.append(normalize_link(target))
     return dedupe_casefold(found)
 
 
-def hash_line_starts(text: str) -> list[int]:
-    """Offsets of the lines starting with '#': the only places a heading can start. A
-    multi-line `^` regex tries every offset of the text; str.find skips to the candidates."""
-    found = [0] if text.startswith("#") else []
-    at = text.find("\n#")
-    while at >= 0:
-        found.append(at + 1)
-        at = text.find("\n#", at + 1)
-    return found
-
-
-def heading_matches(text: str) -> list[re.Match[str]]:
-    """HEADING_RE.finditer(text), tried only where a line starts with '#'."""
-    found = []
-    end = 0
-    match = HEADING_RE.match
-    for start in hash_line_starts(text):
-        if start < end:  # inside the previous heading (its `\s+` may cross lines)
+def headings_of(body: str, fences: list[tuple[int, int]]) -> list[tuple[str, int, int]]:
+    """(text, level, offset) of each heading line outside fenced code, in order."""
+    found: list[tuple[str, int, int]] = []
+    fence_at = 0
+    if "#" not in body:
+        return found
+    for hit in HEADING_LINE_RE.finditer("\n" + body):
+        start = hit.start()  # the line's offset in the body
+        while fence_at < len(fences) and fences[fence_at][1] <= start:
+            fence_at += 1
+        if fence_at < len(fences) and fences[fence_at][0] <= start:
             continue
-        hit = match(text, start)
-        if hit is not None:
-            found.append(hit)
-            end = hit.end()
+        text = collapse(hit.group(2))
+        if text:
+            found.append((text, len(hit.group(1)), start))
     return found
-
-
-def without_heading_markers(text: str) -> str:
-    """HEADING_PREFIX_RE.sub("", text), tried only where a line starts with '#'."""
-    pieces = []
-    end = 0
-    match = HEADING_PREFIX_RE.match
-    for start in hash_line_starts(text):
-        if start < end:
-            continue
-        hit = match(text, start)
-        if hit is not None:
-            pieces.append(text[end:start])
-            end = hit.end()
-    if not pieces:
-        return text
-    pieces.append(text[end:])
-    return "".join(pieces)
 
 
 def summarize(body: str) -> str:
@@ -300,7 +315,7 @@ def summarize(body: str) -> str:
     while True:
         cut = body.find("\n", size)
         head = body if cut < 0 else body[:cut]
-        summary = collapse(without_heading_markers(head))
+        summary = collapse(HEADING_PREFIX_RE.sub("", head))
         if cut < 0 or len(summary) > SUMMARY_CHARS:
             break
         size *= 4
@@ -338,13 +353,14 @@ def parse_page(text: str, path: str, options: ParseOptions, *, degraded: str = "
 
     # Headings with their file line numbers (raw origins for citations).
     line_count = text.count("\n") + (0 if text.endswith("\n") else 1) if text else 0
+    fences = prose.fence_spans(body)
     raw_headings: list[tuple[str, int, int]] = []  # (text, level, line)
     line = split.body_line
     pos = 0
-    for match in heading_matches(body):
-        line += body.count("\n", pos, match.start(2))
-        pos = match.start(2)
-        raw_headings.append((collapse(match.group(2)), len(match.group(1)), line))
+    for heading, level, offset in headings_of(body, fences):
+        line += body.count("\n", pos, offset)
+        pos = offset
+        raw_headings.append((heading, level, line))
     headings = tuple(h[0] for h in raw_headings[:MAX_HEADINGS])
     section_lines = _section_lines(raw_headings, line_count)
 
@@ -379,6 +395,14 @@ def parse_page(text: str, path: str, options: ParseOptions, *, degraded: str = "
         updated = fm.get("last_updated")
     description = fm.get("description")
     safe_fm = json_safe(fm)
+    # Links need a '[[' or '](', tags a '#' before a letter or digit, Logseq tags a '::': a
+    # body with none of them has nothing in its prose to find.
+    if ("[[" in body or "](" in body or "::" in body
+            or ("#" in body and INLINE_TAG_RE.search(body))):
+        prose_text = prose.prose(body, fences)
+        wikilinks = list(prose.wikilink_spans(prose_text))
+    else:
+        prose_text, wikilinks = "", []
 
     return Page(
         id=page_id,
@@ -391,8 +415,9 @@ def parse_page(text: str, path: str, options: ParseOptions, *, degraded: str = "
         review_state=_intern(review_state),
         status=_intern(status),
         source_refs=_interned(source_refs),
-        tags=_interned(extract_tags(fm.get("tags"), body)),
-        links=_interned(extract_links(body, alias_target_last=options.alias_target_last)),
+        tags=_interned(extract_tags(fm.get("tags"), prose_text, wikilinks)),
+        links=_interned(extract_links(prose_text, alias_target_last=options.alias_target_last,
+                                      wikilinks=wikilinks)),
         headings=headings,
         updated_at=_scalar_text(updated),
         approved=approved_for_serving(fm, review_state, status),

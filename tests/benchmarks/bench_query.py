@@ -27,7 +27,7 @@ freshness (the default, inotify) and measures:
 5. server RSS at ready, at search-ready, after the latency runs, after the load runs and
    after the edits; CPU used by other processes during each phase.
 
-Targets are printed beside the figures; see docs/benchmarks.md. There is no pass/fail exit
+Targets are printed beside the figures; see docs/performance.md. There is no pass/fail exit
 code. Every request has a timeout, every loop a bound, the whole run an alarm, and the
 server's process group is killed in `finally`. Only loopback addresses are used.
 """

@@ -18,7 +18,7 @@ then runs the real console script (`.venv/bin/llmwiki-serve serve DIR --port P`)
   page in a new folder and a deleted page must each be visible to the very next request;
 - the /health "diagnostics" block, and how much CPU other processes used meanwhile.
 
-Targets are printed beside the figures; see docs/benchmarks.md. `--code-dir` runs serve's
+Targets are printed beside the figures; see docs/performance.md. `--code-dir` runs serve's
 code from another directory (e.g. a `git archive` of one commit).
 
 Every wait has a hard timeout, request counts are bounded and server processes are always

@@ -60,6 +60,8 @@ TLDR_SEED = "llmwiki-serve/tldr-known-item/v1"
 TLDR_PER_LANGUAGE = 150
 MIN_QUERY_WORDS = 4
 CACHE_ENV = "LLMWIKI_SERVE_TEST_CACHE"
+# Set by .ci/run: there the corpus is always beside the checkout, so its absence is a failure.
+REQUIRE_CORPORA_ENV = "LLMWIKI_REQUIRE_CORPORA"
 
 LEAK = "leak"
 # Slice of a query by set (file stem) and id prefix.
@@ -260,6 +262,11 @@ def leaked_ids(ranked_ids: Iterable[str], approved_ids: Iterable[str]) -> list[s
 def tldr_tarball() -> Path | None:
     """The corpus tarball, or None when this checkout has no ``../shared/corpora``."""
     return TLDR_TARBALL if TLDR_TARBALL.is_file() else None
+
+
+def corpora_required() -> bool:
+    """Whether this run must have the corpora (CI), so that tests fail instead of skipping."""
+    return os.environ.get(REQUIRE_CORPORA_ENV, "") not in ("", "0")
 
 
 def file_sha256(path: Path) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import zlib
 
 import pytest
@@ -75,9 +76,9 @@ def test_title_from_first_heading_of_any_level() -> None:
     assert page(text).title == "Deep Heading"
 
 
-def test_title_from_heading_inside_code_fence() -> None:
+def test_title_skips_comment_lines_inside_code_fences() -> None:
     text = "```bash\n# install deps\n```\n\n# Real Title\n"
-    assert page(text).title == "install deps"
+    assert page(text).title == "Real Title"
 
 
 def test_title_falls_back_to_stem_with_dashes_as_spaces() -> None:
@@ -249,11 +250,18 @@ def test_frontmatter_tag_string_is_one_tag() -> None:
         ("한국어 #태그1 태그", ("태그1",)),
         ("See http://x/#frag for details.", ()),
         ("word#x is not a tag", ()),
-        ("a local anchor [[#local]]", ("local",)),
+        ("a local anchor [[#local]] or [[Page#Part]]", ()),
         ("ends with #done. and #wow!? and #list,", ("done", "wow", "list")),
         ("path #project/alpha and #v1.2-beta", ("project/alpha", "v1.2-beta")),
         ("#_under #-dash #日本", ()),
-        ("```\n#in-code block\n```", ("in-code",)),
+        ("```\n#in-code block\n```", ()),
+        ("- item\n  ~~~\n  #in-bullet-code\n  ~~~\n#after", ("after",)),
+        ("inline `#code` and ``#two `ticks` here`` then #prose", ("prose",)),
+        ("<span style='color:#abc'>#shown</span> <!-- #hidden -->", ("shown",)),
+        ("colours #ccc #e5e5e5 #ff0000 #1a2b but #bad #cafe", ("bad", "cafe")),
+        ("see https://example.com/page?x=1&y=-#frag and <https://a.b/-#frag2>", ()),
+        ("[part](#anchor) [see](page.md#part) ## Heading {#custom-id}", ()),
+        ("TODO [#A] task [#B] and [#Big] #D", ("Big", "D")),
         ("(#paren) [#bracket]", ("paren", "bracket")),
     ],
 )
@@ -266,10 +274,26 @@ def test_logseq_tag_property_lines() -> None:
     assert page(text, "pages/Workflow.md", LOGSEQ).tags == ("Upper", "org-fixture", "process", "workflow")
 
 
-def test_local_anchor_wikilink_is_tag_but_not_link() -> None:
+def test_local_anchor_wikilink_is_neither_tag_nor_link() -> None:
     parsed = page("Jump to [[#local]].")
     assert parsed.links == ()
-    assert parsed.tags == ("local",)
+    assert parsed.tags == ()
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("```\n[[in fence]] [x](fence.md)\n```\n[[after]]", ("after",)),
+        ("- bullet\n  ```js\n  [[in bullet fence]]\n  ```\n- [[prose]]", ("prose",)),
+        ("`[[inline code]]` and `[x](code.md)` and [[prose]]", ("prose",)),
+        ("<!-- [[commented]] --> <pre>[[pre]]</pre> [[prose]]", ("prose",)),
+        ("```\nunclosed [[fence]] runs to the end", ()),
+        ("a ``` b [[inline triple]] ``` c", ()),
+        ("````\n```\n[[still fenced]]\n````\n[[out]]", ("out",)),
+    ],
+)
+def test_links_come_from_prose_only(body: str, expected: tuple[str, ...]) -> None:
+    assert page(body).links == expected
 
 
 # -- links -----------------------------------------------------------------------------
@@ -321,9 +345,11 @@ def test_headings_regex_rules() -> None:
         "####### seven\n"
         "  # indented\n"
         "```bash\n# shell comment\n```\n"
+        "~~~\n# tilde fence\n~~~\n"
         "###### Six\n"
+        "#\n\nnot a heading\n"
     )
-    assert page(body).headings == ("One", "Two spaced", "Closing ##", "shell comment", "Six")
+    assert page(body).headings == ("One", "Two spaced", "Closing ##", "Six")
 
 
 def test_only_first_40_headings_are_kept() -> None:
@@ -483,11 +509,11 @@ def test_sections_of_decoded_crlf_file_match_lf_lines() -> None:
     ]
 
 
-def test_sections_include_headings_in_code_fences() -> None:
-    parsed = page("# Top\n```\n# comment\n```\nafter")
+def test_sections_skip_comment_lines_in_code_fences() -> None:
+    parsed = page("# Top\n```\n# comment\n```\n## Next\nafter")
     assert [(s.heading, s.start_line, s.end_line) for s in parsed.sections] == [
-        ("Top", 1, 2),
-        ("comment", 3, 5),
+        ("Top", 1, 6),
+        ("Next", 5, 6),
     ]
 
 
@@ -559,10 +585,20 @@ TRICKY_BODIES = [
 
 
 @pytest.mark.parametrize("body", TRICKY_BODIES)
-def test_heading_scan_matches_the_whole_text_regex(body: str) -> None:
-    assert [(m.start(), m.end(), m.groups()) for m in page_module.heading_matches(body)] == [
-        (m.start(), m.end(), m.groups()) for m in page_module.HEADING_RE.finditer(body)]
-    assert page_module.without_heading_markers(body) == page_module.HEADING_PREFIX_RE.sub("", body)
+def test_heading_scan_matches_a_line_by_line_reading(body: str) -> None:
+    expected = []
+    offset = 0
+    fenced = False
+    for line in body.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        else:
+            hit = re.match(r"(#{1,6})\s+(.+?)\s*$", line)
+            if hit and not fenced:
+                expected.append((" ".join(hit.group(2).split()), len(hit.group(1)), offset))
+        offset += len(line) + 1
+    fences = page_module.prose.fence_spans(body)
+    assert page_module.headings_of(body, fences) == expected
 
 
 def reference_summary(body: str) -> str:
