@@ -18,6 +18,10 @@ from serve.settings import OPTIONS, ServeSettings, SettingsError, SourceProfileE
 if TYPE_CHECKING:
     from serve.early_read import EarlyRead
 
+# How long the rest of an unread request body (after a 408 or 413) is drained before the
+# connection closes: enough for the client to read our answer, not a slot held for long.
+LINGER_SECONDS = 1.0
+
 
 def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     for option in OPTIONS:
@@ -281,7 +285,8 @@ def _serve(settings: ServeSettings, early: EarlyRead | None) -> int:
     app.on_startup.append(started)
     app.on_shutdown.append(shutting_down)
     web.run_app(app, host=settings.host, port=settings.port, access_log=None, print=listening,
-                handle_signals=True)
+                handle_signals=True, keepalive_timeout=settings.idle_timeout_seconds,
+                lingering_time=LINGER_SECONDS)
     return 0
 
 

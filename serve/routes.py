@@ -25,7 +25,7 @@ ROUTES: tuple[Route, ...] = (
     Route("source_refs", "GET", "/source-refs"),
     Route("query", "POST", "/query"),
     Route("search", "POST", "/search"),
-    Route("read", "GET", "/read/{page_id}", pattern="/read/{page_id:.+}"),
+    Route("read", "GET", "/read/{page_id}", pattern=r"/read/{page_id:[\s\S]+}"),  # ids may hold newlines
     Route("graph", "GET", "/graph"),
     Route("graph_neighborhood", "GET", "/graph/neighborhood"),
     Route("mcp_jsonrpc", "POST", "/mcp"),

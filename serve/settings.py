@@ -52,6 +52,10 @@ class ServeSettings:
     page_cache: bool = True
     max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES
     max_body_bytes: int = 1024 * 1024
+    # A connection with no request in progress (idle keep-alive, or headers that never end) is
+    # closed after idle_timeout_seconds; a request body must arrive within body_timeout_seconds.
+    idle_timeout_seconds: float = 30.0
+    body_timeout_seconds: float = 30.0
     inotify: bool = True
     log_level: str = "info"
     log_format: str = "auto"
@@ -75,6 +79,9 @@ class ServeSettings:
             _check_range("read_default_max_chars", self.read_default_max_chars, READ_MAX_CHARS)
         _check_range("max_page_bytes", self.max_page_bytes, Limit(1024, 1 << 31))
         _check_range("max_body_bytes", self.max_body_bytes, Limit(1024, 1 << 30))
+        for name in ("idle_timeout_seconds", "body_timeout_seconds"):
+            if not 0 < getattr(self, name) <= 3600:
+                raise SettingsError(f"{name} must be > 0 and <= 3600")
         if self.refresh_interval_seconds < 0:
             raise SettingsError("refresh_interval_seconds must be >= 0")
         if self.log_format not in ("auto", "json", "console"):
@@ -171,6 +178,11 @@ OPTIONS: tuple[Option, ...] = (
            "Files larger than this are skipped and reported (default 8 MiB)."),
     Option("max_body_bytes", "--max-body-bytes", "LLMWIKI_SERVE_MAX_BODY_BYTES", parse_int,
            "Largest accepted request body (default 1 MiB)."),
+    Option("idle_timeout_seconds", "--idle-timeout-seconds", "LLMWIKI_SERVE_IDLE_TIMEOUT_SECONDS",
+           parse_float, "Close a connection idle this long, or whose request headers have not "
+           "ended by then (default 30)."),
+    Option("body_timeout_seconds", "--body-timeout-seconds", "LLMWIKI_SERVE_BODY_TIMEOUT_SECONDS",
+           parse_float, "A request body must arrive within this many seconds, else 408 (default 30)."),
     Option("inotify", "--no-inotify", "LLMWIKI_SERVE_INOTIFY", parse_bool,
            "Use stat scans instead of kernel change notifications (env: set to false).",
            is_flag=True, flag_value=False),

@@ -55,14 +55,23 @@ def setup_core_errors(app: web.Application) -> None:
     app.middlewares.append(core_errors)
 
 
-def setup_body_limit(app: web.Application, max_bytes: int) -> None:
-    """Refuse declared oversize bodies before reading them; aiohttp caps the rest."""
+def setup_body_limit(app: web.Application, max_bytes: int, timeout: float) -> None:
+    """Refuse declared oversize bodies before reading them (aiohttp caps the rest), and read
+    each body within `timeout`: a client that stops sending holds no handler (408)."""
 
     @web.middleware
     async def body_limit(request: web.Request, handler: Handler) -> web.StreamResponse:
         length = request.content_length
         if length is not None and length > max_bytes:
             raise DetailError(413, "Request body too large")
+        if request.body_exists:
+            try:
+                await asyncio.wait_for(request.read(), timeout)  # kept: handlers read it again
+            except TimeoutError:
+                late = CodedError(408, "request_timeout",
+                                  f"The request body did not arrive within {timeout:g} s.")
+                late.headers = {"Connection": "close"}  # the rest of the body is never read
+                raise late from None
         return await handler(request)
 
     app.middlewares.append(body_limit)
@@ -204,7 +213,7 @@ def create_app(settings: ServeSettings, source: KnowledgeSource | None = None) -
     app[POLICY_KEY] = policy
     setup_request_context(app, "serve")
     setup_security(app, policy)
-    setup_body_limit(app, settings.max_body_bytes)
+    setup_body_limit(app, settings.max_body_bytes, settings.body_timeout_seconds)
     setup_core_errors(app)
     add_routes(app)
     app.cleanup_ctx.append(_lifecycle)
