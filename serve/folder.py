@@ -13,7 +13,7 @@ from serve.errors import okf_invalid, root_missing, root_unsupported
 from serve.file_read import CHANGING, ReadJob, decode_text, read_file
 from serve.graph import Fragment, SidecarFile
 from serve.parse_pool import read_all
-from serve.projection import Diagnostic, Projection, signature_of
+from serve.projection import FileProblem, Projection, signature_of
 from serve.records import FileRecord
 from serve.source import okf
 from serve.source.layout import FolderView, Layout, detect_layout
@@ -324,27 +324,27 @@ class FolderMirror:
             raise root_unsupported(self.root_str)
         strict = layout.options.okf
         parsed: list[tuple[Page, Fragment]] = []
-        diagnostics: list[Diagnostic] = []
+        diagnostics: list[FileProblem] = []
         for rel in sorted(self.records):
             record = self.records[rel]
             page_path = layout.page_rel(rel)
             if page_path is None:
                 continue
             if record.skipped:
-                diagnostics.append(Diagnostic(rel, record.problem, True))
+                diagnostics.append(FileProblem(rel, record.problem, True))
                 continue
             record = self._parsed(rel, record, page_path, layout.options)
             if record.page is None or record.fragment is None:
-                diagnostics.append(Diagnostic(rel, record.problem or "unreadable", True))
+                diagnostics.append(FileProblem(rel, record.problem or "unreadable", True))
                 continue
             if strict and (reason := okf.invalid_reason(record.page)):
                 # One invalid document rejects the whole bundle; the first one is named.
                 raise okf_invalid(f"{self.root_str}: {reason}")
             if record.page.degraded:
-                diagnostics.append(Diagnostic(rel, record.page.degraded, False))
+                diagnostics.append(FileProblem(rel, record.page.degraded, False))
             parsed.append((record.page, record.fragment))
         for rel, reason in sorted(self.ignored.items()):
-            diagnostics.append(Diagnostic(rel, reason, True))
+            diagnostics.append(FileProblem(rel, reason, True))
         self._report(diagnostics)
         if not parsed:
             if strict:
@@ -410,7 +410,7 @@ class FolderMirror:
         base = signature_of([*markers, *self._lines.values()])
         return okf.signature(base) if self.layout is not None and self.layout.options.okf else base
 
-    def _report(self, diagnostics: list[Diagnostic]) -> None:
+    def _report(self, diagnostics: list[FileProblem]) -> None:
         """Log each problem file once per reason, not on every re-projection."""
         for diag in diagnostics:
             key = (diag.path, diag.reason)

@@ -39,15 +39,16 @@ from serve.source.layout import Layout
 from serve.source.page import ROLE_RANK, Page
 from serve.source_refs import source_refs
 
-__all__ = ["Diagnostic", "Projection", "SidecarFile", "canonical_relation", "lookup_key", "slug"]
+__all__ = ["FileProblem", "Projection", "SidecarFile", "canonical_relation", "lookup_key", "slug"]
 
 
 @dataclass(frozen=True, slots=True)
-class Diagnostic:
+class FileProblem:
     """A file the projection skipped or degraded, with a stable reason code."""
 
     path: str
-    reason: str  # not_utf8, name_not_utf8, frontmatter_invalid, too_large, unreadable, symlink_ignored
+    reason: str  # not_utf8, name_not_utf8, frontmatter_invalid, too_large, unreadable, not_regular_file,
+    #               changing, symlink_ignored
     skipped: bool
 
 
@@ -129,7 +130,7 @@ class Projection:
     sidecars: tuple[SidecarFile, ...]
     signature: str
     raw_labels: tuple[str, ...]
-    diagnostics: tuple[Diagnostic, ...]
+    diagnostics: tuple[FileProblem, ...]
     title: str
     description: str
     source_id: str
@@ -148,7 +149,7 @@ class Projection:
     @classmethod
     def build(cls, *, layout: Layout, pages: Sequence[Page], fragments: Sequence[Fragment],
               sidecars: Sequence[SidecarFile], signature: str, root_name: str,
-              source_id: str | None, raw_labels: Sequence[str], diagnostics: Sequence[Diagnostic],
+              source_id: str | None, raw_labels: Sequence[str], diagnostics: Sequence[FileProblem],
               graph_counts: tuple[int, int] | None = None) -> Projection:
         """A new snapshot (`graph_counts`: known from a restart cache for this signature)."""
         placed = tuple(p._replace(role=role) if (role := layout.role_of(p.path)) != p.role else p
@@ -192,7 +193,7 @@ class Projection:
         return None
 
     def derive(self, replaced: Sequence[tuple[Page, Fragment]], signature: str,
-               diagnostics: Sequence[Diagnostic]) -> Projection | None:
+               diagnostics: Sequence[FileProblem]) -> Projection | None:
         """The next snapshot when only the content of existing pages changed, sharing
         everything that cannot have changed; None when a full build is needed (a page's
         identity, links, members, visibility or graph metadata changed). This snapshot and

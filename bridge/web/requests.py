@@ -25,7 +25,7 @@ def trace_id(request: web.Request) -> str:
     return given if _SAFE_ID.match(given) else str(uuid.uuid4())
 
 
-async def json_body(request: web.Request) -> Any:
+async def read_json_body(request: web.Request) -> Any:
     """The request's JSON (`{}` when empty); 400 `invalid_json` when it is not JSON or nests deeper
     than any bridge request shape could (which would otherwise exhaust the stack later)."""
     raw = await request.read()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from bridge.web import a2a, mcp
-from bridge.web.requests import json_body, service_of, trace_id
+from bridge.web.requests import read_json_body, service_of, trace_id
 from bridge.web.settings_page import settings_html
 from common.booleans import TRUE_WORDS
 from common.errors import json_response
@@ -31,7 +31,7 @@ async def sources(request: web.Request) -> web.Response:
 
 async def probe_source(request: web.Request) -> web.Response:
     """The settings page's Test: one source as typed, before it is saved."""
-    body = await json_body(request)
+    body = await read_json_body(request)
     return json_response(await service_of(request).probe_draft(body))
 
 
@@ -40,7 +40,7 @@ async def settings_json(request: web.Request) -> web.Response:
 
 
 async def put_config(request: web.Request) -> web.Response:
-    body = await json_body(request)
+    body = await read_json_body(request)
     return json_response(service_of(request).put_config(body, request.headers.get("Host"),
                                                       request.headers.get("Authorization")))
 
@@ -50,7 +50,7 @@ async def get_sources_json(request: web.Request) -> web.Response:
 
 
 async def put_sources_json(request: web.Request) -> web.Response:
-    body = await json_body(request)
+    body = await read_json_body(request)
     return json_response(service_of(request).put_sources(body))
 
 
@@ -64,5 +64,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_put("/settings/config.json", put_config)
     app.router.add_get("/settings/sources.json", get_sources_json, allow_head=False)
     app.router.add_put("/settings/sources.json", put_sources_json)
-    app.router.add_routes(a2a.routes(service_of, json_body, trace_id))  # card, /message:send, JSON-RPC
-    app.router.add_routes(mcp.routes(service_of, json_body, trace_id))  # POST /mcp
+    app.router.add_routes(a2a.routes(service_of, read_json_body, trace_id))  # card, /message:send, JSON-RPC
+    app.router.add_routes(mcp.routes(service_of, read_json_body, trace_id))  # POST /mcp
