@@ -40,28 +40,30 @@ def _float(text: str) -> float:
     return float(_number_text(text))
 
 
-def loads_bounded(raw: str | bytes) -> Any:
+def loads_bounded(raw: str | bytes, *, surrogates: bool = False) -> Any:
     """`json.loads`, except that a document nested deeper than `MAX_JSON_DEPTH`, a number longer
     than `MAX_NUMBER_CHARS` or a string holding a lone surrogate raises `JsonRejected` (the
     standard parser itself would raise RecursionError only past ~1000 levels, and code walking the
     value could fail earlier). Other invalid JSON raises `ValueError` as `json.loads` does
-    (`json.JSONDecodeError` with its position, `UnicodeDecodeError` for bytes that are not UTF-8)."""
+    (`json.JSONDecodeError` with its position, `UnicodeDecodeError` for bytes that are not UTF-8).
+    `surrogates=True` lets lone surrogates through (what a source answered is kept as it is;
+    requests to our services are refused them)."""
     try:
         value = json.loads(raw, parse_int=_int, parse_float=_float)
     except RecursionError:
         raise JsonTooDeep from None
-    check_value(value)
+    check_value(value, surrogates=surrogates)
     return value
 
 
-def check_value(value: Any) -> None:
+def check_value(value: Any, *, surrogates: bool = False) -> None:
     """Raises `JsonRejected` when an array or object in `value` lies more than `MAX_JSON_DEPTH`
     levels deep or a key or string holds a lone surrogate (walked without recursion)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, str):
-            if _SURROGATE.search(item):
+            if not surrogates and _SURROGATE.search(item):
                 raise JsonRejected("a string holds a lone surrogate (not Unicode text)")
             continue
         if isinstance(item, dict):

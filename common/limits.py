@@ -43,7 +43,7 @@ INTENT_SNIPPET_CHARS = Limit(1, 20000)
 
 # Entries of one name list in a request (`fields`, `exclude_page_ids`, seeds, relations, sections):
 # far above what any client sends, low enough that the work on a list stays small.
-MAX_NAMES = 1000
+MAX_NAMES = 10_000
 
 
 class TooManyNames(ValueError):

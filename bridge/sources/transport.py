@@ -201,7 +201,7 @@ def decode_json(raw: bytes, label: str) -> Any:
         if "recursion limit" in str(exc):
             raise SourceCallError(f"{label} returned JSON nested too deeply", invalid_json=True) from None
     try:
-        return loads_bounded(raw.decode("utf-8", errors="replace"))
+        return loads_bounded(raw.decode("utf-8", errors="replace"), surrogates=True)
     except JsonTooDeep:
         raise SourceCallError(f"{label} returned JSON nested too deeply", invalid_json=True) from None
     except ValueError:

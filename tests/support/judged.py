@@ -246,7 +246,8 @@ def service_search_ids(source: Any, query: str, limit: int = 10) -> list[str]:
     search = source.search
     payload = (search(make_request(query=query, limit=limit)) if callable(make_request)
                else search(query, limit=limit))
-    results = payload["results"] if isinstance(payload, dict) else payload
+    results = (payload["results"] if isinstance(payload, dict)
+               else getattr(payload, "results", payload))
     return [r["page_id"] if isinstance(r, dict) else r.page_id for r in results]
 
 
