@@ -15,7 +15,7 @@ links) are lowered unless their name holds most of the question: then they are t
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -71,27 +71,27 @@ def _file_name(path: str) -> str:
     return base.rsplit(".", 1)[0] if base.endswith((".md", ".org", ".markdown")) else base
 
 
-@lru_cache(maxsize=16384)
-def name_terms(title: str, path: str, aliases: tuple[str, ...]) -> frozenset[str]:
-    """Terms of a page's name field."""
-    return frozenset(analyze(" ".join((title, _file_name(path), *aliases))))
+def _joined(terms: list[str]) -> str:
+    """Terms as "\0a\0b\0" (`"\0" + t + "\0" in it` tests membership): a string takes a
+    tenth of a set's memory, which keeps the caches below small."""
+    return "\0" + "\0".join(dict.fromkeys(terms)) + "\0"
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=8192)
+def name_terms(title: str, path: str, aliases: tuple[str, ...]) -> str:
+    """Terms of a page's name field, joined."""
+    return _joined(analyze(" ".join((title, _file_name(path), *aliases))))
+
+
+@lru_cache(maxsize=8192)
 def title_terms(title: str) -> frozenset[str]:
     return frozenset(analyze(title))
 
 
-@lru_cache(maxsize=16384)
-def lead_set(summary: str) -> frozenset[str]:
-    """Terms of a page's lead (its summary: the first lines)."""
-    return frozenset(analyze(summary))
-
-
-@lru_cache(maxsize=16384)
-def heading_terms(headings: tuple[str, ...]) -> frozenset[str]:
-    """Terms of a page's headings."""
-    return frozenset(analyze(" ".join(headings)))
+@lru_cache(maxsize=4096)
+def heading_terms(headings: tuple[str, ...]) -> str:
+    """Terms of a page's headings, joined."""
+    return _joined(analyze(" ".join(headings)))
 
 
 def _names_something(term: str) -> bool:
@@ -114,21 +114,22 @@ def is_hub(page: Any) -> bool:
 
 
 def field_factor(page: Any, weights: Mapping[str, float], total: float,
-                 asked: frozenset[str] = frozenset()) -> float:
+                 asked: frozenset[str] = frozenset(), lead: str = "\0") -> float:
     """The multiplier of one page's score for query terms with these weights (sum `total`);
-    `asked`: every term of the question, filler words included."""
+    `asked`: every term of the question, filler words included; `lead`: the lead's terms
+    joined as "\0a\0b\0"."""
     name = name_terms(page.title, page.path, _aliases(page))
     heads = heading_terms(page.headings)
-    lead = lead_set(page.summary)
     in_name = in_heads = in_lead = 0.0
     for term, weight in weights.items():
-        if term in lead:
+        key = f"\0{term}\0"
+        if key in lead:
             in_lead += weight
         if not _names_something(term):
             continue
-        if term in name:
+        if key in name:
             in_name += weight
-        elif term in heads:
+        elif key in heads:
             in_heads += weight
     in_name /= total
     if in_name and asked:
@@ -147,10 +148,12 @@ def field_factor(page: Any, weights: Mapping[str, float], total: float,
 
 
 def weigh_fields(hits: Sequence[Hit], weights: Mapping[str, float],
-                 asked: frozenset[str] = frozenset()) -> None:
-    """Multiply each hit's score by its page's field factor, in place."""
+                 asked: frozenset[str] = frozenset(),
+                 lead_of: Callable[[str], str] = lambda summary: "\0") -> None:
+    """Multiply each hit's score by its page's field factor, in place (`lead_of`: a page
+    summary's terms joined as "\0a\0b\0", from the index's own cache)."""
     total = sum(weights.values())
     if total <= 0.0:
         return
     for hit in hits:
-        hit.score *= field_factor(hit.page, weights, total, asked)
+        hit.score *= field_factor(hit.page, weights, total, asked, lead_of(hit.page.summary))

@@ -680,7 +680,7 @@ class LexicalIndex:
             for hit in hits:
                 found = lead_pair_count(pairs, lead_terms(hit.page.summary))
                 hit.score *= 1.0 + PHRASE_WEIGHT * found / len(pairs)
-        weigh_fields(hits, field_weights, asked)  # names and headings over mentions
+        weigh_fields(hits, field_weights, asked, lead_terms)  # names, headings, lead
         if min_score is not None:  # compared with the score the client sees
             hits = [h for h in hits if h.score >= min_score]
         hits.sort(key=lambda h: (-round(h.score, 4), ROLE_RANK.get(h.page.role, 3), h.page.path))

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from serve.retrieval.analyzer import analyze
 from serve.retrieval.fields import HUB_FACTOR, field_factor, is_hub, weigh_fields
+from serve.retrieval.index import lead_terms
 from serve.retrieval.question import asked_terms, content_text, question_terms
+from serve.service import KnowledgeSource
+from serve.settings import ServeSettings
 
 
 def test_english_question_words_are_dropped() -> None:
@@ -110,3 +114,33 @@ def test_a_question_naming_the_page_gives_it_the_whole_name_credit() -> None:
     named = field_factor(FakePage("What is DXF", "w.md"), weights, total, asked)
     longer = field_factor(FakePage("DXF Ground Truth", "g.md"), weights, total, asked)
     assert named > longer > 1.0
+
+
+def test_a_lead_holding_the_question_counts() -> None:
+    weights = _weights("verify files")
+    hit = FakeHit(FakePage("git-commit-graph", "g.md", summary="Write and verify files."), 1.0)
+    other = FakeHit(FakePage("git-commit-graph", "g.md", summary="Show the graph."), 1.0)
+    weigh_fields([hit, other], weights, lead_of=lead_terms)
+    assert hit.score > other.score == 1.0
+
+
+def test_a_hub_stays_in_orientation_and_leaves_the_top_of_evidence(tmp_path: Path) -> None:
+    # index.md mentions publishing everywhere; publishing.md is the page about it.
+    (tmp_path / "index.md").write_text(
+        "# Start here\n\nHow do I publish? How do I publish notes? How do I make a website?\n\n"
+        + "".join(f"- [[topic {i}]]: how do I publish notes as a website, part {i}\n" for i in range(12)),
+        encoding="utf-8")
+    (tmp_path / "publishing.md").write_text(
+        "# Publishing\n\nTurn a folder of notes into a static website with the publish command.\n"
+        "\n## Website settings\n\nChoose a theme.\n" + "Other words about themes.\n" * 20,
+        encoding="utf-8")
+    for i in range(12):
+        (tmp_path / f"topic {i}.md").write_text(f"# Topic {i}\n\nSomething else entirely, {i}.\n",
+                                                encoding="utf-8")
+    source = KnowledgeSource(ServeSettings(root=tmp_path, page_cache=False, inotify=False))
+    try:
+        pack = source.context(source.request(query="How do I publish my notes as a website?"))
+    finally:
+        source.close()
+    assert [item["path"] for item in pack["orientation"]] == ["index.md"]
+    assert pack["evidence"][0]["path"] == "publishing.md"
