@@ -39,6 +39,7 @@ class Hit(Protocol):
     score: float
 
 
+
 def _aliases(page: Any) -> tuple[str, ...]:
     """The page's aliases: its own field when the parser gives one, else frontmatter's."""
     own = getattr(page, "aliases", None)
@@ -113,19 +114,26 @@ def is_hub(page: Any) -> bool:
     return links >= HUB_MIN_LINKS and page.line_count <= HUB_LINES_PER_LINK * links
 
 
-def field_factor(page: Any, weights: Mapping[str, float], total: float,
-                 asked: frozenset[str] = frozenset(), lead: str = "\0") -> float:
-    """The multiplier of one page's score for query terms with these weights (sum `total`);
-    `asked`: every term of the question, filler words included; `lead`: the lead's terms
-    joined as "\0a\0b\0"."""
+Keyed = Sequence[tuple[str, float, bool]]  # per query term: "\0term\0", weight, names something
+
+
+def keyed_terms(weights: Mapping[str, float]) -> list[tuple[str, float, bool]]:
+    """The query's terms as field_factor reads them (made once a query, not once a page)."""
+    return [(f"\0{term}\0", weight, _names_something(term)) for term, weight in weights.items()]
+
+
+def field_factor(page: Any, keyed: Keyed, total: float, asked: frozenset[str] = frozenset(),
+                 lead: str = "\0") -> float:
+    """The multiplier of one page's score for the query terms in `keyed` (keyed_terms(); their
+    weights sum to `total`); `asked`: every term of the question, filler words included;
+    `lead`: the lead's terms joined as "\0a\0b\0"."""
     name = name_terms(page.title, page.path, _aliases(page))
     heads = heading_terms(page.headings)
     in_name = in_heads = in_lead = 0.0
-    for term, weight in weights.items():
-        key = f"\0{term}\0"
+    for key, weight, names in keyed:
         if key in lead:
             in_lead += weight
-        if not _names_something(term):
+        if not names:
             continue
         if key in name:
             in_name += weight
@@ -141,7 +149,8 @@ def field_factor(page: Any, weights: Mapping[str, float], total: float,
             # words only touches it ("DXF" over "DXF Ground Truth" for "What is DXF?").
             precision = len(title & asked) / len(title)
             in_name *= 1.0 - NAME_PRECISION + NAME_PRECISION * precision
-    factor = 1.0 + NAME_WEIGHT * in_name + HEADING_WEIGHT * in_heads / total + LEAD_WEIGHT * in_lead / total
+    factor = (1.0 + NAME_WEIGHT * in_name + HEADING_WEIGHT * in_heads / total
+              + LEAD_WEIGHT * in_lead / total)
     if in_name < HUB_ANSWER_SHARE and is_hub(page):
         factor *= HUB_FACTOR
     return factor
@@ -155,5 +164,6 @@ def weigh_fields(hits: Sequence[Hit], weights: Mapping[str, float],
     total = sum(weights.values())
     if total <= 0.0:
         return
+    keyed = keyed_terms(weights)
     for hit in hits:
-        hit.score *= field_factor(hit.page, weights, total, asked, lead_of(hit.page.summary))
+        hit.score *= field_factor(hit.page, keyed, total, asked, lead_of(hit.page.summary))

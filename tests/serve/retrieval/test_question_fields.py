@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from serve.retrieval.analyzer import analyze
-from serve.retrieval.fields import HUB_FACTOR, field_factor, is_hub, weigh_fields
+from serve.retrieval.fields import HUB_FACTOR, is_hub, keyed_terms, weigh_fields
+from serve.retrieval.fields import field_factor as _field_factor
 from serve.retrieval.index import lead_terms
 from serve.retrieval.question import asked_terms, content_text, question_terms
 from serve.service import KnowledgeSource
@@ -51,6 +52,11 @@ class FakePage:
     frontmatter_json: str = "{}"
     summary: str = ""
     aliases: tuple[str, ...] = field(default_factory=tuple)
+
+
+def field_factor(page: FakePage, weights: dict[str, float], total: float,
+                 asked: frozenset[str] = frozenset()) -> float:
+    return _field_factor(page, keyed_terms(weights), total, asked)
 
 
 @dataclass
@@ -144,3 +150,4 @@ def test_a_hub_stays_in_orientation_and_leaves_the_top_of_evidence(tmp_path: Pat
         source.close()
     assert [item["path"] for item in pack["orientation"]] == ["index.md"]
     assert pack["evidence"][0]["path"] == "publishing.md"
+
