@@ -8,7 +8,7 @@ score is multiplied by how much of the question's weight (its terms' idf) its fi
 - the name field (title, aliases, path without its suffix) most: it says what the page is;
 - the headings less: they say what its sections are;
 
-and hub pages (index, hot and overview roles, FAQs, and pages that are mostly a list of
+and hub pages (index and hot roles, FAQs, and pages that are mostly a list of
 links) are lowered unless their name holds most of the question: then they are the answer.
 """
 
@@ -27,7 +27,9 @@ HEADING_WEIGHT = 0.4  # the same for the headings (terms already in the name do 
 LEAD_WEIGHT = 0.6  # the same for the lead (the page's first lines, its summary)
 HUB_FACTOR = 0.6  # a hub whose name does not answer the question
 HUB_ANSWER_SHARE = 0.5  # share of the question's weight a hub's name must hold to be the answer
-HUB_ROLES = frozenset(("hot", "index", "overview"))
+# Overview pages explain the wiki in prose (who owns what, how it is organised): often
+# the answer, so only the navigation roles count as hubs. All three stay in orientation.
+HUB_ROLES = frozenset(("hot", "index"))
 HUB_NAMES = frozenset(("faq", "faqs", "index", "readme", "home", "contents", "toc", "sitemap"))
 HUB_MIN_LINKS = 10  # a page with this many links or more ...
 HUB_LINES_PER_LINK = 10  # ... and at most this many lines per link is a list of links
