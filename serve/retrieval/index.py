@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from serve.retrieval.documents import analyse_slices, page_terms
+from serve.retrieval.fields import weigh_fields
 from serve.retrieval.pairs import PairSignatures, literal_haystack, signature
 from serve.retrieval.scoring import (
     K1,
@@ -261,8 +262,9 @@ class LexicalIndex:
 
     def search(self, terms: Sequence[str], *, approved_only: bool, limit: int,
                excluded: Iterable[str] = (), min_score: float | None = None,
-               sequence: Sequence[str] = ()) -> list[Hit]:
-        """Ranked pages for the query terms: BM25 × role multiplier, ties by role, path."""
+               sequence: Sequence[str] = (), asked: frozenset[str] = frozenset()) -> list[Hit]:
+        """Ranked pages for the query terms: BM25 × role multiplier × field weights (`asked`:
+        every term of the question, fields.py), ties by role, path."""
         n_docs = len(self.pages)
         if n_docs == 0 or not terms:
             return []
@@ -274,6 +276,7 @@ class LexicalIndex:
         norm = self._length_norms(avgdl)
         matched: list[tuple[float, float, list[tuple[np.ndarray, np.ndarray]]]] = []
         df_of = self.df_approved if approved_only else self.df_all
+        field_weights: dict[str, float] = {}
         for term in terms:
             tid = self.vocab.get(term)
             if tid is None:
@@ -283,6 +286,7 @@ class LexicalIndex:
                 continue
             idf = math.log(1.0 + (corpus_n - df + 0.5) / (df + 0.5))
             matched.append((idf, term_weight(term), list(self.postings_of(tid))))
+            field_weights[term] = idf * term_weight(term)
         if not matched:
             return []
         # One pass sums every term's share per document, in term order: the same float sums
@@ -316,6 +320,7 @@ class LexicalIndex:
             for hit in hits:
                 found = lead_pair_count(pairs, lead_terms(hit.page.summary))
                 hit.score *= 1.0 + PHRASE_WEIGHT * found / len(pairs)
+        weigh_fields(hits, field_weights, asked, lead_terms)  # names, headings, lead
         if min_score is not None:  # compared with the score the client sees
             hits = [h for h in hits if h.score >= min_score]
         hits.sort(key=lambda h: (-round(h.score, 4), ROLE_RANK.get(h.page.role, 3), h.page.path))

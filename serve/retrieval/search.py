@@ -16,11 +16,11 @@ from common.json_wire import json_bytes
 from common.limits import SNIPPET_CHARS
 from serve.errors import UserError
 from serve.projection import Projection
-from serve.retrieval.analyzer import analyze
 from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import Hit, LexicalIndex
 from serve.retrieval.literal_bounds import literal_bounds, upper_scores
 from serve.retrieval.pairs import literal_haystack
+from serve.retrieval.question import asked_terms, question_terms
 from serve.retrieval.scoring import ROLE_MULTIPLIER
 from serve.source.page import ROLE_RANK, Page, collapse
 
@@ -193,7 +193,7 @@ class Searcher:
 
     def _lexical_hits(self, query: str, req: SearchRequest) -> tuple[list[Hit], list[str]]:
         """The ranked hits for one query text and the needles its snippets look for."""
-        sequence = analyze(query[:MAX_QUERY_CHARS])
+        sequence = question_terms(query[:MAX_QUERY_CHARS])  # filler words go (question.py)
         terms = list(dict.fromkeys(sequence))[:MAX_QUERY_TERMS]
         if not terms:
             return [], []
@@ -201,7 +201,8 @@ class Searcher:
         with self.lock:
             hits = self.index.search(terms, approved_only=not req.include_drafts, limit=req.limit,
                                      excluded=excluded, min_score=req.min_score,
-                                     sequence=sequence[:MAX_QUERY_TERMS * 4])
+                                     sequence=sequence[:MAX_QUERY_TERMS * 4],
+                                     asked=asked_terms(query[:MAX_QUERY_CHARS]))
         return hits, [t for t in terms if len(t) > 1] or terms
 
     def fused(self, req: SearchRequest) -> list[dict[str, Any]]:

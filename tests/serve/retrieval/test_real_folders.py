@@ -28,17 +28,19 @@ from tests.support import real_folders as R
 
 K = 10
 MIN_QUESTIONS = 60
-# Today's figures (service engine) less 0.03: the ranking work may only raise them.
+# The figures after the natural-question ranking (question words, field weights, hubs;
+# service engine) less about 0.02: later work may only raise them.
 FLOORS: dict[str, dict[str, float]] = {
-    "obsidian-tasks": {"ndcg@10": 0.54, "mrr@10": 0.56},
-    "ezdxf-notes": {"ndcg@10": 0.71, "mrr@10": 0.71},
-    "react-ko": {"ndcg@10": 0.67, "mrr@10": 0.67},
+    "obsidian-tasks": {"ndcg@10": 0.58, "mrr@10": 0.62},
+    "ezdxf-notes": {"ndcg@10": 0.79, "mrr@10": 0.77},
+    "react-ko": {"ndcg@10": 0.76, "mrr@10": 0.80},
 }
 DENDRON_UNREAD = ("Dendron self-contained vault: dendron.yml names vault fsPath '.' with "
                   "selfContained: true (notes under notes/); serve reads no page of it "
                   "(wiki_root_unsupported)")
-RANKING = ("natural-question ranking of issue 15 (filler words, field-weighted title/heading "
-           "match, hubs out of evidence) is not done yet")
+RANKING = ("natural-question targets of issue 15 not met: filler words, field weights and hub "
+           "rules are in (serve/retrieval/question.py, fields.py); what is left is lexical "
+           "(synonyms, Korean questions over English pages) and Dendron's unread folder")
 
 
 def xfail(reason: str) -> pytest.MarkDecorator:

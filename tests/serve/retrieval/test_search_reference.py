@@ -14,8 +14,17 @@ import pytest
 from serve.folder import FolderMirror
 from serve.projection import Projection
 from serve.retrieval.analyzer import analyze
+from serve.retrieval.fields import weigh_fields
 from serve.retrieval.index import Hit, LexicalIndex
-from serve.retrieval.scoring import K1, PHRASE_WEIGHT, RERANK_POOL, B, pool_floor, term_weight
+from serve.retrieval.scoring import (
+    K1,
+    PHRASE_WEIGHT,
+    RERANK_POOL,
+    B,
+    lead_terms,
+    pool_floor,
+    term_weight,
+)
 from serve.source.page import ROLE_RANK
 from tests.support.folders import copy_fixture
 
@@ -38,6 +47,7 @@ def reference_search(index: LexicalIndex, terms: Sequence[str], *, approved_only
     doc_len = np.frombuffer(index.doc_len, dtype=np.float32)
     scores = np.zeros(n_docs, dtype=np.float64)
     matched = False
+    field_weights: dict[str, float] = {}
     df_of = index.df_approved if approved_only else index.df_all
     for term in terms:
         tid = index.vocab.get(term)
@@ -47,6 +57,7 @@ def reference_search(index: LexicalIndex, terms: Sequence[str], *, approved_only
         matched = True
         idf = math.log(1.0 + (corpus_n - df + 0.5) / (df + 0.5))
         weight = term_weight(term)
+        field_weights[term] = idf * weight
         for docs, tfs in index.postings_of(tid):
             tf = tfs.astype(np.float64)
             dl = doc_len[docs]
@@ -74,6 +85,8 @@ def reference_search(index: LexicalIndex, terms: Sequence[str], *, approved_only
             terms_of_lead = analyze(hit.page.summary)
             lead = set(zip(terms_of_lead, terms_of_lead[1:], strict=False))
             hit.score *= 1.0 + PHRASE_WEIGHT * len(pairs & lead) / len(pairs)
+    # The field weights (serve/retrieval/fields.py, tested on their own) apply after it.
+    weigh_fields(hits, field_weights, lead_of=lead_terms)
     if min_score is not None:
         hits = [h for h in hits if h.score >= min_score]
     hits.sort(key=lambda h: (-round(h.score, 4), ROLE_RANK.get(h.page.role, 3), h.page.path))
