@@ -299,10 +299,15 @@ def extract_tldr(dest: Path | None = None, tarball: Path | None = None) -> Path 
         return None
     if dest is None:
         dest = default_cache_dir() / file_sha256(tarball)[:16]
-    dest = Path(dest)
+    return extract_once(tarball, Path(dest), "tldr")
+
+
+def extract_once(tarball: Path, dest: Path, top: str) -> Path:
+    """Unpack `tarball` (whose top directory is `top`) into `dest` once, staged so that a
+    concurrent or interrupted run never sees half of it; `dest/top`. Never into the repository."""
     if dest.resolve().is_relative_to(REPO):
-        raise ValueError(f"refusing to extract the corpus inside the repository: {dest}")
-    root = dest / "tldr"
+        raise ValueError(f"refusing to extract {tarball.name} inside the repository: {dest}")
+    root = dest / top
     marker = dest / ".extracted"
     if marker.is_file() and root.is_dir():
         return root
@@ -312,7 +317,7 @@ def extract_tldr(dest: Path | None = None, tarball: Path | None = None) -> Path 
         with tarfile.open(tarball, "r:gz") as archive:
             archive.extractall(staging, filter="data")
         if not root.is_dir():  # another process may have won the race meanwhile
-            os.replace(staging / "tldr", root)
+            os.replace(staging / top, root)
         marker.write_text(file_sha256(tarball) + "\n", encoding="utf-8")
     finally:
         _rmtree(staging)

@@ -22,9 +22,6 @@ already holds ``real/``. Judged folders are spelled ``corpus:real/<name>``.
 from __future__ import annotations
 
 import os
-import shutil
-import tarfile
-import tempfile
 from pathlib import Path
 
 from serve.errors import KnowledgeSourceError
@@ -62,24 +59,7 @@ def extract(dest: Path | None = None) -> Path | None:
     if dest is None:
         base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         dest = Path(base) / "llmwiki-serve-tests" / "real-folders" / J.file_sha256(origin)[:16]
-    dest = Path(dest)
-    if dest.resolve().is_relative_to(J.REPO):
-        raise ValueError(f"refusing to extract the real folders inside the repository: {dest}")
-    root = dest / "real"
-    marker = dest / ".extracted"
-    if marker.is_file() and root.is_dir():
-        return root
-    dest.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=dest))
-    try:
-        with tarfile.open(origin, "r:gz") as archive:
-            archive.extractall(staging, filter="data")
-        if not root.is_dir():  # another process may have won the race meanwhile
-            os.replace(staging / "real", root)
-        marker.write_text(J.file_sha256(origin) + "\n", encoding="utf-8")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return root
+    return J.extract_once(origin, Path(dest), "real")
 
 
 def name_of(folder: str) -> str:
