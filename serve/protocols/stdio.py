@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 import structlog
 
+from common.json_wire import json_bytes
 from common.mcp import INTERNAL, INVALID_REQUEST, PARSE_ERROR, McpError, parse_body, response, stdio_era
 from serve.protocols.mcp import Dispatcher
 from serve.service import KnowledgeSource
@@ -56,13 +56,6 @@ def lines_within(stdin: BinaryIO, limit: int) -> Iterator[bytes | None]:
         yield None
 
 
-def encode_reply(reply: dict[str, Any]) -> bytes:
-    try:
-        return json.dumps(reply, ensure_ascii=False).encode("utf-8") + b"\n"
-    except UnicodeEncodeError:  # text that is not Unicode: escaped, so the line stays valid JSON
-        return json.dumps(reply).encode("ascii") + b"\n"
-
-
 def serve_stdio(dispatcher: Dispatcher, stdin: BinaryIO, stdout: BinaryIO, max_line_bytes: int) -> None:
     for line in lines_within(stdin, max_line_bytes):
         if line is None:
@@ -72,7 +65,7 @@ def serve_stdio(dispatcher: Dispatcher, stdin: BinaryIO, stdout: BinaryIO, max_l
             reply = answer_line(dispatcher, line)
         if reply is None:
             continue
-        stdout.write(encode_reply(reply))
+        stdout.write(json_bytes(reply) + b"\n")
         stdout.flush()
 
 
