@@ -15,7 +15,9 @@ FENCE_LINE_RE = re.compile(
     r"^([ \t]*(?:(?:[-*+]|[0-9]{1,9}[.)])[ \t]+|>[ \t]?)*)(`{3,}|~{3,})([^\n]*)", re.MULTILINE)
 BACKTICKS_RE = re.compile(r"`+")
 # A one-backtick span that stays inside its paragraph: what nearly every page has.
-SINGLE_TICK_SPAN_RE = re.compile(r"`(?:[^`\n]++|\n(?![ \t]*\n))*+`")
+# No possessive quantifiers: Python 3.11 before 3.11.5 gets them wrong inside alternations. The
+# two alternatives are disjoint single characters, so a failed span backtracks linearly.
+SINGLE_TICK_SPAN_RE = re.compile(r"`(?:[^`\n]|\n(?![ \t]*\n))*`")
 PARAGRAPH_BREAK_RE = re.compile(r"\n[ \t]*\n")
 # Elements whose content is never prose, and HTML comments.
 RAW_HTML_RE = re.compile(r"<(script|style|pre|code|textarea)\b|<!--", re.IGNORECASE)

@@ -315,13 +315,26 @@ def extract_once(tarball: Path, dest: Path, top: str) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=dest))
     try:
         with tarfile.open(tarball, "r:gz") as archive:
-            archive.extractall(staging, filter="data")
+            if hasattr(tarfile, "data_filter"):
+                archive.extractall(staging, filter="data")
+            else:  # Python before 3.11.4 has no extraction filters: plain members only
+                archive.extractall(staging, members=_plain_members(archive))
         if not root.is_dir():  # another process may have won the race meanwhile
             os.replace(staging / top, root)
         marker.write_text(file_sha256(tarball) + "\n", encoding="utf-8")
     finally:
         _rmtree(staging)
     return root
+
+
+def _plain_members(archive: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    """Files and directories with relative names that stay inside the destination."""
+    plain = []
+    for member in archive.getmembers():
+        parts = Path(member.name).parts
+        if (member.isfile() or member.isdir()) and not Path(member.name).is_absolute() and ".." not in parts:
+            plain.append(member)
+    return plain
 
 
 def _rmtree(path: Path) -> None:
