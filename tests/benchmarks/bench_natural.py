@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from serve.errors import KnowledgeSourceError
-from tests.benchmarks.bench_retrieval import ReferenceSearch, build_projection
+from tests.benchmarks import bench_retrieval
 from tests.benchmarks.harness import write_json_report
 from tests.support import judged as J
 from tests.support import real_folders as R
@@ -35,51 +35,32 @@ K = 10
 SearchIds = Callable[[str, int], list[str]]
 
 
-class Engine:
-    """Per-folder searchers for one engine; a folder it cannot serve answers nothing."""
+class Engine(bench_retrieval.Engine):
+    """bench_retrieval's engine, except that a folder it cannot serve answers nothing and is named
+    in the report."""
 
     def __init__(self, name: str) -> None:
-        self.name = name
-        self.searchers: dict[Path, SearchIds] = {}
+        super().__init__(name)
         self.failures: dict[str, str] = {}
-        self.closers: list[Callable[[], None]] = []
-
-    def searcher(self, root: Path) -> SearchIds:
-        if root not in self.searchers:
-            self.searchers[root] = self._make(root)
-        return self.searchers[root]
 
     def _make(self, root: Path) -> SearchIds:
-        if self.name == "reference":
-            try:
-                return ReferenceSearch(build_projection(root)).search_ids
-            except KnowledgeSourceError as exc:
-                return self._failed(root, exc)
-        from serve.service import KnowledgeSource
-        from serve.settings import ServeSettings
+        try:
+            search = super()._make(root)
+        except KnowledgeSourceError as exc:
+            self._failed(root, exc)
+            return lambda query, limit: []
 
-        source = KnowledgeSource(ServeSettings(root=root, page_cache=False, inotify=False,
-                                               refresh_interval_seconds=3600.0))
-        self.closers.append(source.close)
-
-        def search(query: str, limit: int) -> list[str]:
+        def guarded(query: str, limit: int) -> list[str]:
             try:
-                return J.service_search_ids(source, query, limit)
+                return search(query, limit)
             except KnowledgeSourceError as exc:
-                self.failures[root.name] = f"{type(exc).__name__}: {exc}".replace(str(root), root.name)
+                self._failed(root, exc)
                 return []
 
-        return search
+        return guarded
 
-    def _failed(self, root: Path, exc: Exception) -> SearchIds:
+    def _failed(self, root: Path, exc: Exception) -> None:
         self.failures[root.name] = f"{type(exc).__name__}: {exc}".replace(str(root), root.name)
-        return lambda query, limit: []
-
-    def close(self) -> None:
-        for close in self.closers:
-            close()
-        self.closers.clear()
-        self.searchers.clear()
 
 
 def run(engine: Engine, judgements: Sequence[J.Judgement], real_root: Path) -> list[J.QueryScore]:
