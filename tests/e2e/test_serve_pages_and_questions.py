@@ -1,0 +1,72 @@
+"""What the installed `llmwiki-serve` makes of a page's Markdown (headings, links and tags from prose
+only) and how it ranks a question asked in natural words: over HTTP, on a folder written here."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.hostile import SAMPLE_WIKI, call, post_json
+from tests.e2e.processes import Service, start_serve, stop_checked
+
+PAGE = """# Styling Guide
+
+Colours are set with `color: #ccc` and `#ff0000`; tag this page #styling.
+See [[Release Checklist]] and [the runbook](runbooks/rollback.md#steps).
+Inline code is not a link: `[[Not A Link]]`, and `#nottag` is not a tag.
+A priority is not a tag: [#A] task. Jump to [[#Usage]] on this page.
+
+```python
+# not a heading
+x = "[[Fenced Link]]"  # and #fencedtag
+```
+
+## Usage
+
+Text with a [link](https://example.org/page#fragment).
+"""
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    work = tmp_path_factory.mktemp("pages")
+    root = work / "wiki"
+    shutil.copytree(SAMPLE_WIKI, root)
+    (root / "styling-guide.md").write_text(PAGE, encoding="utf-8")
+    service = start_serve(work / "run", root)
+    yield service
+    stop_checked(service)
+
+
+def test_headings_links_and_tags_come_from_prose_only(served: Service) -> None:
+    answer = call(served.url, "GET", "/read/styling-guide")
+    assert answer.status == 200, answer.body[:300]
+    page = answer.json()
+    assert page["title"] == "Styling Guide"
+    assert "Usage" in page["headings"] and "not a heading" not in page["headings"]
+    assert "Release Checklist" in page["links"]
+    assert not {"Not A Link", "Fenced Link"} & set(page["links"]), page["links"]
+    assert "styling" in page["tags"]
+    not_tags = {"ccc", "ff0000", "nottag", "fencedtag", "A", "Usage", "fragment"}
+    assert not not_tags & set(page["tags"]), page["tags"]
+
+
+@pytest.mark.parametrize(("question", "answer"), [
+    ("How do I roll back a release?", "runbooks/rollback"),
+    ("What is the process for rotating tokens?", "runbooks/token-rotation"),
+    ("Which page explains semantic versioning?", "concepts/semantic-versioning"),
+])
+def test_a_natural_question_puts_the_answering_page_first_not_a_hub(
+        served: Service, question: str, answer: str) -> None:
+    reply = post_json(served.url, "/query", {"query": question})
+    assert reply.status == 200, reply.body[:300]
+    evidence = [item["page_id"] for item in reply.json()["evidence"]]
+    assert evidence[0] == answer, evidence
+    assert not {"index", "hot"} & set(evidence[:2]), evidence  # hubs stay out of the top
+
+
+def test_a_question_of_filler_words_alone_still_searches(served: Service) -> None:
+    reply = post_json(served.url, "/search", {"query": "how do I"})
+    assert reply.status == 200 and reply.json()["results"], reply.body[:300]
