@@ -28,8 +28,12 @@ def bridge(tmp_path: Path) -> Iterator[Service]:
 
 
 @pytest.fixture
-async def page() -> AsyncIterator[Any]:
-    """A Chromium page that may reach loopback only; it fails the test on any console error."""
+async def page(bridge: Service, our_serve: Service) -> AsyncIterator[Any]:
+    """A Chromium page that may reach loopback only; it fails the test on any console error.
+
+    It takes the services so that it is torn down first: the page may still be fetching (the
+    overview refreshes after a save) when the test ends, and a service stopped under it would
+    show as a console error that is the test's doing, not the page's."""
     if not CHROMIUM.exists():  # CI installs it (./scripts/bootstrap test): not a silent skip there
         pytest.fail("Debian's chromium is not installed: run ./scripts/bootstrap test")
     from playwright.async_api import async_playwright, expect
