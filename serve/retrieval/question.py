@@ -24,6 +24,10 @@ ENGLISH_FILLER = frozenset((
     "us", "our", "ours", "you", "your", "yours", "he", "him", "his", "she", "her", "its",
     "them", "those", "here", "some", "any", "anything", "something", "someone", "way",
     "please", "tell", "explain", "want", "need", "know", "possible", "there", "own",
+    # Prepositions, quantifiers and light verbs the analyzer keeps for pages: in a question
+    # they frame the content words ("results by the folder they come from").
+    "from", "over", "about", "onto", "than", "also", "just", "one", "another", "other",
+    "each", "every", "so", "very", "really", "say", "come", "comes", "like",
 ))
 # "which page …", "what is the name of …": a page is what every answer is.
 ENGLISH_FILLER_AFTER = {"which": frozenset(("page", "note", "doc", "document")),
