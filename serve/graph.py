@@ -72,7 +72,13 @@ class Fragment(NamedTuple):
 
     member_ids: tuple[str, ...]
     link_keys: tuple[str, ...]
-    page_keys: tuple[str, ...]  # lookup keys of the page itself: id, title, path, file name
+    # Lookup keys of the page itself: id, title, path, file name (OWN_KEYS of them), then
+    # its aliases.
+    page_keys: tuple[str, ...]
+
+
+OWN_KEYS = 4
+TITLE_KEY = 1  # where the title's key sits among them
 
 
 OkfMember = tuple[str, str, str, str, dict[str, Any], dict[str, Any]]
@@ -114,7 +120,7 @@ def page_fragment(page: Page) -> Fragment:
         ids += [member[0] for member in okf_members(page)]
     ids += [f"source:{slug(ref)}" for ref in plain_refs(page)]
     ids += [f"tag:{slug(tag.lstrip('#').lower())}" for tag in page.tags]
-    own = (page.id, page.title, page.path, page.path.rsplit("/", 1)[-1])
+    own = (page.id, page.title, page.path, page.path.rsplit("/", 1)[-1], *page.aliases)
     return Fragment(tuple(ids), tuple(lookup_key(link) for link in page.links),
                     tuple(lookup_key(key) for key in own))
 
@@ -307,10 +313,16 @@ def graph_counts(pages: Sequence[Page], fragments: Sequence[Fragment], adapter: 
 def build_lookup(pages: Iterable[Page], fragments: Iterable[Fragment],
                  source_root: str) -> dict[str, Page]:
     """Link targets: id, title, path and file name of every page (later pages win); for a
-    nested source root also `<root>/<id>` and `<root>/<path>`."""
+    nested source root also `<root>/<id>` and `<root>/<path>`. Aliases resolve too, but
+    never in place of a page's own name: they go in first, and own keys overwrite them."""
     lookup: dict[str, Page] = {}
+    pages, fragments = list(pages), list(fragments)
     for page, fragment in zip(pages, fragments, strict=True):
-        keys = list(fragment.page_keys)
+        for norm in fragment.page_keys[OWN_KEYS:]:
+            if norm:
+                lookup[norm] = page
+    for page, fragment in zip(pages, fragments, strict=True):
+        keys = list(fragment.page_keys[:OWN_KEYS])
         if source_root != ".":
             keys += [lookup_key(f"{source_root}/{page.id}"), lookup_key(f"{source_root}/{page.path}")]
         for norm in keys:

@@ -44,11 +44,13 @@ from serve.memory import release_free_memory
 from serve.page_cache import PageCache, default_cache_dir
 from serve.projection import Projection
 from serve.read_focus import ReadOptions, read_payload
+from serve.read_target import find_read_target
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.search import Searcher, SearchRequest, project_fields
 from serve.routes import endpoint_paths
 from serve.settings import ServeSettings
 from serve.source import okf
+from serve.source.page import Page
 
 # What this build can actually answer, in the contract's order (4.3).
 BASE_CAPABILITIES = (
@@ -256,7 +258,7 @@ class KnowledgeSource:
     def read(self, page_id: str, *, include_drafts: bool = False,
              fields: Sequence[str] | None = None, options: ReadOptions | None = None) -> PageRead:
         p = self.snapshot()
-        page = p.find_page(page_id)
+        page = find_read_target(p, page_id, self.allow(include_drafts))
         if page is None:
             return PageRead("missing", PageMissing())
         if not page.approved and not self.allow(include_drafts):
@@ -426,7 +428,9 @@ def _seed_keys(nodes: Sequence[Node]) -> dict[str, list[str]]:
         nid, path = node.id, node.path
         name = path.rsplit("/", 1)[-1]
         stem = name.rsplit(".", 1)[0] if "." in name else name
-        forms = (nid, nid.removeprefix("page:"), node.label, path, stem)
+        forms: tuple[str, ...] = (nid, nid.removeprefix("page:"), node.label, path, stem)
+        if isinstance(node.meta, Page):
+            forms += node.meta.aliases
         for key in {lookup_key(form) for form in forms}:
             ids = by_key.setdefault(key, [])
             if len(ids) < NEIGHBORHOOD_SEED_MATCHES:

@@ -24,6 +24,10 @@ ENGLISH_FILLER = frozenset((
     "us", "our", "ours", "you", "your", "yours", "he", "him", "his", "she", "her", "its",
     "them", "those", "here", "some", "any", "anything", "something", "someone", "way",
     "please", "tell", "explain", "want", "need", "know", "possible", "there", "own",
+    # Prepositions, quantifiers and light verbs the analyzer keeps for pages: in a question
+    # they frame the content words ("results by the folder they come from").
+    "from", "over", "about", "onto", "than", "also", "just", "one", "another", "other",
+    "each", "every", "so", "very", "really", "say", "come", "comes", "like",
 ))
 # "which page …", "what is the name of …": a page is what every answer is.
 ENGLISH_FILLER_AFTER = {"which": frozenset(("page", "note", "doc", "document")),
@@ -106,10 +110,21 @@ def content_text(query: str) -> str:
     return " ".join(kept)
 
 
+def _word_terms(word: str) -> list[str]:
+    """A content word's terms: a Korean word with a particle gives the form as written and
+    the bare noun's terms, not the bigrams that straddle the particle ("트를" of "컴포넌트를",
+    "이에" of "사이에": they match unrelated words on every page)."""
+    if HANGUL_RE.match(word):
+        for particle in KOREAN_PARTICLES:
+            if word.endswith(particle) and len(word) - len(particle) >= 2:
+                return [word, *analyze(word[: -len(particle)])]
+    return analyze(word)
+
+
 def question_terms(query: str) -> list[str]:
     """The analysed terms a lexical search runs on, in order with repeats: those of the
     question's content, or every term when the question has no content words at all."""
-    terms = analyze(content_text(query))
+    terms = [term for word in content_text(query).split() for term in _word_terms(word)]
     return terms or analyze(query)
 
 

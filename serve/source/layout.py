@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import yaml
 
-from serve.source import okf
+from serve.source import names, okf
 from serve.source.page import ParseOptions
 
 HUB_FILES = frozenset({"index.md", "overview.md", "hot.md", "critical_facts.md", "quickstart.md"})
@@ -31,6 +32,13 @@ HUB_SKIP_DIRS = frozenset(
 )
 QUARTZ_CONFIGS = ("quartz.config.ts", "quartz.config.js", "quartz.config.yaml", "quartz.config.yml")
 ROLE_BY_NAME = {"hot.md": "hot", "index.md": "index", "quickstart.md": "index", "overview.md": "overview"}
+# VS Code's JSON with comments: // and /* */ comments, then the comma before a closing
+# bracket, go; strings are matched first so that what they hold is kept. The one file read
+# so is .vscode/extensions.json (a few lines).
+JSON_STRING = r'("(?:[^"\\\n]|\\.)*")'
+JSONC_COMMENT_RE = re.compile(JSON_STRING + r"|//[^\n]*|/\*.*?\*/", re.DOTALL)
+JSONC_COMMA_RE = re.compile(JSON_STRING + r"|,(?=\s*[\]}])")
+DENDRON_NOTES_DIR = "notes"  # where a self-contained vault keeps its notes
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,13 +186,21 @@ def _foam_detected(view: FolderView) -> bool:
         return False
     text = view.read_text(".vscode/extensions.json")
     try:
-        data = json.loads(text or "")
+        data = json.loads(jsonc_text(text or ""))
     except ValueError:
         return False
     recs = data.get("recommendations") if isinstance(data, dict) else None
     return isinstance(recs, list) and any(
         isinstance(item, str) and "foam" in item.lower() for item in recs
     )
+
+
+def jsonc_text(text: str) -> str:
+    """JSON text of VS Code's JSONC (comments and trailing commas dropped, strings kept)."""
+    def keep_strings(match: re.Match[str]) -> str:
+        return match.group(1) or ""
+
+    return JSONC_COMMA_RE.sub(keep_strings, JSONC_COMMENT_RE.sub(keep_strings, text))
 
 
 def _dendron_vaults(view: FolderView) -> list[str] | None:
@@ -209,8 +225,12 @@ def _dendron_vaults(view: FolderView) -> list[str] | None:
         if not isinstance(fs_path, str) or not fs_path.strip():
             continue
         parts = [p for p in fs_path.strip().replace("\\", "/").split("/") if p not in ("", ".")]
-        if not parts or ".." in parts or fs_path.startswith("/"):
+        if ".." in parts or fs_path.startswith("/"):
             continue  # escapes the root
+        if entry.get("selfContained") is True:
+            parts.append(DENDRON_NOTES_DIR)  # the vault is a workspace; notes/ holds its notes
+        if not parts:
+            continue  # the workspace root itself is not a vault's note folder
         rel = "/".join(parts)
         if rel not in vaults:
             vaults.append(rel)
@@ -237,11 +257,11 @@ def detect_layout(view: FolderView, root_name: str, source_profile: str = "auto"
                        "format_version": okf.VERSION}, root_name)
     if (view.has_dir(".obsidian") or ".obsidian" in view.markers) and view.has_md_under(""):
         return Layout("obsidian", "Obsidian vault", "", ("",), md,
-                      hub_dirs_for_generic(view, ""), generic_opts,
+                      hub_dirs_for_generic(view, ""), ParseOptions(titles=names.TITLE_FILE),
                       {"source_root": "."}, root_name)
     if view.has_file("logseq/config.edn") or (view.has_dir("pages") and view.has_dir("journals")):
         return Layout("logseq", "logseq/logseq", "", ("pages", "journals"), (".md", ".org"),
-                      frozenset(), ParseOptions(logseq_titles=True),
+                      frozenset(), ParseOptions(logseq_titles=True, titles=names.TITLE_LOGSEQ),
                       {"source_root": "."}, root_name)
     if view.has_file("dendron.yml"):
         return _dendron_layout(view, root_name)
@@ -253,7 +273,7 @@ def detect_layout(view: FolderView, root_name: str, source_profile: str = "auto"
         content = "content" if view.has_dir("content") else ""
         label = content or "."
         return Layout("quartz", "jackyzha0/quartz", content, (content,), md,
-                      hub_dirs_for_generic(view, content), generic_opts,
+                      hub_dirs_for_generic(view, content), ParseOptions(titles=names.TITLE_FILE),
                       {"content_root": label, "source_root": label},
                       content or root_name, sidecar_dirs=tuple(dict.fromkeys(("", content))))
     source_root = llmwiki_source_root(view, root_name)
@@ -269,7 +289,7 @@ def detect_layout(view: FolderView, root_name: str, source_profile: str = "auto"
 
 
 def _dendron_layout(view: FolderView, root_name: str) -> Layout:
-    opts = ParseOptions(alias_target_last=True)
+    opts = ParseOptions(alias_target_last=True, titles=names.TITLE_FRONTMATTER)
     vaults = _dendron_vaults(view)
     md = (".md",)
     if vaults is None:

@@ -9,7 +9,7 @@ import sys
 import zlib
 from typing import Any, NamedTuple
 
-from serve.source import prose
+from serve.source import names, prose
 from serve.source.frontmatter import json_safe, split_frontmatter
 
 # A heading is one line: '#' to '######', a space or tab, then its text; matched after a
@@ -64,6 +64,7 @@ class ParseOptions(NamedTuple):
     alias_target_last: bool = False  # Dendron: [[Alias|target]]
     logseq_titles: bool = False  # Logseq: '___' in a file stem means '/'
     okf: bool = False  # the OKF v0.2 profile (serve/source/okf.py parses such pages)
+    titles: str = ""  # the shape's title rule (names.TITLE_*); "" = by logseq_titles
 
 
 class Page(NamedTuple):
@@ -96,6 +97,7 @@ class Page(NamedTuple):
     description: str = ""
     degraded: str = ""  # why the page was degraded while parsing ("" when clean)
     okf_json: str = ""  # JSON of the OKF v0.2 `okf` object ("" when not an OKF page)
+    aliases: tuple[str, ...] = ()  # other names links and reads may use (names.aliases_of)
 
     @property
     def frontmatter(self) -> dict[str, Any]:
@@ -262,30 +264,43 @@ def _inside(spans: list[tuple[int, int]], at: int) -> bool:
     return index >= 0 and spans[index][0] <= at < spans[index][1]
 
 
+DENDRON_VAULT_RE = re.compile(r"dendron://[^/]*/")
+BLOCK_REF_RE = re.compile(r"\^[A-Za-z0-9-]+$")
+
+
 def normalize_link(target: str) -> str:
+    """A link's page: without its `#heading` or `^block`, suffix and leading `./`; a
+    Dendron cross-vault link `dendron://<vault>/<note>` names the note."""
     target = target.split("#", 1)[0].strip().replace("\\", "/")
+    if "^" in target:
+        target = BLOCK_REF_RE.sub("", target).rstrip()
+    if target.startswith("dendron://"):
+        target = DENDRON_VAULT_RE.sub("", target, count=1)
     target = strip_page_suffix(target)
     if target.startswith("./"):
         target = target[2:]
     return target
 
 
+def wikilink_target(content: str, *, alias_target_last: bool) -> str:
+    """The target of a wikilink's inner text (`target|label`, Dendron `label|target`)."""
+    if "|" in content:
+        content = content.rpartition("|")[2] if alias_target_last else content.partition("|")[0]
+    return normalize_link(content)
+
+
 def extract_links(text: str, *, alias_target_last: bool,
-                  wikilinks: list[tuple[int, int]] | None = None) -> list[str]:
-    """Wikilink targets, then Markdown .md/.org link targets, of the prose `text`."""
+                  wikilinks: list[tuple[int, int]] | None = None,
+                  properties: list[str] | None = None) -> list[str]:
+    """Wikilink targets, then Markdown .md/.org link targets, of the prose `text`, then
+    the wikilinks of frontmatter properties (names.property_links)."""
     found: list[str] = []
     for start, end in prose.wikilink_spans(text) if wikilinks is None else wikilinks:
-        content = text[start + 2 : end - 2]
-        if "|" in content:
-            head, _, tail = content.partition("|")
-            if alias_target_last:
-                head, _, tail = content.rpartition("|")
-                content = tail
-            else:
-                content = head
-        found.append(normalize_link(content))
+        found.append(wikilink_target(text[start + 2 : end - 2], alias_target_last=alias_target_last))
     for target in prose.markdown_link_targets(text):
         found.append(normalize_link(target))
+    for content in properties or ():
+        found.append(wikilink_target(content, alias_target_last=alias_target_last))
     return dedupe_casefold(found)
 
 
@@ -366,18 +381,15 @@ def parse_page(text: str, path: str, options: ParseOptions, *, degraded: str = "
 
     stem = path.rsplit("/", 1)[-1]
     stem = stem[: stem.rfind(".")] if "." in stem else stem
+    rule = options.titles or (names.TITLE_LOGSEQ if options.logseq_titles else names.TITLE_HEADING)
+    properties = names.page_properties(body) if rule == names.TITLE_LOGSEQ else {}
     title_value = fm.get("title")
-    if title_value not in (None, ""):
-        title = collapse(str(json_safe(title_value)))
-        if raw_headings and raw_headings[0][0] == title:
-            title = raw_headings[0][0]  # the same text, often: keep one string
-    elif raw_headings:
-        title = raw_headings[0][0]
-    else:
-        fallback = stem.replace("-", " ")
-        if options.logseq_titles:
-            fallback = fallback.replace("___", "/")
-        title = collapse(fallback)
+    fm_title = (collapse(str(json_safe(title_value))) or None
+                if title_value not in (None, "") else None)
+    title = names.title_of(rule, fm_title, properties, raw_headings, stem)
+    if raw_headings and raw_headings[0][0] == title:
+        title = raw_headings[0][0]  # the same text, often: keep one string
+    aliases = dedupe_casefold(a for a in names.aliases_of(fm, properties) if a != title)
 
     raw_id = fm.get("id")
     if raw_id in (None, ""):
@@ -417,7 +429,7 @@ def parse_page(text: str, path: str, options: ParseOptions, *, degraded: str = "
         source_refs=_interned(source_refs),
         tags=_interned(extract_tags(fm.get("tags"), prose_text, wikilinks)),
         links=_interned(extract_links(prose_text, alias_target_last=options.alias_target_last,
-                                      wikilinks=wikilinks)),
+                                      wikilinks=wikilinks, properties=names.property_links(fm))),
         headings=headings,
         updated_at=_scalar_text(updated),
         approved=approved_for_serving(fm, review_state, status),
@@ -427,6 +439,7 @@ def parse_page(text: str, path: str, options: ParseOptions, *, degraded: str = "
         wiki_title=_scalar_text(fm.get("wiki_title")),
         description=str(json_safe(description)) if description else "",
         degraded=degraded,
+        aliases=_interned(aliases),
     )
 
 

@@ -31,6 +31,17 @@ def test_korean_endings_and_question_words_are_dropped() -> None:
     assert content_text("컴포넌트 사이에 state를 공유하려면") == "컴포넌트 사이에 state 공유"
 
 
+def test_framing_words_are_dropped() -> None:
+    assert content_text("How do I group results by the folder they come from?") == \
+        "group results by the folder they"  # "they" goes in the analyzer (a stop word)
+
+
+def test_a_korean_particle_gives_no_straddling_bigram() -> None:
+    # '컴포넌트를' as written and the bare noun's terms; not '트를' (nor '이에' of '사이에').
+    assert question_terms("컴포넌트를 사이에") == ["컴포넌트를", *analyze("컴포넌트"), "사이에", "사이"]
+    assert "트를" in analyze("컴포넌트를")  # pages still index it
+
+
 def test_a_query_of_filler_words_only_keeps_them() -> None:
     assert question_terms("How do I") == analyze("How do I")
     assert question_terms("어떻게 하나요") == analyze("어떻게 하나요")

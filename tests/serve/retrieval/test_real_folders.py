@@ -31,16 +31,14 @@ MIN_QUESTIONS = 60
 # The figures after the natural-question ranking (question words, field weights, hubs;
 # service engine) less about 0.02: later work may only raise them.
 FLOORS: dict[str, dict[str, float]] = {
-    "obsidian-tasks": {"ndcg@10": 0.58, "mrr@10": 0.62},
+    "obsidian-tasks": {"ndcg@10": 0.61, "mrr@10": 0.64},
+    "dendron-handbook": {"ndcg@10": 0.71, "mrr@10": 0.74},
     "ezdxf-notes": {"ndcg@10": 0.79, "mrr@10": 0.77},
     "react-ko": {"ndcg@10": 0.76, "mrr@10": 0.80},
 }
-DENDRON_UNREAD = ("Dendron self-contained vault: dendron.yml names vault fsPath '.' with "
-                  "selfContained: true (notes under notes/); serve reads no page of it "
-                  "(wiki_root_unsupported)")
 RANKING = ("natural-question targets of issue 15 not met: filler words, field weights and hub "
            "rules are in (serve/retrieval/question.py, fields.py); what is left is lexical "
-           "(synonyms, Korean questions over English pages) and Dendron's unread folder")
+           "(synonyms, Korean questions over English pages)")
 
 
 def xfail(reason: str) -> pytest.MarkDecorator:
@@ -135,8 +133,7 @@ def test_figures_count_the_answering_page_only() -> None:
 
 # -- pages and shapes ---------------------------------------------------------------------------
 
-SHAPE_CASES = [pytest.param(name, marks=xfail(DENDRON_UNREAD)) if name == "dendron-handbook"
-               else name for name in R.NAMES]
+SHAPE_CASES = list(R.NAMES)
 
 
 @pytest.mark.parametrize("name", SHAPE_CASES)
@@ -147,13 +144,21 @@ def test_shape_is_detected_and_pages_are_served(
     assert manifest["approved_page_count"] >= 100
 
 
+# Judged pages serve withholds by the contract's visibility rules: their questions score 0.
+WITHHELD_JUDGED = {
+    # area.team.sop.onboarding.first-week has 'published: false' (the answer of en-dendron-17)
+    "zux5y28amzhl8zt1d4iuumh",
+}
+
+
 @pytest.mark.parametrize("name", SHAPE_CASES)
 def test_judged_pages_exist(name: str, source_of: Callable[[str], KnowledgeSource]) -> None:
     source = source_of(name)
     for j in R.load():
         if R.name_of(j.folder) == name:
             for page_id in j.relevant:
-                assert source.read(page_id).outcome == "found", f"{j.id}: no page {page_id!r}"
+                expected = "withheld" if page_id in WITHHELD_JUDGED else "found"
+                assert source.read(page_id).outcome == expected, f"{j.id}: no page {page_id!r}"
 
 
 # -- natural-question gates ------------------------------------------------------------------
@@ -179,7 +184,6 @@ def test_natural_question_floors(key: str, scores: list[J.QueryScore]) -> None:
 # -- Obsidian (obsidian-tasks) ------------------------------------------------------------------
 
 
-@xfail("Obsidian title is the file name (frontmatter title when present), never a heading")
 def test_obsidian_titles_are_file_names(source_of: Callable[[str], KnowledgeSource]) -> None:
     # e.g. Advanced/Styling.md opens with '# Styling Tasks', Obsidian shows 'Styling'.
     source = source_of("obsidian-tasks")
@@ -244,16 +248,11 @@ def test_obsidian_real_headings_and_links_are_kept(
 
 
 @pytest.mark.parametrize(("page_id", "title"), [
-    pytest.param("pages/What is DXF%3F", "What is DXF?",
-                 marks=xfail("Logseq title: file name with Logseq's escapes decoded (%3F -> ?)")),
-    pytest.param("pages/Why are ARC coordinates wrong%3F", "Why are ARC coordinates wrong?",
-                 marks=xfail("Logseq title: file name with Logseq's escapes decoded (%3F -> ?)")),
-    pytest.param("pages/DXF", "DXF",  # the page's only heading is '## See also'
-                 marks=xfail("Logseq title: title:: property, else the file name, never a heading")),
-    pytest.param("pages/B-splines", "B-splines",
-                 marks=xfail("Logseq title: the file name as it is ('-' stays)")),
-    pytest.param("pages/Milo Oien-Rochat", "Milo Oien-Rochat",
-                 marks=xfail("Logseq title: the file name as it is ('-' stays)")),
+    ("pages/What is DXF%3F", "What is DXF?"),
+    ("pages/Why are ARC coordinates wrong%3F", "Why are ARC coordinates wrong?"),
+    ("pages/DXF", "DXF"),  # the page's only heading is '## See also'
+    ("pages/B-splines", "B-splines"),
+    ("pages/Milo Oien-Rochat", "Milo Oien-Rochat"),
     ("pages/GstarCAD", "GstarCAD"),  # title:: GstarCAD
     ("pages/Are SHX Fonts supported", "Are SHX Fonts supported"),
 ])
@@ -286,7 +285,6 @@ def test_logseq_alias_list_resolves_links(source_of: Callable[[str], KnowledgeSo
     assert "page:pages/ODAFileConverter" in targets
 
 
-@xfail("Logseq alias:: targets resolve links ('config files' declares 'alias:: config file')")
 def test_logseq_single_alias_resolves_links(source_of: Callable[[str], KnowledgeSource]) -> None:
     _, unresolved = out_edges(source_of("ezdxf-notes"), "pages/Recognize New Installed Fonts")
     assert "config file" not in folded(sorted(unresolved)), f"unresolved: {sorted(unresolved)}"
@@ -298,7 +296,6 @@ def test_logseq_single_alias_resolves_links(source_of: Callable[[str], Knowledge
 # Page ids are the notes' frontmatter ids (notes/<name>.md has 'id: ...').
 
 
-@xfail(DENDRON_UNREAD)
 def test_dendron_titles_and_tags(source_of: Callable[[str], KnowledgeSource]) -> None:
     source = source_of("dendron-handbook")
     assert page(source, "r9XHiz16hDCqndyNhwSjB")["title"] == "Time Off"  # handbook.sop.time-off
@@ -307,7 +304,6 @@ def test_dendron_titles_and_tags(source_of: Callable[[str], KnowledgeSource]) ->
     assert "stage.seed" in folded(page(source, "JG8aRMn9RkKtQAaMmkh7p")["tags"])
 
 
-@xfail(f"{DENDRON_UNREAD}; and dendron://vault/note links must resolve to the note")
 def test_dendron_cross_vault_links_resolve(source_of: Callable[[str], KnowledgeSource]) -> None:
     # handbook.people.remote-work: [[Communication|dendron://dendron.handbook/handbook.sop.communication]]
     targets, unresolved = out_edges(source_of("dendron-handbook"), "zBlxjKJ0bFMcLJXhch2U0")
@@ -321,9 +317,7 @@ def test_dendron_cross_vault_links_resolve(source_of: Callable[[str], KnowledgeS
     ("learn/thinking-in-react", "React로 사고하기"),  # title: React로 사고하기
     ("learn/manipulating-the-dom-with-refs", "Ref로 DOM 조작하기"),  # title: 'Ref로 DOM 조작하기'
     # no title in its frontmatter (it says 'link: "<link>"'), no level-1 heading
-    pytest.param("reference/react-dom/components/link", "link",
-                 marks=xfail("generic title: frontmatter title, else the first level-1 heading, "
-                             "else the file name; never a '##' heading")),
+    ("reference/react-dom/components/link", "link"),
 ])
 def test_generic_titles(page_id: str, title: str,
                         source_of: Callable[[str], KnowledgeSource]) -> None:

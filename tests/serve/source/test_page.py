@@ -71,9 +71,10 @@ def test_title_from_frontmatter_is_stringified() -> None:
     assert page(fm("title: 2026", "# Heading\n")).title == "2026"
 
 
-def test_title_from_first_heading_of_any_level() -> None:
-    text = "intro line\n### Deep    Heading\n# Top Heading\n"
-    assert page(text).title == "Deep Heading"
+def test_title_from_the_first_level_one_heading_only() -> None:
+    text = "intro line\n### Deep    Heading\n# Top    Heading\n"
+    assert page(text).title == "Top Heading"
+    assert page("## Section only\n", "notes/my-note.md").title == "my note"
 
 
 def test_title_skips_comment_lines_inside_code_fences() -> None:
@@ -95,7 +96,7 @@ def test_namespace_separator_is_not_decoded_outside_logseq() -> None:
 
 def test_org_page_title_falls_back_to_stem() -> None:
     parsed = page("* Org Page\nText [[Product]].\n** Notes\n", "pages/Org-Page.org", LOGSEQ)
-    assert parsed.title == "Org Page"
+    assert parsed.title == "Org-Page"
     assert parsed.headings == ()
 
 
