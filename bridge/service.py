@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import structlog
@@ -38,6 +38,9 @@ from bridge.support.fields import as_object
 from bridge.support.iolog import IoLog, current_scope, io_scope
 from bridge.support.redaction import redact_text
 
+if TYPE_CHECKING:  # imported by the app factory only when metrics are on
+    from bridge.support.metrics import BridgeMetrics
+
 log = structlog.get_logger("llmwiki.bridge.service")
 
 # How many sources' last probes a bridge keeps.
@@ -65,6 +68,7 @@ class BridgeService:
         # The last live probe's health of each source (by id, protocol and URL), for views that
         # do not probe. In memory only: the bridge's one persistent state is its settings file.
         self._last_probes: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.metrics: BridgeMetrics | None = None  # set by the app factory when metrics are on
 
     # ------------------------------------------------------------------ policies
 
@@ -251,8 +255,17 @@ class BridgeService:
     def run_context(self) -> RunContext:
         """What a run starting now is made with (one settings snapshot)."""
         transport = self.transport()
-        return RunContext(self.settings, list(self.sources), lambda source: client_for(transport, source),
-                          transport.policy, _open_chat, transport.io)
+        metrics = self.metrics
+        if metrics is None:
+            return RunContext(self.settings, list(self.sources), lambda source: client_for(transport, source),
+                              transport.policy, _open_chat, transport.io)
+
+        def metered_chat(settings: BridgeSettings, io: IoLog | None) -> ChatRuntime:
+            return metrics.metered_runtime(_open_chat(settings, io))
+
+        return RunContext(self.settings, list(self.sources),
+                          lambda source: metrics.metered_source(client_for(transport, source)),
+                          transport.policy, metered_chat, transport.io)
 
     async def run(self, envelope: Any, request_id: str, trace_id: str, *,
                   inbound: str | None = None) -> dict[str, Any]:

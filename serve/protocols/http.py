@@ -211,6 +211,10 @@ def create_app(settings: ServeSettings, source: KnowledgeSource | None = None) -
     policy = OriginPolicy(settings.cors_origins, settings.allowed_hosts, settings.host)
     app[SOURCE_KEY] = knowledge
     app[POLICY_KEY] = policy
+    if settings.metrics:  # off: no middleware, no route, prometheus_client not even imported
+        from serve.metrics import install_metrics
+
+        install_metrics(app, knowledge)  # first, so outermost: it sees the status the client gets
     setup_request_context(app, "serve")
     setup_security(app, policy)
     setup_body_limit(app, settings.max_body_bytes, settings.body_timeout_seconds)
