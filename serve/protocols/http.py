@@ -170,10 +170,8 @@ async def projection_store(request: web.Request) -> web.Response:
 
 
 def _openapi(request: web.Request) -> dict[str, Any]:
-    document = openapi_document()
-    if _source(request).a2a_enabled:  # opt-in routes are documented only when they exist
-        document["paths"].update(a2a.openapi_paths())
-    return document
+    source = _source(request)  # opt-in routes are documented only when they exist
+    return openapi_document(a2a_enabled=source.a2a_enabled, metrics=source.settings.metrics)
 
 
 async def openapi(request: web.Request) -> web.Response:
