@@ -124,6 +124,7 @@ async def serve(settings: BridgeSettings) -> None:
         sys.stdout.flush()
         systemd_notify.ready(f"ready: {event['url']}")
         await stop.wait()
+        await site.stop()  # no new connections from here on; requests in flight go on
         log.info("stopping", url=event["url"], timeout_seconds=settings.shutdown_timeout_seconds)
         systemd_notify.stopping()
     finally:
