@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import aiohttp
 import structlog
@@ -27,7 +27,7 @@ from bridge.core.run import RunContext, run_task
 from bridge.runtime.base import model_configured
 from bridge.runtime.chat import ChatRuntime
 from bridge.runtime.chat import probe as probe_runtime
-from bridge.sources.base import SourceCallError
+from bridge.sources.base import SourceCallError, SourceClient
 from bridge.sources.client import client_for
 from bridge.sources.protocols import SourceClients
 from bridge.sources.transport import SourceTransport
@@ -38,9 +38,6 @@ from bridge.support.fields import as_object
 from bridge.support.iolog import IoLog, current_scope, io_scope
 from bridge.support.redaction import redact_text
 
-if TYPE_CHECKING:  # imported by the app factory only when metrics are on
-    from bridge.support.metrics import BridgeMetrics
-
 log = structlog.get_logger("llmwiki.bridge.service")
 
 # How many sources' last probes a bridge keeps.
@@ -50,6 +47,14 @@ ENDPOINTS = {"health": "/health", "sources": "/sources", "agentCard": "/.well-kn
              "messageSend": "/message:send", "mcp": "/mcp", "settings": "/settings",
              "settingsJson": "/settings.json", "settingsConfigJson": "/settings/config.json",
              "settingsSourcesJson": "/settings/sources.json"}
+
+
+class RunMeter(Protocol):
+    """What counts a run's source queries and runtime requests (bridge/web/metrics.py)."""
+
+    def metered_source(self, client: SourceClient) -> SourceClient: ...
+
+    def metered_runtime(self, runtime: ChatRuntime) -> ChatRuntime: ...
 
 
 class BridgeService:
@@ -68,7 +73,7 @@ class BridgeService:
         # The last live probe's health of each source (by id, protocol and URL), for views that
         # do not probe. In memory only: the bridge's one persistent state is its settings file.
         self._last_probes: dict[tuple[str, str, str], dict[str, Any]] = {}
-        self.metrics: BridgeMetrics | None = None  # set by the app factory when metrics are on
+        self.metrics: RunMeter | None = None  # set by the app factory when metrics are on
 
     # ------------------------------------------------------------------ policies
 

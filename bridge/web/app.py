@@ -54,7 +54,7 @@ def create_app(settings: BridgeSettings, sources: list[SourceDescriptor] | None 
     if resolver is not None:
         app[RESOLVER_KEY] = resolver
     if settings.metrics:  # off: no middleware, no route, prometheus_client not even imported
-        from bridge.support.metrics import BridgeMetrics
+        from bridge.web.metrics import BridgeMetrics
         from common.metrics import install_metrics
 
         metrics = BridgeMetrics(app[SERVICE_KEY].clients)
