@@ -137,7 +137,8 @@ class ListenError(Exception):
 
     def __init__(self, host: str, port: int, exc: OSError) -> None:
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        reason = os.strerror(exc.errno) if exc.errno else "bind failed"
+        # errno in words; a name lookup's error (negative errno) has its own words
+        reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else (exc.strerror or "bind failed")
         super().__init__(f"cannot listen on {address}: {reason}")
 
 

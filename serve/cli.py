@@ -232,7 +232,9 @@ def start_failed(message: str) -> int:
 
 
 def _reason(exc: OSError) -> str:
-    return os.strerror(exc.errno) if exc.errno else str(exc)
+    """The error in words ("Address already in use"; a name lookup's own words for a host that
+    does not resolve, whose errno is not the system's)."""
+    return os.strerror(exc.errno) if exc.errno and exc.errno > 0 else (exc.strerror or str(exc))
 
 
 def _address(host: str, port: int) -> str:
