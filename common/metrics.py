@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -38,11 +39,21 @@ class ServiceMetrics:
                                  "Time from a request's arrival to its handler's answer, by route.",
                                  ("route", "method"), namespace=namespace, buckets=LATENCY_BUCKETS,
                                  registry=self.registry)
+        # Each label set's children, found once: labels() validates and locks on every call.
+        self._counted: dict[tuple[str, str, int], Any] = {}
+        self._timed: dict[tuple[str, str], Any] = {}
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         method = method if method in KNOWN_METHODS else "other"
-        self.requests.labels(route, method, str(status)).inc()
-        self.latency.labels(route, method).observe(seconds)
+        key = (route, method, status)
+        counted = self._counted.get(key)
+        if counted is None:
+            counted = self._counted[key] = self.requests.labels(route, method, str(status))
+        counted.inc()
+        timed = self._timed.get((route, method))
+        if timed is None:
+            timed = self._timed[(route, method)] = self.latency.labels(route, method)
+        timed.observe(seconds)
 
     def exposition(self, accept: str) -> tuple[bytes, str]:
         """The registry in the format the scraper asked for (Prometheus text unless it asks for
