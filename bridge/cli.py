@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import ctypes
 import json
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -13,9 +14,10 @@ from typing import Any
 
 import structlog
 
-from bridge.config.registry import redact_url
+from bridge.config.registry import normalize_registered, redact_url
 from bridge.config.resolve import OPTIONS, load_settings
 from bridge.config.settings import BridgeSettings, SettingsError, check_bind_policy
+from bridge.config.store import SettingsFileError, SettingsStore
 from common import systemd_notify
 from common.exposure import exposure_warnings
 from common.logging import configure_logging
@@ -96,11 +98,17 @@ async def serve(settings: BridgeSettings) -> None:
     from bridge.web.app import create_app
 
     keep_large_buffers_returnable()
-    runner = web.AppRunner(create_app(settings), access_log=None)
+    # On cleanup the runner stops listening, then gives requests in flight the shutdown timeout.
+    runner = web.AppRunner(create_app(settings), access_log=None,
+                           shutdown_timeout=settings.shutdown_timeout_seconds)
     await runner.setup()
+    log = structlog.get_logger("llmwiki.bridge")
     try:
         site = web.TCPSite(runner, settings.host, settings.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            raise ListenError(settings.host, settings.port, exc) from None
         port = settings.port
         for address in runner.addresses:
             if isinstance(address, tuple) and len(address) >= 2:
@@ -116,9 +124,37 @@ async def serve(settings: BridgeSettings) -> None:
         sys.stdout.flush()
         systemd_notify.ready(f"ready: {event['url']}")
         await stop.wait()
+        await site.stop()  # no new connections from here on; requests in flight go on
+        log.info("stopping", url=event["url"], timeout_seconds=settings.shutdown_timeout_seconds)
         systemd_notify.stopping()
     finally:
         await runner.cleanup()
+    log.info("stopped", url=event["url"])
+
+
+class ListenError(Exception):
+    """The bridge cannot listen on its address (in use, not local, no permission)."""
+
+    def __init__(self, host: str, port: int, exc: OSError) -> None:
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        # errno in words; a name lookup's error (negative errno) has its own words
+        reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else (exc.strerror or "bind failed")
+        super().__init__(f"cannot listen on {address}: {reason}")
+
+
+def check_settings_file(settings: BridgeSettings) -> None:
+    """The settings file must be readable JSON with valid sources to serve from it (contract 1.5: an
+    unparsable file or an invalid stored source is a start-up error). Names the file: the message goes
+    to the operator's console only."""
+    if settings.config_path is None:
+        return
+    try:
+        document = SettingsStore(settings.config_path).read()
+        normalize_registered(document.sources)
+    except SettingsFileError as exc:
+        raise SettingsError(f"{exc} ({settings.config_path})") from None
+    except ValueError as exc:
+        raise SettingsError(f"Settings file has an invalid source: {exc} ({settings.config_path})") from None
 
 
 async def registry_report(settings: BridgeSettings, command: str, probe: bool) -> dict[str, Any]:
@@ -205,6 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         settings = load_settings(_cli_values(args))
+        check_settings_file(settings)
         check_bind_policy(settings)
     except (SettingsError, ValueError) as exc:
         sys.stderr.write(f"failed to start llmwiki agent bridge: {exc}\n")
@@ -215,8 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.warning(warning.event, host=settings.host, message=warning.message)
     try:
         asyncio.run(serve(settings))
-    except OSError as exc:
-        sys.stderr.write(f"failed to start llmwiki agent bridge: {exc.strerror or 'bind failed'}\n")
+    except ListenError as exc:
+        sys.stderr.write(f"failed to start llmwiki agent bridge: {exc}\n")
         return 1
     return 0
 

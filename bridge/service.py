@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import structlog
@@ -27,7 +27,7 @@ from bridge.core.run import RunContext, run_task
 from bridge.runtime.base import model_configured
 from bridge.runtime.chat import ChatRuntime
 from bridge.runtime.chat import probe as probe_runtime
-from bridge.sources.base import SourceCallError
+from bridge.sources.base import SourceCallError, SourceClient
 from bridge.sources.client import client_for
 from bridge.sources.protocols import SourceClients
 from bridge.sources.transport import SourceTransport
@@ -49,6 +49,14 @@ ENDPOINTS = {"health": "/health", "sources": "/sources", "agentCard": "/.well-kn
              "settingsSourcesJson": "/settings/sources.json"}
 
 
+class RunMeter(Protocol):
+    """What counts a run's source queries and runtime requests (bridge/web/metrics.py)."""
+
+    def metered_source(self, client: SourceClient) -> SourceClient: ...
+
+    def metered_runtime(self, runtime: ChatRuntime) -> ChatRuntime: ...
+
+
 class BridgeService:
     """Owns the live settings and registry; every handler goes through it."""
 
@@ -65,6 +73,7 @@ class BridgeService:
         # The last live probe's health of each source (by id, protocol and URL), for views that
         # do not probe. In memory only: the bridge's one persistent state is its settings file.
         self._last_probes: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.metrics: RunMeter | None = None  # set by the app factory when metrics are on
 
     # ------------------------------------------------------------------ policies
 
@@ -251,8 +260,17 @@ class BridgeService:
     def run_context(self) -> RunContext:
         """What a run starting now is made with (one settings snapshot)."""
         transport = self.transport()
-        return RunContext(self.settings, list(self.sources), lambda source: client_for(transport, source),
-                          transport.policy, _open_chat, transport.io)
+        metrics = self.metrics
+        if metrics is None:
+            return RunContext(self.settings, list(self.sources), lambda source: client_for(transport, source),
+                              transport.policy, _open_chat, transport.io)
+
+        def metered_chat(settings: BridgeSettings, io: IoLog | None) -> ChatRuntime:
+            return metrics.metered_runtime(_open_chat(settings, io))
+
+        return RunContext(self.settings, list(self.sources),
+                          lambda source: metrics.metered_source(client_for(transport, source)),
+                          transport.policy, metered_chat, transport.io)
 
     async def run(self, envelope: Any, request_id: str, trace_id: str, *,
                   inbound: str | None = None) -> dict[str, Any]:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import json
+import os
+import socket
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -153,6 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = Path(args.root).expanduser()
     if args.command != "serve" and not root.is_dir():
         parser.error(f"ROOT must be an existing directory: {args.root}")
+    if args.command == "serve":
+        problem = root_problem(root)
+        if problem is not None:
+            return start_failed(problem)
     try:
         settings = _settings(args, one_shot=args.command not in ("serve", "mcp"))
     except SourceProfileError as exc:
@@ -169,6 +177,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "give --cache-dir outside it, or --no-page-cache\n")
             return 2
     early = None
+    sockets: list[socket.socket] = []
+    if args.command == "serve":
+        try:  # before the folder loads: a port in use is known at once, not after the load
+            sockets = bind_early(settings.host, settings.port)
+        except OSError as exc:
+            return start_failed(f"cannot listen on {_address(settings.host, settings.port)}: "
+                                f"{_reason(exc)}")
     if args.command in ("serve", "mcp"):  # long-running: build temporaries must not stay resident
         from serve.memory import keep_large_blocks_out_of_the_heap
 
@@ -181,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     configure_logging(settings.log_level, settings.log_format)
     if args.command == "serve":
-        return _serve(settings, early)
+        return _serve(settings, early, sockets)
     if args.command == "mcp":
         from serve.protocols.stdio import run_stdio
 
@@ -210,6 +225,64 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def start_failed(message: str) -> int:
+    """An expected start-up failure: one line on the operator's console, no traceback."""
+    sys.stderr.write(f"llmwiki-serve: {message}\n")
+    return 2
+
+
+def _reason(exc: OSError) -> str:
+    """The error in words ("Address already in use"; a name lookup's own words for a host that
+    does not resolve, whose errno is not the system's)."""
+    return os.strerror(exc.errno) if exc.errno and exc.errno > 0 else (exc.strerror or str(exc))
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def root_problem(root: Path) -> str | None:
+    """Why ROOT cannot be served (missing, not a directory, unreadable), or None. The path is the
+    operator's own and goes to their console only."""
+    try:
+        info = root.stat()
+    except FileNotFoundError:
+        return f"the folder to serve does not exist: {root}"
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            return f"the folder to serve does not exist (a parent is a file): {root}"
+        return f"the folder to serve cannot be opened ({_reason(exc)}): {root}"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"the folder to serve is not a directory: {root}"
+    try:
+        with os.scandir(root) as entries:
+            next(entries, None)
+    except OSError as exc:
+        return f"the folder to serve cannot be read ({_reason(exc)}): {root}"
+    return None
+
+
+def bind_early(host: str, port: int) -> list[socket.socket]:
+    """Bind (not listen: connections are refused, not queued, until the service starts) every
+    address HOST names, as aiohttp would. The server listens on these sockets once it starts."""
+    sockets: list[socket.socket] = []
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp does on POSIX
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
 def start_early_read(settings: ServeSettings) -> EarlyRead | None:
     """Start parsing a large folder before the service's own imports, unless the restart
     cache will supply the pages."""
@@ -229,7 +302,7 @@ def start_early_read(settings: ServeSettings) -> EarlyRead | None:
                      source_profile=settings.source_profile)
 
 
-def _serve(settings: ServeSettings, early: EarlyRead | None) -> int:
+def _serve(settings: ServeSettings, early: EarlyRead | None, sockets: list[socket.socket]) -> int:
     import asyncio
 
     import structlog
@@ -270,6 +343,9 @@ def _serve(settings: ServeSettings, early: EarlyRead | None) -> int:
         task.add_done_callback(announcing.discard)
 
     async def shutting_down(app: web.Application) -> None:
+        # on_shutdown runs once the listening sockets are closed, before requests in flight are
+        # waited for (up to shutdown_timeout_seconds).
+        log.info("stopping", url=url, timeout_seconds=settings.shutdown_timeout_seconds)
         systemd_notify.stopping()
 
     try:
@@ -284,9 +360,10 @@ def _serve(settings: ServeSettings, early: EarlyRead | None) -> int:
     # folder, and before the server accepts connections.
     app.on_startup.append(started)
     app.on_shutdown.append(shutting_down)
-    web.run_app(app, host=settings.host, port=settings.port, access_log=None, print=listening,
-                handle_signals=True, keepalive_timeout=settings.idle_timeout_seconds,
-                lingering_time=LINGER_SECONDS)
+    web.run_app(app, sock=sockets, access_log=None, print=listening, handle_signals=True,
+                keepalive_timeout=settings.idle_timeout_seconds, lingering_time=LINGER_SECONDS,
+                shutdown_timeout=settings.shutdown_timeout_seconds)
+    log.info("stopped", url=url)
     return 0
 
 

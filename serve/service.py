@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -118,6 +119,8 @@ class KnowledgeSource:
         # The index grows in place: syncing and index lookups must not interleave (the
         # start-up warm-up and literal scans run in worker threads).
         self._index_lock = threading.Lock()
+        self.index_builds = 0  # full builds, and the last one's duration (for /metrics)
+        self.index_build_seconds = 0.0
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -297,7 +300,10 @@ class KnowledgeSource:
             if indexed is not projection:
                 changed = projection.changed_since(indexed) if indexed is not None else None
                 if changed is None:
+                    started = time.perf_counter()
                     self.index.sync(projection.pages)
+                    self.index_build_seconds = time.perf_counter() - started
+                    self.index_builds += 1
                 else:  # an edit of a few pages: only they are looked at
                     pages, position = projection.pages, projection.position
                     self.index.update([pages[position[path]] for path in sorted(changed)])

@@ -68,6 +68,10 @@ class ServeSettings:
     source_profile: str = "auto"
     # serve's address as clients reach it (behind a TLS proxy), for the A2A card's absolute URLs.
     public_url: str | None = None
+    # GET /metrics (Prometheus text format): off unless enabled.
+    metrics: bool = False
+    # On SIGTERM, requests in flight get this long to finish before they are cancelled.
+    shutdown_timeout_seconds: float = 10.0
 
     def __post_init__(self) -> None:
         parse_source_profile(self.source_profile)
@@ -79,7 +83,7 @@ class ServeSettings:
             _check_range("read_default_max_chars", self.read_default_max_chars, READ_MAX_CHARS)
         _check_range("max_page_bytes", self.max_page_bytes, Limit(1024, 1 << 31))
         _check_range("max_body_bytes", self.max_body_bytes, Limit(1024, 1 << 30))
-        for name in ("idle_timeout_seconds", "body_timeout_seconds"):
+        for name in ("idle_timeout_seconds", "body_timeout_seconds", "shutdown_timeout_seconds"):
             if not 0 < getattr(self, name) <= 3600:
                 raise SettingsError(f"{name} must be > 0 and <= 3600")
         if self.refresh_interval_seconds < 0:
@@ -208,6 +212,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("public_url", "--public-url", "LLMWIKI_SERVE_PUBLIC_URL", parse_public_url,
            "serve's URL as clients reach it (e.g. https://wiki.example.org behind a TLS proxy); the "
            "A2A card's absolute URLs start with it instead of the request's scheme and Host."),
+    Option("metrics", "--metrics", "LLMWIKI_SERVE_METRICS", parse_bool,
+           "Serve GET /metrics in the Prometheus text format (off by default; the Host, Origin and "
+           "CORS rules of every route apply).", is_flag=True),
+    Option("shutdown_timeout_seconds", "--shutdown-timeout-seconds",
+           "LLMWIKI_SERVE_SHUTDOWN_TIMEOUT_SECONDS", parse_float,
+           "On SIGTERM, how long requests in flight may take to finish before they are cancelled "
+           "(default 10)."),
 )
 
 

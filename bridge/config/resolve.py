@@ -136,6 +136,12 @@ OPTIONS: tuple[Option, ...] = (
            "File of the I/O log in file mode (default .runtime-logs/llmwiki-agent-bridge-io.jsonl in "
            "the working directory); setting it alone turns the file log on. Flag or environment only: "
            "neither the settings file nor the settings page can name a file to write.", ()),
+    _option("metrics", "--metrics", "LLMWIKI_AGENT_BRIDGE_METRICS",
+           "Serve GET /metrics in the Prometheus text format (off by default; the Host, Origin and "
+           "bearer-token rules of every route apply). Flag or environment only.", (), is_flag=True),
+    _option("shutdown_timeout_ms", "--shutdown-timeout-ms", "LLMWIKI_AGENT_BRIDGE_SHUTDOWN_TIMEOUT_MS",
+           "On SIGTERM, how long requests in flight may take to finish before they are cancelled, in "
+           "milliseconds (default 10000).", ()),
 )
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 REPORTED_FIELDS = frozenset({"base_url_source", "model_source", "max_body_bytes"})

@@ -119,6 +119,10 @@ class BridgeSettings(BaseModel):
     io_log_path: OptionalPath = None
     # The bridge's address as its clients see it (behind a TLS proxy), for the agent card's URLs.
     public_url: Annotated[str | None, rule(rules.public_url)] = None
+    # GET /metrics (Prometheus text format): off unless enabled (flag or environment only).
+    metrics: Flag = False
+    # On SIGTERM, requests in flight get this long to finish before they are cancelled.
+    shutdown_timeout_ms: Annotated[int, _number(1, 3_600_000, "must be between 1 and 3600000")] = 10_000
     # Where base_url and model came from (option, env, settings or default): reported, not set.
     base_url_source: str = "default"
     model_source: str = "default"
@@ -126,6 +130,10 @@ class BridgeSettings(BaseModel):
     @property
     def timeout_seconds(self) -> float:
         return self.request_timeout_ms / 1000
+
+    @property
+    def shutdown_timeout_seconds(self) -> float:
+        return self.shutdown_timeout_ms / 1000
 
     @property
     def run_deadline_seconds(self) -> float:

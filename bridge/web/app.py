@@ -53,6 +53,13 @@ def create_app(settings: BridgeSettings, sources: list[SourceDescriptor] | None 
     app[SERVICE_KEY] = BridgeService(settings, registry, store, clients=source_clients())
     if resolver is not None:
         app[RESOLVER_KEY] = resolver
+    if settings.metrics:  # off: no middleware, no route, prometheus_client not even imported
+        from bridge.web.metrics import BridgeMetrics
+        from common.metrics import install_metrics
+
+        metrics = BridgeMetrics(app[SERVICE_KEY].clients)
+        app[SERVICE_KEY].metrics = metrics
+        install_metrics(app, metrics)  # first, so outermost: it sees the status the client gets
     setup_request_context(app, "bridge")
     setup_bridge_pipeline(app)
     add_routes(app)

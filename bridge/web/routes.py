@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from bridge.web import a2a, mcp
+from bridge.web.openapi import OPENAPI_PATH, openapi
 from bridge.web.requests import read_json_body, service_of, trace_id
 from bridge.web.settings_page import settings_html
 from common.booleans import TRUE_WORDS
@@ -66,3 +67,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_put("/settings/sources.json", put_sources_json)
     app.router.add_routes(a2a.routes(service_of, read_json_body, trace_id))  # card, /message:send, JSON-RPC
     app.router.add_routes(mcp.routes(service_of, read_json_body, trace_id))  # POST /mcp
+    app.router.add_get(OPENAPI_PATH, openapi, allow_head=False)  # bridge/web/openapi.py lists them all

@@ -170,10 +170,8 @@ async def projection_store(request: web.Request) -> web.Response:
 
 
 def _openapi(request: web.Request) -> dict[str, Any]:
-    document = openapi_document()
-    if _source(request).a2a_enabled:  # opt-in routes are documented only when they exist
-        document["paths"].update(a2a.openapi_paths())
-    return document
+    source = _source(request)  # opt-in routes are documented only when they exist
+    return openapi_document(a2a_enabled=source.a2a_enabled, metrics=source.settings.metrics)
 
 
 async def openapi(request: web.Request) -> web.Response:
@@ -211,6 +209,10 @@ def create_app(settings: ServeSettings, source: KnowledgeSource | None = None) -
     policy = OriginPolicy(settings.cors_origins, settings.allowed_hosts, settings.host)
     app[SOURCE_KEY] = knowledge
     app[POLICY_KEY] = policy
+    if settings.metrics:  # off: no middleware, no route, prometheus_client not even imported
+        from serve.metrics import install_metrics
+
+        install_metrics(app, knowledge)  # first, so outermost: it sees the status the client gets
     setup_request_context(app, "serve")
     setup_security(app, policy)
     setup_body_limit(app, settings.max_body_bytes, settings.body_timeout_seconds)

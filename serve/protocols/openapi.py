@@ -1,4 +1,5 @@
-"""The OpenAPI document for serve's HTTP surface, built from the wire models and the route table."""
+"""The OpenAPI document for serve's HTTP surface, built from the wire models and the route table:
+every routed row has an operation here (a row without one fails the document, and the tests)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from pydantic import BaseModel
 
 from common import schemas
 from common.limits import GRAPH_LIMIT, NEIGHBORHOOD_DEPTH, NEIGHBORHOOD_LIMIT, READ_MAX_CHARS
+from common.metrics import METRICS_PATH
+from common.openapi import METRICS_OPERATION, JsonRpcRequest, JsonRpcResponse, components, json_body, ref
 from common.version import __version__
-from serve.routes import path_of
+from serve.protocols import a2a
+from serve.routes import path_of, routed
 
 MODELS: tuple[type[BaseModel], ...] = (
     schemas.HealthResponse,
@@ -28,17 +32,10 @@ MODELS: tuple[type[BaseModel], ...] = (
     schemas.ErrorBody,
     schemas.HttpDetailResponse,
     schemas.HTTPValidationError,
+    JsonRpcRequest,
+    JsonRpcResponse,
 )
-REF = "#/components/schemas/{model}"
-
-
-def _ref(model: type[BaseModel]) -> dict[str, Any]:
-    return {"$ref": REF.format(model=model.__name__)}
-
-
-def _json(model: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
-    schema = _ref(model) if isinstance(model, type) else model
-    return {"content": {"application/json": {"schema": schema}}}
+Operation = dict[str, Any]
 
 
 def _query(name: str, schema: dict[str, Any], description: str = "") -> dict[str, Any]:
@@ -49,79 +46,100 @@ def _query(name: str, schema: dict[str, Any], description: str = "") -> dict[str
 DRAFTS = _query("include_drafts", {"type": "boolean", "default": False},
                 "Honoured only when the server runs with --allow-drafts.")
 ERRORS = {
-    "404": {"description": "Root missing", **_json(schemas.ErrorBody)},
+    "404": {"description": "Root missing", **json_body(schemas.ErrorBody)},
     "422": {"description": "Validation error or unsupported root",
-            **_json({"oneOf": [_ref(schemas.HTTPValidationError), _ref(schemas.ErrorBody)]})},
+            **json_body({"oneOf": [ref(schemas.HTTPValidationError), ref(schemas.ErrorBody)]})},
 }
 
 
 def _get(summary: str, ok: type[BaseModel] | dict[str, Any], params: list[dict[str, Any]] | None = None,
-         extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    responses = {"200": {"description": "OK", **_json(ok)}, **ERRORS, **(extra or {})}
-    return {"get": {"summary": summary, "parameters": params or [], "responses": responses}}
+         extra: dict[str, Any] | None = None) -> Operation:
+    responses = {"200": {"description": "OK", **json_body(ok)}, **ERRORS, **(extra or {})}
+    return {"summary": summary, "parameters": params or [], "responses": responses}
 
 
-def _post(summary: str, ok: type[BaseModel]) -> dict[str, Any]:
-    responses = {"200": {"description": "OK", **_json(ok)}, **ERRORS}
-    return {"post": {"summary": summary, "requestBody": {"required": False, **_json(schemas.QueryRequest)},
-                     "responses": responses}}
+def _post(summary: str, ok: type[BaseModel]) -> Operation:
+    responses = {"200": {"description": "OK", **json_body(ok)}, **ERRORS}
+    return {"summary": summary, "requestBody": {"required": False, **json_body(schemas.QueryRequest)},
+            "responses": responses}
 
 
-def openapi_document() -> dict[str, Any]:
-    components: dict[str, Any] = {}
-    for model in MODELS:
-        schema = model.model_json_schema(ref_template=REF, by_alias=False)  # serve speaks snake_case
-        for name, sub in schema.pop("$defs", {}).items():
-            components[name] = sub
-        components[model.__name__] = schema
-    read_ok = {"oneOf": [_ref(schemas.WikiPage), _ref(schemas.ReadNotFound),
+def _mcp(summary: str) -> Operation:
+    return {"summary": summary, "requestBody": {"required": True, **json_body(JsonRpcRequest)},
+            "responses": {"200": {"description": "JSON-RPC response", **json_body(JsonRpcResponse)},
+                          "202": {"description": "Notification accepted (no body)"},
+                          "400": {"description": "Not a JSON-RPC request", **json_body(JsonRpcResponse)}}}
+
+
+def _document(summary: str) -> Operation:
+    return {"summary": summary, "responses": {"200": {"description": "OK"}}}
+
+
+def _operations() -> dict[str, Operation]:
+    """The operation of each route-table row that is not opt-in, by the row's name."""
+    read_ok = {"oneOf": [ref(schemas.WikiPage), ref(schemas.ReadNotFound),
                          {"type": "object", "description": "Projected or clipped WikiPage "
                           "(?fields=, ?max_chars=), or a focused read (?query=, ?sections=)"}]}
+    return {
+        "health": _get("Readiness and discovery", schemas.HealthResponse),
+        "manifest": _get("Wiki manifest (root redacted)", schemas.WikiManifest),
+        "source_refs": _get("Typed source-reference handles", schemas.SourceRefsResponse, [DRAFTS]),
+        "source_bundle": _get("Bundle identity, capabilities and source refs",
+                              schemas.SourceBundleManifest, [DRAFTS]),
+        "query": _post("Context pack for a question", schemas.ContextPack),
+        "search": _post("Ranked search results", schemas.SearchResponse),
+        "read": _get(
+            "Read one page by id or path", read_ok,
+            [{"name": "page_id", "in": "path", "required": True, "schema": {"type": "string"}},
+             DRAFTS, _query("fields", {"type": "string"},
+                            "Comma-separated WikiPage fields (plain reads only)."),
+             _query("query", {"type": "string"},
+                    "Focused read: return the page sections that best match these terms."),
+             _query("sections", {"type": "array", "items": {"type": "string"}},
+                    "Focused read: section numbers or headings (repeatable and/or "
+                    "comma-separated); descendants are included."),
+             _query("max_chars", {"type": "integer"},
+                    f"Text budget, clamped to {READ_MAX_CHARS.span} (focused reads default to 8000)."),
+             _query("include_links", {"type": "boolean"},
+                    "false drops links from a plain read; true adds them to a focused one.")],
+            {"404": {"description": "No such page", **json_body(schemas.HttpDetailResponse)}}),
+        "graph": _get("The link graph (truncated)", schemas.GraphResponse,
+                      [_query("limit", {"type": "integer"}, f"Clamped to {GRAPH_LIMIT.span}."), DRAFTS]),
+        "graph_neighborhood": _get(
+            "A bounded neighbourhood around seed nodes", schemas.GraphNeighborhoodResponse,
+            [_query("seed", {"type": "array", "items": {"type": "string"}}),
+             _query("depth", {"type": "integer", "default": 1}, f"Clamped to {NEIGHBORHOOD_DEPTH.span}."),
+             _query("direction", {"enum": list(get_args(schemas.Direction)), "default": "both"}),
+             _query("relation", {"type": "array", "items": {"type": "string"}}),
+             _query("limit", {"type": "integer", "default": 50}, f"Clamped to {NEIGHBORHOOD_LIMIT.span}."),
+             DRAFTS]),
+        "mcp_jsonrpc": _mcp("MCP over plain JSON-RPC (one request per POST)"),
+        "mcp_streamable_http": _mcp("MCP Streamable HTTP transport (JSON responses; other methods 405)"),
+        "openapi": _document("This document"),
+        "docs": _document("A human-readable index of this document (HTML)"),
+        "projection_store": _get("Projection cache diagnostics", schemas.ProjectionStoreDiagnostics),
+    }
+
+
+def openapi_document(*, a2a_enabled: bool = False, metrics: bool = False) -> dict[str, Any]:
+    """The document of what an app with these options routes: the route table's rows (the opt-in
+    A2A ones only when enabled), the stream's trailing-slash variant and, when on, /metrics."""
+    own = _operations()
+    opt_in = a2a.openapi_paths() if a2a_enabled else {}
+    paths: dict[str, dict[str, Operation]] = {}
+    for route in routed(a2a_enabled):
+        operation = opt_in[route.path][route.method.lower()] if route.opt_in else own[route.name]
+        paths.setdefault(route.path, {})[route.method.lower()] = operation
+    stream = path_of("mcp_streamable_http")
+    paths[stream + "/"] = {"post": {**own["mcp_streamable_http"], "summary": f"Same as {stream}"}}
+    if metrics:
+        paths[METRICS_PATH] = METRICS_OPERATION
     return {
         "openapi": "3.1.0",
         "info": {"title": "llmwiki-serve", "version": __version__,
                  "description": "Read-only Knowledge Source over a Markdown knowledge folder."},
-        "paths": {
-            path_of("health"): _get("Readiness and discovery", schemas.HealthResponse),
-            path_of("manifest"): _get("Wiki manifest (root redacted)", schemas.WikiManifest),
-            path_of("source_refs"): _get("Typed source-reference handles",
-                                         schemas.SourceRefsResponse, [DRAFTS]),
-            path_of("source_bundle"): _get("Bundle identity, capabilities and source refs",
-                                           schemas.SourceBundleManifest, [DRAFTS]),
-            path_of("query"): _post("Context pack for a question", schemas.ContextPack),
-            path_of("search"): _post("Ranked search results", schemas.SearchResponse),
-            path_of("read"): _get(
-                "Read one page by id or path", read_ok,
-                [{"name": "page_id", "in": "path", "required": True, "schema": {"type": "string"}},
-                 DRAFTS, _query("fields", {"type": "string"},
-                                "Comma-separated WikiPage fields (plain reads only)."),
-                 _query("query", {"type": "string"},
-                        "Focused read: return the page sections that best match these terms."),
-                 _query("sections", {"type": "array", "items": {"type": "string"}},
-                        "Focused read: section numbers or headings (repeatable and/or "
-                        "comma-separated); descendants are included."),
-                 _query("max_chars", {"type": "integer"},
-                        f"Text budget, clamped to {READ_MAX_CHARS.span} (focused reads default to 8000)."),
-                 _query("include_links", {"type": "boolean"},
-                        "false drops links from a plain read; true adds them to a focused one.")],
-                {"404": {"description": "No such page", **_json(schemas.HttpDetailResponse)}}),
-            path_of("graph"): _get("The link graph (truncated)", schemas.GraphResponse,
-                                   [_query("limit", {"type": "integer"},
-                                           f"Clamped to {GRAPH_LIMIT.span}."), DRAFTS]),
-            path_of("graph_neighborhood"): _get(
-                "A bounded neighbourhood around seed nodes", schemas.GraphNeighborhoodResponse,
-                [_query("seed", {"type": "array", "items": {"type": "string"}}),
-                 _query("depth", {"type": "integer", "default": 1},
-                        f"Clamped to {NEIGHBORHOOD_DEPTH.span}."),
-                 _query("direction", {"enum": list(get_args(schemas.Direction)), "default": "both"}),
-                 _query("relation", {"type": "array", "items": {"type": "string"}}),
-                 _query("limit", {"type": "integer", "default": 50},
-                        f"Clamped to {NEIGHBORHOOD_LIMIT.span}."),
-                 DRAFTS]),
-            path_of("projection_store"): _get("Projection cache diagnostics",
-                                              schemas.ProjectionStoreDiagnostics),
-        },
-        "components": {"schemas": components},
+        "paths": paths,
+        "components": {"schemas": components(MODELS, by_alias=False)},  # serve speaks snake_case
     }
 
 

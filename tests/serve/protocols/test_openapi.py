@@ -2,38 +2,57 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from common.openapi import operations
 from serve.protocols.http import create_app
+from serve.protocols.openapi import openapi_document
 from serve.settings import ServeSettings
 
 SAMPLE = Path(__file__).resolve().parents[3] / "fixtures" / "sample-wiki"
-# Contract E14 names the first six.
-CORE_MODELS = {"ContextPack", "SearchResponse", "WikiManifest", "SourceBundleManifest",
+# Contract E14 names the first six (after the JSON-RPC envelopes of the MCP routes).
+CORE_MODELS = {"JsonRpcRequest", "JsonRpcResponse",
+               "ContextPack", "SearchResponse", "WikiManifest", "SourceBundleManifest",
                "GraphNeighborhoodResponse", "HealthResponse", "SourceRefsResponse", "GraphResponse",
                "WikiPage", "HTTPValidationError", "QueryRequest", "ProjectionStoreDiagnostics"}
 
 
-async def test_openapi_lists_core_models_and_every_rest_route(aiohttp_client: Any, tmp_path: Path) -> None:
-    app = create_app(ServeSettings(root=SAMPLE, cache_dir=tmp_path / "cache"))
+def routed_operations(app: web.Application) -> set[tuple[str, str]]:
+    """What the app's router really answers: (METHOD, canonical path), without the catch-all 405
+    routes of the MCP stream."""
+    return {(r.method, r.resource.canonical) for r in app.router.routes()
+            if r.resource is not None and r.method not in ("*", "HEAD")}
+
+
+@pytest.mark.parametrize(("a2a", "metrics"), [(False, False), (True, False), (False, True), (True, True)])
+async def test_openapi_lists_exactly_the_routes_the_app_answers(aiohttp_client: Any, tmp_path: Path,
+                                                                a2a: bool, metrics: bool) -> None:
+    app = create_app(ServeSettings(root=SAMPLE, cache_dir=tmp_path / "cache", enable_a2a=a2a,
+                                   metrics=metrics))
     client: TestClient = await aiohttp_client(app)
     response = await client.get("/openapi.json")
     assert response.status == 200
     document = await response.json()
     assert set(document["components"]["schemas"]) >= CORE_MODELS
-    documented = {(method.upper(), path) for path, item in document["paths"].items() for method in item}
-    routed = {
-        (r.method, r.resource.canonical.replace("{page_id:.+}", "{page_id}"))
-        for r in app.router.routes()
-        if r.method in ("GET", "POST") and r.resource is not None
-    }
-    assert documented <= routed
-    # The documents themselves and the MCP transports (described by MCP, not OpenAPI) are not listed.
-    assert {path for _, path in routed - documented} == {
-        "/openapi.json", "/docs", "/mcp", "/mcp/stream", "/mcp/stream/"}
+    assert operations(document) == routed_operations(app)
+    assert {("POST", "/query"), ("POST", "/search"), ("POST", "/mcp"), ("POST", "/mcp/stream")} <= \
+        operations(document)
+    assert (("GET", "/metrics") in operations(document)) is metrics
+    assert (("POST", "/message:send") in operations(document)) is a2a
+
+
+def test_every_reference_resolves() -> None:
+    document = openapi_document(a2a_enabled=True, metrics=True)
+    names = set(document["components"]["schemas"])
+    refs = set(re.findall(r'"\$ref": "#/components/schemas/([^"]+)"', json.dumps(document)))
+    assert refs and refs <= names
 
 
 async def test_health_validates_against_its_model(aiohttp_client: Any, tmp_path: Path) -> None:

@@ -1,0 +1,120 @@
+"""The bridge's OpenAPI document (`GET /openapi.json`), from the wire models: one operation for each
+route the app answers (the tests compare it with the router)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel
+
+from bridge.core.request import MODES
+from bridge.web.a2a import SEND_PATH
+from bridge.web.requests import service_of
+from common import bridge_schemas, schemas
+from common.a2a import CARD_PATH, JSONRPC_PATH
+from common.errors import json_response
+from common.metrics import METRICS_PATH
+from common.openapi import METRICS_OPERATION, JsonRpcRequest, JsonRpcResponse, components, json_body, ref
+from common.version import __version__
+
+OPENAPI_PATH = "/openapi.json"
+MODELS: tuple[type[BaseModel], ...] = (
+    schemas.ErrorBody,
+    bridge_schemas.RetrievalIntent,
+    bridge_schemas.Citation,
+    bridge_schemas.TraceStep,
+    bridge_schemas.Diagnostic,
+    bridge_schemas.SourceBundle,
+    JsonRpcRequest,
+    JsonRpcResponse,
+)
+Operation = dict[str, Any]
+OBJECT = {"type": "object"}
+PROBE = {"name": "probe", "in": "query", "required": False, "schema": {"type": "string"},
+         "description": "Present (empty or a true word): check live, not from the last probe."}
+# Every route may answer these (the pipeline's checks, in order).
+CHECKS = {
+    "401": {"description": "Bearer token required (when one is configured)", **json_body(schemas.ErrorBody)},
+    "403": {"description": "Origin not allowed", **json_body(schemas.ErrorBody)},
+    "413": {"description": "Body too large", **json_body(schemas.ErrorBody)},
+    "421": {"description": "Host not allowed", **json_body(schemas.ErrorBody)},
+}
+MESSAGE_SEND = {
+    "type": "object",
+    "description": "A legacy {data: {...}} body, {text}, {message: {parts}} or an A2A 1.0 "
+                   "SendMessageRequest; the data part's keys are the ones below.",
+    "properties": {"data": {"type": "object", "properties": {
+        "query": {"type": "string"},
+        "knowledgeSources": {"type": "array", "items": OBJECT,
+                             "description": "Inline sources, or ids of registered ones"},
+        "orchestrationMode": {"enum": list(MODES)},
+        "retrieval": ref(bridge_schemas.RetrievalIntent),
+        "messages": {"type": "array", "items": OBJECT},
+        "threadId": {"type": "string"}, "sessionId": {"type": "string"}, "turnId": {"type": "string"},
+    }}, "message": OBJECT},
+}
+ARTIFACT = {
+    "type": "object",
+    "description": "The completed run: one llmwiki_agent_result artifact (answer, citations, trace, "
+                   "diagnostics, source bundles), or {task: Task} for an A2A 1.0 request.",
+    "properties": {"citations": {"type": "array", "items": ref(bridge_schemas.Citation)},
+                   "trace": {"type": "array", "items": ref(bridge_schemas.TraceStep)},
+                   "diagnostics": {"type": "array", "items": ref(bridge_schemas.Diagnostic)},
+                   "sourceBundles": {"type": "array", "items": ref(bridge_schemas.SourceBundle)}},
+}
+
+
+def _op(summary: str, ok: dict[str, Any] | type[BaseModel] = OBJECT, *,
+        body: dict[str, Any] | type[BaseModel] | None = None,
+        params: list[dict[str, Any]] | None = None, content_type: str = "application/json") -> Operation:
+    ok_content = (json_body(ok) if content_type == "application/json"
+                  else {"content": {content_type: {"schema": {"type": "string"}}}})
+    operation: Operation = {"summary": summary, "parameters": params or [],
+                            "responses": {"200": {"description": "OK", **ok_content}, **CHECKS}}
+    if body is not None:
+        operation["requestBody"] = {"required": True, **json_body(body)}
+        operation["responses"]["400"] = {"description": "Invalid body", **json_body(schemas.ErrorBody)}
+    return operation
+
+
+def _rpc(summary: str) -> Operation:
+    return _op(summary, JsonRpcResponse, body=JsonRpcRequest)
+
+
+OPERATIONS: dict[tuple[str, str], Operation] = {
+    ("GET", "/health"): _op("Bridge health (never calls sources; ?probe checks the runtime)",
+                            params=[PROBE]),
+    ("GET", "/settings"): _op("The settings page (HTML; open without the token)", content_type="text/html"),
+    ("GET", "/sources"): _op("The registered Knowledge Sources and their health", params=[PROBE]),
+    ("POST", "/sources/probe"): _op("Probe one source as typed, before it is saved", body=OBJECT),
+    ("GET", "/settings.json"): _op("The bridge's settings (secrets redacted)"),
+    ("PUT", "/settings/config.json"): _op("Change settings (host and port apply at restart)", body=OBJECT),
+    ("GET", "/settings/sources.json"): _op("The registered sources as stored"),
+    ("PUT", "/settings/sources.json"): _op("Replace the registered sources", body=OBJECT),
+    ("GET", CARD_PATH): _op("A2A agent card (1.0, with the 0.3 connection fields)"),
+    ("POST", SEND_PATH): _op("Run a question over the Knowledge Sources", ARTIFACT, body=MESSAGE_SEND),
+    ("POST", JSONRPC_PATH): _rpc("A2A JSON-RPC: SendMessage (1.0) and message/send (0.3)"),
+    ("POST", "/mcp"): _rpc("MCP over JSON-RPC: the bridge's tools"),
+    ("GET", OPENAPI_PATH): _op("This document"),
+}
+
+
+def openapi_document(*, metrics: bool = False) -> dict[str, Any]:
+    paths: dict[str, dict[str, Operation]] = {}
+    for (method, path), operation in OPERATIONS.items():
+        paths.setdefault(path, {})[method.lower()] = operation
+    if metrics:
+        paths[METRICS_PATH] = METRICS_OPERATION
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "llmwiki-agent-bridge", "version": __version__,
+                 "description": "Fans a question out to LLMWiki Knowledge Sources and returns one "
+                                "llmwiki_agent_result artifact."},
+        "paths": paths,
+        "components": {"schemas": components(MODELS, by_alias=True)},  # the bridge speaks camelCase
+    }
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return json_response(openapi_document(metrics=service_of(request).settings.metrics))
