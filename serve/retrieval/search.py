@@ -16,6 +16,7 @@ from common.json_wire import json_bytes
 from common.limits import SNIPPET_CHARS
 from serve.errors import UserError
 from serve.projection import Projection
+from serve.retrieval.answerable import Coverage, IndexLookup, judge
 from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import Hit, LexicalIndex
 from serve.retrieval.literal_bounds import literal_bounds, upper_scores
@@ -328,6 +329,20 @@ class Searcher:
         return b"".join((json_bytes(head)[:-1], b',"graph":', graph_body, b',"retrieval_guidance":',
                          json_bytes(guidance), b"}"))
 
+    def coverage(self, req: SearchRequest, seeds: Sequence[Page]) -> Coverage:
+        """Whether the evidence pages hold the question's distinctive terms (answerable.py).
+        A literal hit holds the whole phrase; with variants, one covered wording is enough
+        (the first one's gaps are named otherwise)."""
+        if req.mode == "literal":
+            return Coverage(True)
+        with self.lock:
+            lookup = IndexLookup(self.index, seeds, approved_only=not req.include_drafts)
+            first = judge(req.query[:MAX_QUERY_CHARS], lookup)
+            if first.answerable or any(judge(v[:MAX_QUERY_CHARS], lookup).answerable
+                                       for v in req.query_variants):
+                return Coverage(True)
+            return first
+
     def _context_parts(self, req: SearchRequest) -> tuple[dict[str, Any], list[Page], dict[str, Any]]:
         """The pack's fields before the graph, the pages that seed the graph, and the
         guidance after it."""
@@ -345,6 +360,9 @@ class Searcher:
             limitations.append(f"{withheld} draft or unapproved page(s) were withheld.")
         # Evidence items carry their page's path: the pages themselves seed the graph.
         seeds = [p.pages[i] for item in evidence if (i := p.position.get(item["path"])) is not None]
+        coverage = self.coverage(req, seeds) if evidence else Coverage(False)
+        if coverage.missing:
+            limitations.append(coverage.limitation())
         head = {
             "query": req.query,
             "wiki_title": p.title,
@@ -353,7 +371,7 @@ class Searcher:
             "implementation": p.layout.implementation,
             "page_count": p.page_count,
             "approved_page_count": p.approved_page_count,
-            "answerable": bool(evidence),
+            "answerable": coverage.answerable,
             "orientation": [project_fields(i, req.fields) for i in self.orientation(req)],
             "evidence": [project_fields(i, req.fields) for i in evidence],
             "limitations": limitations,
