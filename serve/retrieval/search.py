@@ -15,6 +15,7 @@ import numpy as np
 from common.json_wire import json_bytes
 from common.limits import SNIPPET_CHARS
 from serve.errors import UserError
+from serve.evidence import GRAPH_CHARS
 from serve.projection import Projection
 from serve.retrieval.answerable import Coverage, IndexLookup, judge
 from serve.retrieval.guidance import build_guidance
@@ -58,6 +59,9 @@ class SearchRequest:
     # Page texts a literal search may read before giving up with SlowSearch (None: no limit),
     # so a caller can try it where it must not take long and run it elsewhere when it would.
     read_budget: int | None = None
+    # Whether a context pack carries the graph around its evidence ({"nodes": [], "edges": []}
+    # when not: an agent that never reads the graph need not pay for it).
+    include_graph: bool = True
 
     def check(self) -> None:
         """Service-level rules (HTTP 400 / JSON-RPC invalid params)."""
@@ -313,15 +317,20 @@ class Searcher:
         head, seeds, guidance = self._context_parts(req)
         # Read back from the JSON the snapshot keeps per evidence page (cheaper than a walk
         # that has to visit each page's every link, and the same payload).
-        graph = json.loads(self.projection.evidence_graph_json(seeds, req.include_drafts, graph_limit))
+        graph = json.loads(self._graph_json(req, seeds, graph_limit))
         return {**head, "graph": graph, "retrieval_guidance": guidance}
+
+    def _graph_json(self, req: SearchRequest, seeds: Sequence[Page], graph_limit: int) -> str:
+        """The pack's graph: the evidence's neighbourhood within the size budget, or none."""
+        return self.projection.evidence_graph_json(
+            seeds, req.include_drafts, graph_limit if req.include_graph else 0, chars=GRAPH_CHARS)
 
     def context_json(self, req: SearchRequest, *, graph_limit: int) -> bytes:
         """compact_json(self.context(req)) as UTF-8, with the graph from the snapshot's JSON
         of each evidence page's neighbourhood (most of a pack's JSON is its graph) and the
         rest written by json_bytes (the same bytes, faster)."""
         head, seeds, guidance = self._context_parts(req)
-        graph = self.projection.evidence_graph_json(seeds, req.include_drafts, graph_limit)
+        graph = self._graph_json(req, seeds, graph_limit)
         try:
             graph_body = graph.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate in a name: json_bytes escapes it
