@@ -30,9 +30,10 @@ from serve.retrieval.question import content_text
 from serve.source.page import Page
 
 QUOTED_RE = re.compile(r"\"([^\"]{2,200})\"|“([^”]{2,200})”|「([^」]{2,200})」")
-# An identifier as written: connectors inside a word, letters and digits mixed, an inner
-# capital (camelCase), or a code in capitals (BLUEHERON, INC-4471).
-CONNECTED_RE = re.compile(r"\w[_./:@#+]\w|[A-Za-z]\d|\d[A-Za-z]")
+# An identifier as written: connectors inside a word, letters and digits mixed, a number of
+# three digits or more (a year, an amount, a port), an inner capital (camelCase), or a code
+# in capitals (BLUEHERON, INC-4471).
+CONNECTED_RE = re.compile(r"\w[_./:@#+]\w|[A-Za-z]\d|\d[A-Za-z]|\d{3}")
 CAMEL_RE = re.compile(r"[a-z][A-Z]")
 CAPS_RE = re.compile(r"^[A-Z][A-Z0-9_-]{3,}$")
 LATIN_RE = re.compile(r"^[A-Za-z]+$")
@@ -41,6 +42,9 @@ HANGUL_RE = re.compile(r"^[\uac00-\ud7a3]+$")
 LATIN_HANGUL_RE = re.compile(r"^([\x21-\x7e]+)[\uac00-\ud7a3]+$")
 CJK_RE = re.compile(r"^[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+$")
 EDGE = "?!.,;:()[]{}\"'“”‘’「」『』？！。、"
+# Terms on nearly any page written in Korean (endings and particles): a folder indexed
+# under none of them has no Korean pages.
+SCRIPT_PROBES = {"hangul": ("니다", "하는", "에서", "있는", "으로")}
 MIN_WORD = 3  # shorter Latin words are too often abbreviations or filler to judge by
 # Words the folder never uses decide only when the question has at most this many words
 # the folder does use: a small folder lacks plenty of ordinary words ("often", "replace"),
@@ -65,7 +69,8 @@ class Lookup(Protocol):
         """How many visible pages the folder has."""
 
     def phrase_in_evidence(self, phrase: str) -> bool:
-        """Whether any evidence page's text holds the case-folded phrase."""
+        """Whether any evidence page's text holds the case-folded phrase (whitespace runs
+        in the page read as one space)."""
 
 
 @dataclass(frozen=True)
@@ -131,16 +136,12 @@ def _found(word: Term, has: Callable[[str], bool]) -> bool:
 
 def _share(word: Term, share: Callable[[str], float]) -> float:
     """The share of pages indexed under the word: an identifier as a whole, a Hangul word by
-    its first two syllables or more (particles and endings vary: "등급은", "등급을"), a CJK run
-    by the bigram at its middle rank (half its bigrams are at least that common), any other
-    word by its first term (its stem)."""
+    its first two syllables or more (particles and endings vary: "등급은", "등급을"), any
+    other word by its first term (its stem)."""
     terms = word.terms
-    if word.identifier or not word.script:
-        return share(terms[0])
-    if word.script == "hangul":
+    if word.script == "hangul" and not word.identifier:
         return max((share(t) for t in terms if word.text.startswith(t) and len(t) >= 2), default=0.0)
-    bigrams = sorted((share(t) for t in terms if len(t) == 2), reverse=True)
-    return bigrams[(len(bigrams) - 1) // 2] if bigrams else share(terms[0])
+    return share(terms[0])
 
 
 def judge(query: str, lookup: Lookup) -> Coverage:
@@ -152,7 +153,7 @@ def judge(query: str, lookup: Lookup) -> Coverage:
       tell nothing), or never uses any of them, or
     - the folder is large (LARGE_FOLDER pages) and never uses one of the question's words:
       a large folder has nearly every ordinary word somewhere.
-    Words of a script the folder uses none of (a Korean question over English pages) are
+    Words of a script the folder has no pages in (a Korean question over English pages) are
     not counted: their absence says nothing about the topic."""
     missing: list[str] = []
     for phrase in quoted_phrases(query):
@@ -163,9 +164,13 @@ def judge(query: str, lookup: Lookup) -> Coverage:
         if word.identifier and not (_found(word, lookup.in_evidence)
                                     or lookup.phrase_in_evidence(word.text.casefold())):
             missing.append(word.text)
-    plain = [w for w in words if not w.identifier]
+    # A Chinese or Japanese run is a phrase, not a word (no spaces): no folder holds a
+    # question's phrasing, so such runs are not judged.
+    plain = [w for w in words if not w.identifier and w.script != "cjk"]
     shares = {w.text: _share(w, lookup.folder_share) for w in plain}
     spoken = {w.script for w in plain if shares[w.text] > 0.0}
+    spoken |= {script for script in {w.script for w in plain} - spoken - {""}
+               if any(lookup.folder_share(t) > 0.0 for t in SCRIPT_PROBES[script])}
     plain = [w for w in plain if not w.script or w.script in spoken]
     unknown = [w.text for w in plain if shares[w.text] == 0.0]
     common = COMMON_SHARE if lookup.folder_size >= COMMON_MIN_FOLDER else 1.01
@@ -213,4 +218,5 @@ class IndexLookup:
         return self.size
 
     def phrase_in_evidence(self, phrase: str) -> bool:
-        return any(phrase in literal_haystack(page) for page in self.pages)
+        # Whitespace as in the phrase (a line break or two spaces in the page still match).
+        return any(phrase in " ".join(literal_haystack(page).split()) for page in self.pages)
