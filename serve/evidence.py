@@ -170,6 +170,7 @@ def merge_seeds(seeds: Sequence[SeedItems], limit: int) -> tuple[list[Any], dict
 # of a pack's bytes, and an agent pays for each one in its context window.
 GRAPH_CHARS = 8000
 EMPTY_GRAPH_CHARS = len('{"nodes":[],"edges":[]}')
+SMALLEST_ITEM = len('{"source":"","target":"","relation":"","metadata":{}}')  # an edge at least
 # What goes first when the graph must be cut, by the edge's relation: links between the
 # evidence pages, then sources cited, then links to and from other pages (backlinks with
 # them), then sidecar facts (after the links, as in the full graph: a node both name keeps
@@ -230,7 +231,16 @@ def budget_seeds(seeds: Sequence[SeedItems], limit: int, chars: int) -> Budgeted
             nodes[seed.own_id] = seed.own
             used += cost
     evidence = {seed.own_id for seed in seeds}
-    per_seed = [_tiers(seed, evidence) for seed in seeds if seed.own_id in nodes]
+    per_seed = []
+    for seed in seeds:
+        tiers = _tiers(seed, evidence)
+        if seed.own_id in nodes:
+            per_seed.append(tiers)
+            continue
+        for ids, _, key, _ in (item for tier in tiers for item in tier):  # cut: only counted
+            seen_nodes.update(ids)
+            if key is not None:
+                seen_edges.add(key)
     for tier in range(TIER_HEADINGS + 1):
         queues = [tiers[tier] for tiers in per_seed]
         for position in range(max((len(q) for q in queues), default=0)):
@@ -241,13 +251,18 @@ def budget_seeds(seeds: Sequence[SeedItems], limit: int, chars: int) -> Budgeted
                 seen_nodes.update(ids)
                 if key is not None:
                     seen_edges.add(key)
+                if chars - used < SMALLEST_ITEM:
+                    continue  # full: the rest is only counted
                 new = [(i, n) for i, n in zip(ids, node_json, strict=True) if i not in nodes]
                 cost = sum(len(n) + 1 for _, n in new)
-                if key is not None and key not in edges:
-                    cost += len(edge_text(key, meta)) + 1
-                if (used + cost > chars or len(nodes) + len(new) > limit
-                        or (key is not None and key not in edges and len(edges) >= limit)):
+                if used + cost > chars or len(nodes) + len(new) > limit:
                     continue
+                if key is not None and key not in edges:
+                    if len(edges) >= limit:
+                        continue
+                    cost += len(edge_text(key, meta)) + 1
+                    if used + cost > chars:
+                        continue
                 nodes.update(new)
                 if key is not None:
                     edges.setdefault(key, meta)
