@@ -166,11 +166,25 @@ def merge_seeds(seeds: Sequence[SeedItems], limit: int) -> tuple[list[Any], dict
     return list(nodes.values()), edges
 
 
-# The default size of a context pack's graph, in characters of its JSON: the graph was most
-# of a pack's bytes, and an agent pays for each one in its context window.
-GRAPH_CHARS = 8000
-EMPTY_GRAPH_CHARS = len('{"nodes":[],"edges":[]}')
-SMALLEST_ITEM = len('{"source":"","target":"","relation":"","metadata":{}}')  # an edge at least
+# A context pack's size, in bytes of its JSON: the graph was most of a pack, and an agent
+# pays for every byte in its context window. The graph gets what the rest of the pack
+# leaves of PACK_BYTES, within GRAPH_MIN_BYTES..GRAPH_MAX_BYTES (a pack with long evidence
+# items still shows the evidence pages and their links).
+PACK_BYTES = 15_500
+GRAPH_MIN_BYTES = 2048
+GRAPH_MAX_BYTES = 8192
+EMPTY_GRAPH_BYTES = len(b'{"nodes":[],"edges":[]}')
+SMALLEST_ITEM = len(b'{"source":"","target":"","relation":"","metadata":{}}')  # an edge at least
+
+
+def graph_budget(rest_bytes: int) -> int:
+    """The bytes a pack's graph may take when the rest of the pack takes `rest_bytes`."""
+    return max(GRAPH_MIN_BYTES, min(GRAPH_MAX_BYTES, PACK_BYTES - rest_bytes))
+
+
+def _size(text: str) -> int:
+    """UTF-8 length of a piece of JSON (most are ASCII: no encoding then)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 # What goes first when the graph must be cut, by the edge's relation: links between the
 # evidence pages, then sources cited, then links to and from other pages (backlinks with
 # them), then sidecar facts (after the links, as in the full graph: a node both name keeps
@@ -214,20 +228,20 @@ def _tiers(seed: SeedItems, evidence: set[str]) -> list[list[tuple[Any, ...]]]:
     return tiers
 
 
-def budget_seeds(seeds: Sequence[SeedItems], limit: int, chars: int) -> Budgeted:
-    """The neighbourhood of the evidence pages within `limit` nodes, `limit` edges and about
-    `chars` characters of JSON: the evidence pages' nodes first, then tier by tier (TIER_*),
+def budget_seeds(seeds: Sequence[SeedItems], limit: int, size: int) -> Budgeted:
+    """The neighbourhood of the evidence pages within `limit` nodes, `limit` edges and `size`
+    bytes of JSON: the evidence pages' nodes first, then tier by tier (TIER_*),
     taking the pages' items in turn so the first page cannot use the whole budget. Seeds'
     items are rendered (SeedItems.rendered())."""
     nodes: dict[str, str] = {}
     edges: dict[tuple[str, str, str], str] = {}
-    used = EMPTY_GRAPH_CHARS
+    used = EMPTY_GRAPH_BYTES
     seen_nodes: set[str] = set()
     seen_edges: set[tuple[str, str, str]] = set()
     for seed in seeds:
         seen_nodes.add(seed.own_id)
-        cost = len(seed.own) + 1
-        if seed.own_id not in nodes and len(nodes) < limit and used + cost <= chars:
+        cost = _size(seed.own) + 1
+        if seed.own_id not in nodes and len(nodes) < limit and used + cost <= size:
             nodes[seed.own_id] = seed.own
             used += cost
     evidence = {seed.own_id for seed in seeds}
@@ -251,17 +265,17 @@ def budget_seeds(seeds: Sequence[SeedItems], limit: int, chars: int) -> Budgeted
                 seen_nodes.update(ids)
                 if key is not None:
                     seen_edges.add(key)
-                if chars - used < SMALLEST_ITEM:
+                if size - used < SMALLEST_ITEM:
                     continue  # full: the rest is only counted
                 new = [(i, n) for i, n in zip(ids, node_json, strict=True) if i not in nodes]
-                cost = sum(len(n) + 1 for _, n in new)
-                if used + cost > chars or len(nodes) + len(new) > limit:
+                cost = sum(_size(n) + 1 for _, n in new)
+                if used + cost > size or len(nodes) + len(new) > limit:
                     continue
                 if key is not None and key not in edges:
                     if len(edges) >= limit:
                         continue
-                    cost += len(edge_text(key, meta)) + 1
-                    if used + cost > chars:
+                    cost += _size(edge_text(key, meta)) + 1
+                    if used + cost > size:
                         continue
                 nodes.update(new)
                 if key is not None:

@@ -282,11 +282,11 @@ class Projection:
         return caches.facts
 
     def evidence_graph_json(self, seeds: Sequence[Page], include_drafts: bool, limit: int,
-                            chars: int | None = None) -> str:
+                            size: int | None = None) -> str:
         """The compact JSON of the neighbourhood of the evidence pages, for a context pack. Each
         evidence page's items are kept as JSON per snapshot (the walk and the rendering were
-        most of a context pack's work), so a pack only merges them. With `chars`, the graph
-        is cut to about that size (evidence.budget_seeds) and says so."""
+        most of a context pack's work), so a pack only merges them. With `size`, the graph
+        is cut to that many bytes (evidence.budget_seeds) and says so."""
         if limit <= 0 or not seeds:
             return graph_json([], [])
         view = GraphView([], [], self.base_meta, self.page_json)  # writes the items' JSON
@@ -301,8 +301,8 @@ class Projection:
                 found = memo[page.path] = self._seed_items(page, include_drafts).rendered(view)
                 memo.item_count += found.size
             parts.append(found)
-        if chars is not None:
-            return budgeted_json(budget_seeds(parts, limit, chars))
+        if size is not None:
+            return budgeted_json(budget_seeds(parts, limit, size))
         nodes, edges = merge_seeds(parts, limit)
         return graph_json(nodes, [edge_text(key, meta) for key, meta in edges.items()])
 
