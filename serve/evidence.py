@@ -166,20 +166,12 @@ def merge_seeds(seeds: Sequence[SeedItems], limit: int) -> tuple[list[Any], dict
     return list(nodes.values()), edges
 
 
-# A context pack's size, in bytes of its JSON: the graph was most of a pack, and an agent
-# pays for every byte in its context window. The graph gets what the rest of the pack
-# leaves of PACK_BYTES, within GRAPH_MIN_BYTES..GRAPH_MAX_BYTES (a pack with long evidence
-# items still shows the evidence pages and their links).
-PACK_BYTES = 15_500
-GRAPH_MIN_BYTES = 2048
-GRAPH_MAX_BYTES = 8192
+# The size of a context pack's graph, in bytes of its JSON: the graph was most of a pack,
+# and an agent pays for every byte in its context window. Fixed, so that a question gets
+# the same graph whatever `fields` or `snippet_chars` make of its evidence items.
+GRAPH_BYTES = 6144
 EMPTY_GRAPH_BYTES = len(b'{"nodes":[],"edges":[]}')
 SMALLEST_ITEM = len(b'{"source":"","target":"","relation":"","metadata":{}}')  # an edge at least
-
-
-def graph_budget(rest_bytes: int) -> int:
-    """The bytes a pack's graph may take when the rest of the pack takes `rest_bytes`."""
-    return max(GRAPH_MIN_BYTES, min(GRAPH_MAX_BYTES, PACK_BYTES - rest_bytes))
 
 
 def _size(text: str) -> int:

@@ -15,7 +15,7 @@ import numpy as np
 from common.json_wire import json_bytes
 from common.limits import SNIPPET_CHARS
 from serve.errors import UserError
-from serve.evidence import graph_budget
+from serve.evidence import GRAPH_BYTES
 from serve.projection import Projection
 from serve.retrieval.answerable import Coverage, IndexLookup, judge
 from serve.retrieval.guidance import build_guidance
@@ -315,33 +315,28 @@ class Searcher:
         """The context pack: orientation, ranked evidence, limitations, the graph around
         the evidence, and retrieval guidance."""
         head, seeds, guidance = self._context_parts(req)
-        head_json, guidance_json = json_bytes(head), json_bytes(guidance)
         # Read back from the JSON the snapshot keeps per evidence page (cheaper than a walk
         # that has to visit each page's every link, and the same payload).
-        graph = json.loads(self._graph_json(req, seeds, graph_limit, len(head_json) + len(guidance_json)))
+        graph = json.loads(self._graph_json(req, seeds, graph_limit))
         return {**head, "graph": graph, "retrieval_guidance": guidance}
 
-    def _graph_json(self, req: SearchRequest, seeds: Sequence[Page], graph_limit: int,
-                    rest_bytes: int) -> str:
-        """The pack's graph: the evidence's neighbourhood in what the rest of the pack
-        (`rest_bytes`) leaves of its size (evidence.graph_budget), or none."""
+    def _graph_json(self, req: SearchRequest, seeds: Sequence[Page], graph_limit: int) -> str:
+        """The pack's graph: the evidence's neighbourhood within its size budget, or none."""
         return self.projection.evidence_graph_json(
-            seeds, req.include_drafts, graph_limit if req.include_graph else 0,
-            size=graph_budget(rest_bytes))
+            seeds, req.include_drafts, graph_limit if req.include_graph else 0, size=GRAPH_BYTES)
 
     def context_json(self, req: SearchRequest, *, graph_limit: int) -> bytes:
         """compact_json(self.context(req)) as UTF-8, with the graph from the snapshot's JSON
         of each evidence page's neighbourhood (most of a pack's JSON is its graph) and the
         rest written by json_bytes (the same bytes, faster)."""
         head, seeds, guidance = self._context_parts(req)
-        head_json, guidance_json = json_bytes(head), json_bytes(guidance)
-        graph = self._graph_json(req, seeds, graph_limit, len(head_json) + len(guidance_json))
+        graph = self._graph_json(req, seeds, graph_limit)
         try:
             graph_body = graph.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate in a name: json_bytes escapes it
             return json_bytes(self.context(req, graph_limit=graph_limit))
-        return b"".join((head_json[:-1], b',"graph":', graph_body, b',"retrieval_guidance":',
-                         guidance_json, b"}"))
+        return b"".join((json_bytes(head)[:-1], b',"graph":', graph_body, b',"retrieval_guidance":',
+                         json_bytes(guidance), b"}"))
 
     def coverage(self, req: SearchRequest, seeds: Sequence[Page]) -> Coverage:
         """Whether the evidence pages hold the question's distinctive terms (answerable.py).

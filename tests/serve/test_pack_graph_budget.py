@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from serve.evidence import EMPTY_GRAPH_BYTES, GRAPH_MAX_BYTES, GRAPH_MIN_BYTES, PACK_BYTES
+from serve.evidence import EMPTY_GRAPH_BYTES, GRAPH_BYTES
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
 from tests.serve.test_evidence_graph import FOLDERS, _projection, edge_case_folder, seed_sets
@@ -90,9 +90,7 @@ def pack_sizes(root: Path, questions: list[str]) -> list[int]:
             pack = json.loads(body)
             graph = json.dumps({"nodes": pack["graph"]["nodes"], "edges": pack["graph"]["edges"]},
                                separators=(",", ":"), ensure_ascii=False).encode()
-            rest = len(body) - len(json.dumps(pack["graph"], separators=(",", ":"),
-                                              ensure_ascii=False).encode())
-            assert len(graph) <= max(GRAPH_MIN_BYTES, min(GRAPH_MAX_BYTES, PACK_BYTES - rest)) + 32
+            assert len(graph) <= GRAPH_BYTES
             sizes.append(len(body))
         return sizes
     finally:

@@ -28,7 +28,7 @@ from common.schemas import (
     SearchResult,
 )
 from serve import off_loop
-from serve.evidence import GRAPH_MAX_BYTES
+from serve.evidence import GRAPH_BYTES
 from serve.protocols import http
 from serve.retrieval.search import SearchRequest
 from tests.support.folders import copy_fixture
@@ -477,7 +477,7 @@ async def test_graph_is_the_neighbourhood_of_the_evidence(client: Client, query:
     by_id = {node["id"]: node for node in full["nodes"]}
     assert all(node == by_id[node["id"]] for node in graph["nodes"])
     assert len(json.dumps({"nodes": graph["nodes"], "edges": graph["edges"]},
-                          separators=(",", ":"), ensure_ascii=False).encode()) <= GRAPH_MAX_BYTES
+                          separators=(",", ":"), ensure_ascii=False).encode()) <= GRAPH_BYTES
     omitted = (len(expected_nodes - set(node_ids)), len(incident) - len(kept))
     if graph.get("truncated"):
         assert list(graph) == ["nodes", "edges", "truncated", "omitted"]
