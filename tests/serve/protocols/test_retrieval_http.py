@@ -22,7 +22,6 @@ from aiohttp.test_utils import TestClient
 from common.schemas import (
     ContextGraph,
     ContextPack,
-    GraphResponse,
     HTTPValidationError,
     SearchResponse,
     SearchResult,
