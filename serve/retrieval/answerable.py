@@ -10,8 +10,9 @@ pack is not answerable.
 Natural questions are worded differently from the pages that answer them ("how can users
 check that a download came from us" against a page on signature verification), so a plain
 word that the evidence lacks is not enough on its own: only words the whole folder never
-uses count ("quantum", "catering"), and only when they are nearly all the question says.
-Protocol-free: the index is reached through the two questions `Lookup` answers.
+uses count ("quantum", "catering"), and only when they are nearly all the question says
+(in a large folder, which has nearly every ordinary word, one is enough). Protocol-free:
+judge() reaches the index through `Lookup`; IndexLookup is that over the lexical index.
 """
 
 from __future__ import annotations
@@ -179,13 +180,6 @@ def judge(query: str, lookup: Lookup) -> Coverage:
                     or (len(specific) <= MAX_KNOWN and (len(unknown) >= 2 or not specific))):
         missing.extend(unknown)
     return Coverage(not missing, tuple(missing))
-
-
-def covered(query: str, lookup: Lookup, evidence: Sequence[object]) -> Coverage:
-    """judge(), with no evidence meaning not answerable (and nothing to name)."""
-    if not evidence:
-        return Coverage(False)
-    return judge(query, lookup)
 
 
 class IndexLookup:
