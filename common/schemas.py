@@ -40,6 +40,13 @@ class GraphResponse(WireModel):
     edges: list[GraphEdge]
 
 
+class ContextGraph(GraphResponse):
+    """A context pack's graph: the reference's nodes and edges, and, only when the size budget
+    cut it, `truncated: true` and `omitted: {"nodes": n, "edges": m}` (left open for them)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 class GraphNeighborhoodResponse(WireModel):
     seeds: list[str]
     unmatched: list[str]
@@ -263,6 +270,8 @@ class QueryRequest(BaseModel):
     min_score: float | None = Field(default=None, ge=0)
     exclude_page_ids: list[str] = Field(default_factory=list)
     query_variants: list[str] = Field(default_factory=list)
+    # POST /query only (an addition to the reference): false gives an empty graph.
+    include_graph: bool = True
 
     @field_validator("fields", mode="before")
     @classmethod
@@ -323,5 +332,5 @@ class ContextPack(WireModel):
     orientation: list[JsonObject]
     evidence: list[JsonObject]
     limitations: list[str]
-    graph: GraphResponse
+    graph: ContextGraph
     retrieval_guidance: RetrievalGuidance

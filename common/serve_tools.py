@@ -20,6 +20,9 @@ NameList = list[str] | str | None
 VARIANTS_HELP = ("At most two agent-written lexical rewrites of the query (mode=lexical only), "
                  "e.g. terms chosen from retrieval_guidance. Omit when not needed.")
 
+GRAPH_HELP = ("Whether the pack carries the graph around its evidence; false gives an empty "
+              "graph and a smaller pack.")
+
 
 def argument_models(context_limit: int, graph_limit: int) -> dict[str, type[BaseModel]]:
     """One model per tool, named `<tool>Arguments`; the limits' defaults are the server's."""
@@ -36,7 +39,7 @@ def argument_models(context_limit: int, graph_limit: int) -> dict[str, type[Base
                                             description=VARIANTS_HELP)),
     }
     specs: dict[str, dict[str, Any]] = {
-        "llmwiki_context": search_fields,
+        "llmwiki_context": {**search_fields, "include_graph": (bool, Field(True, description=GRAPH_HELP))},
         "llmwiki_search": search_fields,
         "llmwiki_read": {"page_id": (str, ...), "include_drafts": (bool, False),
                          "fields": (NameList, None), "query": (str | None, None),

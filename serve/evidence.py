@@ -166,6 +166,127 @@ def merge_seeds(seeds: Sequence[SeedItems], limit: int) -> tuple[list[Any], dict
     return list(nodes.values()), edges
 
 
+# The size of a context pack's graph, in bytes of its JSON: the graph was most of a pack,
+# and an agent pays for every byte in its context window. Fixed, so that a question gets
+# the same graph whatever `fields` or `snippet_chars` make of its evidence items.
+GRAPH_BYTES = 6144
+EMPTY_GRAPH_BYTES = len(b'{"nodes":[],"edges":[]}')
+SMALLEST_ITEM = len(b'{"source":"","target":"","relation":"","metadata":{}}')  # an edge at least
+
+
+def _size(text: str) -> int:
+    """UTF-8 length of a piece of JSON (most are ASCII: no encoding then)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+# What goes first when the graph must be cut, by the edge's relation: links between the
+# evidence pages, then sources cited, then links to and from other pages (backlinks with
+# them), then sidecar facts (after the links, as in the full graph: a node both name keeps
+# the link's version), then tags, and headings last (evidence items locate sections).
+TIER_BETWEEN, TIER_CITES, TIER_LINKS, TIER_FACTS, TIER_TAGS, TIER_HEADINGS = range(6)
+TIER_OF = {"links_to": TIER_LINKS, "tagged": TIER_TAGS, "contains": TIER_HEADINGS}
+
+
+class Budgeted(NamedTuple):
+    """A budgeted graph: node JSON, edges by key (metadata JSON), and what was left out."""
+
+    nodes: list[str]
+    edges: dict[tuple[str, str, str], str]
+    omitted_nodes: int
+    omitted_edges: int
+
+
+def _tiers(seed: SeedItems, evidence: set[str]) -> list[list[tuple[Any, ...]]]:
+    """The seed's items as (node ids, node JSONs, edge key, edge JSON), by tier; outgoing and
+    incoming links alternate, so neither direction is dropped wholesale."""
+    tiers: list[list[tuple[Any, ...]]] = [[] for _ in range(TIER_HEADINGS + 1)]
+    out: list[tuple[Any, ...]] = []
+    inc: list[tuple[Any, ...]] = []
+    pairs = seed.pairs
+    for at in range(0, len(pairs), 4):
+        nid, node, key, meta = pairs[at:at + 4]
+        item = ((nid,), (node,), key, meta)
+        tier = TIER_OF.get(key[2], TIER_CITES)
+        if tier == TIER_LINKS:
+            if nid in evidence:
+                tiers[TIER_BETWEEN].append(item)
+            else:
+                (out if key[0] == seed.own_id else inc).append(item)
+        else:
+            tiers[tier].append(item)
+    for position in range(max(len(out), len(inc))):
+        tiers[TIER_LINKS].extend(side[position] for side in (out, inc) if position < len(side))
+    for ids, nodes, key, meta in seed.facts:
+        between = key is not None and all(i in evidence for i in ids)
+        tiers[TIER_BETWEEN if between else TIER_FACTS].append((ids, nodes, key, meta))
+    return tiers
+
+
+def budget_seeds(seeds: Sequence[SeedItems], limit: int, size: int) -> Budgeted:
+    """The neighbourhood of the evidence pages within `limit` nodes, `limit` edges and `size`
+    bytes of JSON: the evidence pages' nodes first, then tier by tier (TIER_*),
+    taking the pages' items in turn so the first page cannot use the whole budget. Seeds'
+    items are rendered (SeedItems.rendered())."""
+    nodes: dict[str, str] = {}
+    edges: dict[tuple[str, str, str], str] = {}
+    used = EMPTY_GRAPH_BYTES
+    seen_nodes: set[str] = set()
+    seen_edges: set[tuple[str, str, str]] = set()
+    for seed in seeds:
+        seen_nodes.add(seed.own_id)
+        cost = _size(seed.own) + 1
+        if seed.own_id not in nodes and len(nodes) < limit and used + cost <= size:
+            nodes[seed.own_id] = seed.own
+            used += cost
+    evidence = {seed.own_id for seed in seeds}
+    per_seed = []
+    for seed in seeds:
+        tiers = _tiers(seed, evidence)
+        if seed.own_id in nodes:
+            per_seed.append(tiers)
+            continue
+        for ids, _, key, _ in (item for tier in tiers for item in tier):  # cut: only counted
+            seen_nodes.update(ids)
+            if key is not None:
+                seen_edges.add(key)
+    for tier in range(TIER_HEADINGS + 1):
+        queues = [tiers[tier] for tiers in per_seed]
+        for position in range(max((len(q) for q in queues), default=0)):
+            for queue in queues:
+                if position >= len(queue):
+                    continue
+                ids, node_json, key, meta = queue[position]
+                seen_nodes.update(ids)
+                if key is not None:
+                    seen_edges.add(key)
+                if size - used < SMALLEST_ITEM:
+                    continue  # full: the rest is only counted
+                new = [(i, n) for i, n in zip(ids, node_json, strict=True) if i not in nodes]
+                cost = sum(_size(n) + 1 for _, n in new)
+                if used + cost > size or len(nodes) + len(new) > limit:
+                    continue
+                if key is not None and key not in edges:
+                    if len(edges) >= limit:
+                        continue
+                    cost += _size(edge_text(key, meta)) + 1
+                    if used + cost > size:
+                        continue
+                nodes.update(new)
+                if key is not None:
+                    edges.setdefault(key, meta)
+                used += cost
+    return Budgeted(list(nodes.values()), edges, len(seen_nodes) - len(nodes),
+                    len(seen_edges) - len(edges))
+
+
+def budgeted_json(graph: Budgeted) -> str:
+    """A budgeted graph's JSON: the reference's two keys, and `truncated` with what was left
+    out when anything was (so an uncut graph reads exactly as before)."""
+    body = graph_json(graph.nodes, [edge_text(key, meta) for key, meta in graph.edges.items()])
+    if not (graph.omitted_nodes or graph.omitted_edges):
+        return body
+    return (f'{body[:-1]},"truncated":true,"omitted":{{"nodes":{graph.omitted_nodes},'
+            f'"edges":{graph.omitted_edges}}}}}')
+
+
 def graph_json(node_json: Sequence[str], edge_json: Sequence[str]) -> str:
     return f'{{"nodes":[{",".join(node_json)}],"edges":[{",".join(edge_json)}]}}'
 

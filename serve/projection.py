@@ -12,6 +12,8 @@ from typing import Any
 from serve.evidence import (
     SeedItems,
     SidecarFact,
+    budget_seeds,
+    budgeted_json,
     edge_text,
     first_owners,
     graph_json,
@@ -279,10 +281,12 @@ class Projection:
             caches.facts = sidecar_facts(self.sidecars, self.lookup)
         return caches.facts
 
-    def evidence_graph_json(self, seeds: Sequence[Page], include_drafts: bool, limit: int) -> str:
+    def evidence_graph_json(self, seeds: Sequence[Page], include_drafts: bool, limit: int,
+                            size: int | None = None) -> str:
         """The compact JSON of the neighbourhood of the evidence pages, for a context pack. Each
         evidence page's items are kept as JSON per snapshot (the walk and the rendering were
-        most of a context pack's work), so a pack only merges them."""
+        most of a context pack's work), so a pack only merges them. With `size`, the graph
+        is cut to that many bytes (evidence.budget_seeds) and says so."""
         if limit <= 0 or not seeds:
             return graph_json([], [])
         view = GraphView([], [], self.base_meta, self.page_json)  # writes the items' JSON
@@ -297,6 +301,8 @@ class Projection:
                 found = memo[page.path] = self._seed_items(page, include_drafts).rendered(view)
                 memo.item_count += found.size
             parts.append(found)
+        if size is not None:
+            return budgeted_json(budget_seeds(parts, limit, size))
         nodes, edges = merge_seeds(parts, limit)
         return graph_json(nodes, [edge_text(key, meta) for key, meta in edges.items()])
 

@@ -147,7 +147,8 @@ def _search_request(source: KnowledgeSource, body: QueryRequest) -> SearchReques
         query=body.query, limit=body.limit, include_drafts=body.include_drafts, mode=body.mode,
         fields=tuple(body.fields) if body.fields is not None else None,
         snippet_chars=body.snippet_chars, min_score=body.min_score,
-        exclude_page_ids=tuple(body.exclude_page_ids), query_variants=tuple(body.query_variants))
+        exclude_page_ids=tuple(body.exclude_page_ids), query_variants=tuple(body.query_variants),
+        include_graph=body.include_graph)
 
 
 async def query(request: web.Request) -> web.Response:

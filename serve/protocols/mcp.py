@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -12,6 +11,7 @@ from urllib.parse import quote, unquote
 from pydantic import BaseModel, ValidationError
 
 from common.booleans import coerce_bool
+from common.json_wire import json_bytes
 from common.limits import (
     DEFAULT_NEIGHBORHOOD_DEPTH,
     DEFAULT_NEIGHBORHOOD_LIMIT,
@@ -326,7 +326,8 @@ class Dispatcher:
                 snippet_chars=_clamp(_int(snippet, None), SNIPPET_CHARS),
                 min_score=_min_score(args.get("min_score")),
                 exclude_page_ids=tuple(dict.fromkeys(excluded)),
-                query_variants=_variants(args))
+                query_variants=_variants(args),
+                include_graph=coerce_bool(args.get("include_graph", True)))
             return s.context(req) if name == "llmwiki_context" else s.search(req)
         include = coerce_bool(args.get("include_drafts", False))
         if name == "llmwiki_read":
@@ -397,7 +398,9 @@ class Dispatcher:
             return _tool_error(f"Error executing tool {name}: {exc.safe_message}")
         except Exception:
             return _tool_error(f"Error executing tool {name}: {INTERNAL_MESSAGE}")
-        text = json.dumps(payload, ensure_ascii=False, indent=2)
+        # The payload once more as compact JSON text: clients that read only text content
+        # keep every field, and none pays for indentation (structuredContent is the data).
+        text = json_bytes(payload).decode("utf-8")
         return {"content": [{"type": "text", "text": text}], "structuredContent": payload,
                 "isError": False}
 

@@ -15,7 +15,9 @@ import numpy as np
 from common.json_wire import json_bytes
 from common.limits import SNIPPET_CHARS
 from serve.errors import UserError
+from serve.evidence import GRAPH_BYTES
 from serve.projection import Projection
+from serve.retrieval.answerable import Coverage, IndexLookup, judge
 from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import Hit, LexicalIndex
 from serve.retrieval.literal_bounds import literal_bounds, upper_scores
@@ -57,6 +59,9 @@ class SearchRequest:
     # Page texts a literal search may read before giving up with SlowSearch (None: no limit),
     # so a caller can try it where it must not take long and run it elsewhere when it would.
     read_budget: int | None = None
+    # Whether a context pack carries the graph around its evidence ({"nodes": [], "edges": []}
+    # when not: an agent that never reads the graph need not pay for it).
+    include_graph: bool = True
 
     def check(self) -> None:
         """Service-level rules (HTTP 400 / JSON-RPC invalid params)."""
@@ -312,21 +317,40 @@ class Searcher:
         head, seeds, guidance = self._context_parts(req)
         # Read back from the JSON the snapshot keeps per evidence page (cheaper than a walk
         # that has to visit each page's every link, and the same payload).
-        graph = json.loads(self.projection.evidence_graph_json(seeds, req.include_drafts, graph_limit))
+        graph = json.loads(self._graph_json(req, seeds, graph_limit))
         return {**head, "graph": graph, "retrieval_guidance": guidance}
+
+    def _graph_json(self, req: SearchRequest, seeds: Sequence[Page], graph_limit: int) -> str:
+        """The pack's graph: the evidence's neighbourhood within its size budget, or none."""
+        return self.projection.evidence_graph_json(
+            seeds, req.include_drafts, graph_limit if req.include_graph else 0, size=GRAPH_BYTES)
 
     def context_json(self, req: SearchRequest, *, graph_limit: int) -> bytes:
         """compact_json(self.context(req)) as UTF-8, with the graph from the snapshot's JSON
         of each evidence page's neighbourhood (most of a pack's JSON is its graph) and the
         rest written by json_bytes (the same bytes, faster)."""
         head, seeds, guidance = self._context_parts(req)
-        graph = self.projection.evidence_graph_json(seeds, req.include_drafts, graph_limit)
+        graph = self._graph_json(req, seeds, graph_limit)
         try:
             graph_body = graph.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate in a name: json_bytes escapes it
             return json_bytes(self.context(req, graph_limit=graph_limit))
         return b"".join((json_bytes(head)[:-1], b',"graph":', graph_body, b',"retrieval_guidance":',
                          json_bytes(guidance), b"}"))
+
+    def coverage(self, req: SearchRequest, seeds: Sequence[Page]) -> Coverage:
+        """Whether the evidence pages hold the question's distinctive terms (answerable.py).
+        A literal hit holds the whole phrase; with variants, one covered wording is enough
+        (the first one's gaps are named otherwise)."""
+        if req.mode == "literal":
+            return Coverage(True)
+        with self.lock:
+            lookup = IndexLookup(self.index, seeds, approved_only=not req.include_drafts)
+            first = judge(req.query[:MAX_QUERY_CHARS], lookup)
+            if first.answerable or any(judge(v[:MAX_QUERY_CHARS], lookup).answerable
+                                       for v in req.query_variants):
+                return Coverage(True)
+            return first
 
     def _context_parts(self, req: SearchRequest) -> tuple[dict[str, Any], list[Page], dict[str, Any]]:
         """The pack's fields before the graph, the pages that seed the graph, and the
@@ -345,6 +369,9 @@ class Searcher:
             limitations.append(f"{withheld} draft or unapproved page(s) were withheld.")
         # Evidence items carry their page's path: the pages themselves seed the graph.
         seeds = [p.pages[i] for item in evidence if (i := p.position.get(item["path"])) is not None]
+        coverage = self.coverage(req, seeds) if evidence else Coverage(False)
+        if coverage.missing:
+            limitations.append(coverage.limitation())
         head = {
             "query": req.query,
             "wiki_title": p.title,
@@ -353,7 +380,7 @@ class Searcher:
             "implementation": p.layout.implementation,
             "page_count": p.page_count,
             "approved_page_count": p.approved_page_count,
-            "answerable": bool(evidence),
+            "answerable": coverage.answerable,
             "orientation": [project_fields(i, req.fields) for i in self.orientation(req)],
             "evidence": [project_fields(i, req.fields) for i in evidence],
             "limitations": limitations,

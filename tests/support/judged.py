@@ -49,6 +49,7 @@ JUDGED_DIR: Path = FIXTURES / "judged"
 FIXTURES_SET: Path = JUDGED_DIR / "fixtures.jsonl"
 TLDR_SET: Path = JUDGED_DIR / "tldr-known-item.jsonl"
 JUDGED_SETS: tuple[Path, ...] = (FIXTURES_SET, TLDR_SET)
+UNANSWERABLE_SET: Path = JUDGED_DIR / "unanswerable.jsonl"
 
 TLDR_FOLDER = "corpus:tldr"
 TLDR_TARBALL: Path = Path(__file__).resolve().parents[2].parent / "shared" / "corpora" / "tldr-en-ko.tar.gz"
@@ -70,6 +71,9 @@ SLICES: dict[str, dict[str, str]] = {
                  "leak": LEAK},
     "tldr-known-item": {"en": "en", "ko": "ko"},
     "real-natural": {"en": "en", "ko": "ko"},  # tests/support/real_folders.py
+    # Questions no page answers (tests/serve/retrieval/test_answerable.py); un2 was written
+    # after the answerable rule was tuned on un, as its held-out part.
+    "unanswerable": {"un": "unanswerable", "un2": "unanswerable"},
 }
 GRADES = (1, 2)
 

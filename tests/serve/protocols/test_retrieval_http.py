@@ -20,13 +20,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from common.schemas import (
+    ContextGraph,
     ContextPack,
-    GraphResponse,
     HTTPValidationError,
     SearchResponse,
     SearchResult,
 )
 from serve import off_loop
+from serve.evidence import GRAPH_BYTES
 from serve.protocols import http
 from serve.retrieval.search import SearchRequest
 from tests.support.folders import copy_fixture
@@ -152,7 +153,7 @@ async def test_query_pack_keys_order_and_models(client: Client) -> None:
     assert {item["route"] for item in pack["evidence"]} == {"search"}
     assert [item["score"] for item in pack["orientation"]] == [1.0, 0.99, 0.98]
     assert {item["route"] for item in pack["orientation"]} == {"orientation"}
-    roundtrips(GraphResponse, pack["graph"])
+    roundtrips(ContextGraph, pack["graph"])
     assert pack["graph"]["nodes"]
     assert_serve_guidance(pack["retrieval_guidance"])
     assert pack["retrieval_guidance"]["orientation_source"] == "authored"
@@ -452,24 +453,61 @@ def edge_key(edge: dict[str, Any]) -> tuple[str, str, str]:
     return (edge["source"], edge["target"], edge["relation"])
 
 
-@pytest.mark.parametrize("query", ["rollback", "semantic versioning", "signing key"])
+@pytest.mark.parametrize("query", ["rollback", "semantic versioning", "signing key", "hotfix"])
 async def test_graph_is_the_neighbourhood_of_the_evidence(client: Client, query: str) -> None:
+    """Within its size budget: the evidence pages first, every link between them, nothing
+    outside their neighbourhood, and `omitted` counting exactly what the budget left out."""
     pack = await context(client, {"query": query})
     full = await (await client.get("/graph?limit=2000")).json()
     seeds = [f"page:{page_id}" for page_id in ids(pack["evidence"])]
     assert seeds
     incident = [e for e in full["edges"] if e["source"] in seeds or e["target"] in seeds]
     expected_nodes = set(seeds) | {e["source"] for e in incident} | {e["target"] for e in incident}
-    assert len(expected_nodes) <= 120  # below the default bound, so nothing is cut
+    assert len(expected_nodes) <= 120  # below the default count bound: only the size cuts
     graph = pack["graph"]
     node_ids = [node["id"] for node in graph["nodes"]]
     assert len(node_ids) == len(set(node_ids))
     assert node_ids[: len(seeds)] == seeds
-    assert set(node_ids) == expected_nodes
-    assert sorted(edge_key(e) for e in graph["edges"]) == sorted(edge_key(e) for e in incident)
+    assert set(node_ids) <= expected_nodes
+    kept = {edge_key(e) for e in graph["edges"]}
+    assert kept <= {edge_key(e) for e in incident}
+    between = {edge_key(e) for e in incident if e["source"] in seeds and e["target"] in seeds}
+    assert between <= kept
     by_id = {node["id"]: node for node in full["nodes"]}
     assert all(node == by_id[node["id"]] for node in graph["nodes"])
-    assert len(node_ids) < len(full["nodes"])  # not the whole graph
+    assert len(json.dumps({"nodes": graph["nodes"], "edges": graph["edges"]},
+                          separators=(",", ":"), ensure_ascii=False).encode()) <= GRAPH_BYTES
+    omitted = (len(expected_nodes - set(node_ids)), len(incident) - len(kept))
+    if graph.get("truncated"):
+        assert list(graph) == ["nodes", "edges", "truncated", "omitted"]
+        assert graph["omitted"] == {"nodes": omitted[0], "edges": omitted[1]} != {"nodes": 0, "edges": 0}
+    else:
+        assert list(graph) == ["nodes", "edges"] and omitted == (0, 0)
+
+
+async def test_a_cut_graph_keeps_links_before_tags_and_headings(client: Client) -> None:
+    """"release" finds the hubs: their neighbourhood is larger than the budget, and what goes
+    is headings and tags, not the links (backlinks included) between pages."""
+    pack = await context(client, {"query": "release"})
+    graph = pack["graph"]
+    assert graph["truncated"] is True
+    kinds = {node["kind"] for node in graph["nodes"]}
+    relations = [edge["relation"] for edge in graph["edges"]]
+    assert "links_to" in relations and "heading" not in kinds
+    seeds = {f"page:{page_id}" for page_id in ids(pack["evidence"])}
+    assert any(e["target"] in seeds and e["source"] not in seeds for e in graph["edges"]
+               if e["relation"] == "links_to")  # a backlink from outside the evidence
+
+
+async def test_include_graph_false_gives_an_empty_graph(client: Client) -> None:
+    body = {"query": "rollback"}
+    with_graph = await context(client, body)
+    without = await context(client, {**body, "include_graph": False})
+    assert with_graph["graph"]["nodes"]
+    assert without["graph"] == {"nodes": [], "edges": []}
+    assert {k: v for k, v in without.items() if k != "graph"} == {
+        k: v for k, v in with_graph.items() if k != "graph"}
+    await post(client, "/query", {**body, "include_graph": "not a boolean"}, status=422)
 
 
 async def test_graph_depends_on_the_query(client: Client) -> None:

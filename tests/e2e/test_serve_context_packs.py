@@ -1,0 +1,96 @@
+"""Context packs of the installed `llmwiki-serve`: `answerable` is false when the evidence
+misses what a question is about (and limitations say which terms), the graph fits its size
+budget and can be left out, and MCP text content is compact JSON of the same payload."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.hostile import SAMPLE_WIKI, call, post_json
+from tests.e2e.processes import Service, start_serve, stop_checked
+
+PACK_LIMIT = 16 * 1024
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    service = start_serve(tmp_path_factory.mktemp("packs"), SAMPLE_WIKI)
+    yield service
+    stop_checked(service)
+
+
+def pack(served: Service, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    answer = post_json(served.url, "/query", body)
+    assert answer.status == 200, answer.body[:300]
+    return answer.json(), len(answer.body)
+
+
+@pytest.mark.parametrize(("question", "missing"), [
+    ("How do I file an expense report for conference travel?", ["expense", "conference", "travel"]),
+    ("Which page contains a payroll token named zzz_private_payroll_token?", ["zzz_private_payroll_token"]),
+    ('"blue-green deployment" cutover steps', ["blue-green deployment"]),
+])
+def test_questions_the_evidence_does_not_cover_are_not_answerable(served: Service, question: str,
+                                                                  missing: list[str]) -> None:
+    body, _ = pack(served, {"query": question})
+    assert body["evidence"]  # a page matched some word: before, that made it answerable
+    assert body["answerable"] is False
+    named = [line for line in body["limitations"] if line.startswith("The evidence does not mention")]
+    assert len(named) == 1 and all(f'"{term}"' in named[0] for term in missing), body["limitations"]
+
+
+@pytest.mark.parametrize("question", ["How do I roll back a release?",
+                                      "how often do we replace the signing keys?",
+                                      "REFUND_WINDOW_DAYS"])
+def test_questions_the_evidence_covers_stay_answerable(served: Service, question: str) -> None:
+    body, size = pack(served, {"query": question})
+    assert body["answerable"] is True, body["limitations"]
+    assert not any(line.startswith("The evidence") for line in body["limitations"])
+    assert size <= PACK_LIMIT
+
+
+def test_the_graph_fits_its_budget_and_can_be_left_out(served: Service) -> None:
+    full, size = pack(served, {"query": "release"})
+    graph = full["graph"]
+    assert size <= PACK_LIMIT
+    assert graph["truncated"] is True and graph["omitted"]["nodes"] > 0
+    assert graph["nodes"][0]["id"] == f"page:{full['evidence'][0]['page_id']}"
+    # Page nodes keep the reference's metadata keys.
+    page = next(node for node in graph["nodes"] if node["id"].startswith("page:"))
+    assert {"adapter", "implementation", "source_refs", "review_state", "okf"} <= set(page["metadata"])
+    bare, bare_size = pack(served, {"query": "release", "include_graph": False})
+    assert bare["graph"] == {"nodes": [], "edges": []}
+    assert {k: v for k, v in bare.items() if k != "graph"} == {k: v for k, v in full.items() if k != "graph"}
+    assert bare_size < size
+
+
+def sse_or_json(data: bytes) -> dict[str, Any]:
+    text = data.decode("utf-8")
+    if text.lstrip().startswith("{"):
+        found: dict[str, Any] = json.loads(text)
+        return found
+    events = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+    assert events, text[:300]
+    found = json.loads(events[-1])
+    return found
+
+
+def test_mcp_text_content_is_the_payload_as_compact_json(served: Service) -> None:
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": "llmwiki_context", "arguments": {"query": "rollback"}}}
+    answer = call(served.url, "POST", "/mcp/stream", json.dumps(request).encode(), headers=MCP_HEADERS)
+    assert answer.status == 200, answer.body[:300]
+    result = sse_or_json(answer.body)["result"]
+    text = result["content"][0]["text"]
+    assert json.loads(text) == result["structuredContent"]
+    assert "\n" not in text and ": " not in text.split('"snippet"')[0]  # no indentation
+    assert result["structuredContent"]["answerable"] is True
+    bare = {**request, "params": {"name": "llmwiki_context",
+                                  "arguments": {"query": "rollback", "include_graph": False}}}
+    answer = call(served.url, "POST", "/mcp/stream", json.dumps(bare).encode(), headers=MCP_HEADERS)
+    assert sse_or_json(answer.body)["result"]["structuredContent"]["graph"] == {"nodes": [], "edges": []}
