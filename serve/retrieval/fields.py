@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
-from serve.retrieval.analyzer import analyze
+from serve.retrieval.analyzer import COMPOUND_RE, analyze, compound_terms
 
 NAME_WEIGHT = 0.6  # factor added when the name holds all of the question's weight
 NAME_PRECISION = 0.5  # how much of the name credit depends on the name holding little else
@@ -91,6 +91,21 @@ def title_terms(title: str) -> frozenset[str]:
     return frozenset(analyze(title))
 
 
+@lru_cache(maxsize=8192)
+def title_words(title: str) -> tuple[frozenset[str], ...]:
+    """Per word of a title, the terms it gives (stem and form as written); stopwords give
+    none and are left out."""
+    return tuple(terms for word in COMPOUND_RE.findall(title)
+                 if (terms := frozenset(compound_terms(word))))
+
+
+def names_page(title: str, asked: frozenset[str]) -> bool:
+    """Whether the question holds every word of the title, in any of its forms ("group"
+    holds "Grouping"): the question names the page."""
+    words = title_words(title)
+    return bool(words) and all(terms & asked for terms in words)
+
+
 @lru_cache(maxsize=4096)
 def heading_terms(headings: tuple[str, ...]) -> str:
     """Terms of a page's headings, joined."""
@@ -144,7 +159,7 @@ def field_factor(page: Any, keyed: Keyed, total: float, asked: frozenset[str] = 
     in_name /= total
     if in_name and asked:
         title = title_terms(page.title)
-        if len(title) >= 2 and title <= asked:
+        if names_page(page.title, asked):
             in_name = 1.0  # the question names the page, question words and all
         elif title:
             # A name that is mostly the question's words is about it; one that has many other

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from serve.retrieval.analyzer import analyze
-from serve.retrieval.fields import HUB_FACTOR, is_hub, keyed_terms, weigh_fields
+from serve.retrieval.fields import HUB_FACTOR, NAME_WEIGHT, is_hub, keyed_terms, names_page, weigh_fields
 from serve.retrieval.fields import field_factor as _field_factor
 from serve.retrieval.index import lead_terms
 from serve.retrieval.question import asked_terms, content_text, question_terms
@@ -162,3 +162,18 @@ def test_a_hub_stays_in_orientation_and_leaves_the_top_of_evidence(tmp_path: Pat
     assert [item["path"] for item in pack["orientation"]] == ["index.md"]
     assert pack["evidence"][0]["path"] == "publishing.md"
 
+
+
+def test_a_question_names_a_page_whose_title_words_it_holds_in_another_form() -> None:
+    # "group" holds "Grouping" (the same stem): the question names that page, not the one
+    # whose title has a word the question lacks.
+    query = "How do I group query results by the folder they come from?"
+    weights = dict.fromkeys(question_terms(query), 1.0)
+    total = sum(weights.values())
+    asked = asked_terms(query)
+    assert names_page("Grouping", asked) and not names_page("Custom Grouping", asked)
+    assert not names_page("", asked) and not names_page("the", asked)  # no word: no name
+    named = field_factor(FakePage("Grouping", "Grouping.md"), weights, total, asked)
+    partly = field_factor(FakePage("Custom Grouping", "c.md"), weights, total, asked)
+    assert named == 1.0 + NAME_WEIGHT
+    assert 1.0 < partly < named
