@@ -15,6 +15,7 @@ links) are lowered unless their name holds most of the question: then they are t
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
@@ -34,6 +35,8 @@ HUB_NAMES = frozenset(("faq", "faqs", "index", "readme", "home", "contents", "to
 HUB_MIN_LINKS = 10  # a page with this many links or more ...
 HUB_LINES_PER_LINK = 10  # ... and at most this many lines per link is a list of links
 ALIAS_KEYS = ("aliases", "alias")
+# Lower-case words joined by dots, two or more: a note's place in a hierarchy.
+HIERARCHY_RE = re.compile(r"[a-z][a-z0-9_-]*(?:\.[a-z0-9_-]*[a-z][a-z0-9_-]*)+")
 
 
 class Hit(Protocol):
@@ -69,9 +72,15 @@ def _frontmatter_aliases(frontmatter_json: str) -> tuple[str, ...]:
 
 
 def _file_name(path: str) -> str:
-    """The path's last part without its suffix: folders name a group of pages, not this one."""
+    """The path's last part without its suffix: folders name a group of pages, not this one.
+    A dotted hierarchy ("handbook.people.offboarding", Dendron's folders) is named by its
+    last part for the same reason."""
     base = path.rsplit("/", 1)[-1]
-    return base.rsplit(".", 1)[0] if base.endswith((".md", ".org", ".markdown")) else base
+    if base.endswith((".md", ".org", ".markdown")):
+        base = base.rsplit(".", 1)[0]
+    if HIERARCHY_RE.fullmatch(base):
+        base = base.rsplit(".", 1)[-1]
+    return base
 
 
 def _joined(terms: list[str]) -> str:
