@@ -177,3 +177,21 @@ def test_a_question_names_a_page_whose_title_words_it_holds_in_another_form() ->
     partly = field_factor(FakePage("Custom Grouping", "c.md"), weights, total, asked)
     assert named == 1.0 + NAME_WEIGHT
     assert 1.0 < partly < named
+
+
+def test_a_dotted_hierarchy_names_the_page_by_its_last_part() -> None:
+    # "handbook.company.values" sits under "company" as a file sits in a folder: the page is
+    # "values", so a question about the company does not name it.
+    total = sum(_weights("company").values())
+    assert field_factor(FakePage("Values", "notes/handbook.company.values.md"),
+                        _weights("company"), total) == 1.0
+    assert field_factor(FakePage("Checklist", "notes/handbook.people.offboarding.md"),
+                        _weights("offboarding"), total) > 1.0
+    # A title or file name that merely has a dot in it is still read whole.
+    assert field_factor(FakePage("Notes", "Release Notes v1.3.x.md"), _weights("release"),
+                        total) > 1.0
+
+
+def test_quantifiers_are_filler() -> None:
+    assert content_text("Can I split a long query over several lines?") == "split a long query lines"
+    assert content_text("Why do many tasks show few dates?") == "tasks show dates"
