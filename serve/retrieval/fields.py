@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
-from serve.retrieval.analyzer import COMPOUND_RE, analyze, compound_terms
+from serve.retrieval.analyzer import COMPOUND_RE, CONNECTOR_RE, KOREAN_PARTICLES, STOPWORDS, analyze, stem
 
 NAME_WEIGHT = 0.6  # factor added when the name holds all of the question's weight
+NAMED_WORD_BONUS = 0.25  # name credit per further title word a question holds whole
+NAMED_MAX = 1.5
 NAME_PRECISION = 0.5  # how much of the name credit depends on the name holding little else
 HEADING_WEIGHT = 0.4  # the same for the headings (terms already in the name do not count)
 LEAD_WEIGHT = 0.6  # the same for the lead (the page's first lines, its summary)
@@ -102,17 +105,34 @@ def title_terms(title: str) -> frozenset[str]:
 
 @lru_cache(maxsize=8192)
 def title_words(title: str) -> tuple[frozenset[str], ...]:
-    """Per word of a title, the terms it gives (stem and form as written); stopwords give
-    none and are left out."""
-    return tuple(terms for word in COMPOUND_RE.findall(title)
-                 if (terms := frozenset(compound_terms(word))))
+    """Per word of a title, the forms that say the question holds it: the word as written,
+    its stem, and a Korean word without its particle. Parts of an identifier are words of
+    their own ("DXF-Internals" is "dxf" and "internals"); stop words are left out."""
+    words: list[frozenset[str]] = []
+    if not title.isascii():  # as analyze() reads it
+        title = unicodedata.normalize("NFKC", title)
+    for compound in COMPOUND_RE.findall(title):
+        for word in CONNECTOR_RE.split(compound):
+            low = word.lower()
+            if not low or low in STOPWORDS:
+                continue
+            forms = {low}
+            if not low.isascii():  # "Effect가", "컴포넌트를": the word without its particle
+                bare = next((low[: -len(p)] for p in KOREAN_PARTICLES
+                             if low.endswith(p) and len(low) > len(p) + 1), low)
+                forms.add(bare)
+                low = bare
+            if low.isascii() and low.isalpha():
+                forms.add(stem(low))
+            words.append(frozenset(forms))
+    return tuple(words)
 
 
 def names_page(title: str, asked: frozenset[str]) -> bool:
-    """Whether the question holds every word of the title, in any of its forms ("group"
+    """Whether the question holds every word of the title, in one of its forms ("group"
     holds "Grouping"): the question names the page."""
     words = title_words(title)
-    return bool(words) and all(terms & asked for terms in words)
+    return bool(words) and all(forms & asked for forms in words)
 
 
 @lru_cache(maxsize=4096)
@@ -169,7 +189,10 @@ def field_factor(page: Any, keyed: Keyed, total: float, asked: frozenset[str] = 
     if in_name and asked:
         title = title_terms(page.title)
         if names_page(page.title, asked):
-            in_name = 1.0  # the question names the page, question words and all
+            # The question names the page; a longer name it holds whole says more of it
+            # ("What is DXF?" over "DXF" for "What is DXF?").
+            in_name = min(1.0 + NAMED_WORD_BONUS * (len(title_words(page.title)) - 1),
+                          NAMED_MAX)
         elif title:
             # A name that is mostly the question's words is about it; one that has many other
             # words only touches it ("DXF" over "DXF Ground Truth" for "What is DXF?").

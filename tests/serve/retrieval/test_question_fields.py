@@ -195,3 +195,17 @@ def test_a_dotted_hierarchy_names_the_page_by_its_last_part() -> None:
 def test_quantifiers_are_filler() -> None:
     assert content_text("Can I split a long query over several lines?") == "split a long query lines"
     assert content_text("Why do many tasks show few dates?") == "tasks show dates"
+
+
+def test_identifier_parts_and_korean_particles_are_title_words() -> None:
+    asked = asked_terms("What is DXF?")
+    assert not names_page("DXF-Internals", asked)  # "internals" is not asked
+    assert names_page("DXF", asked) and names_page("What is DXF?", asked)
+    weights = dict.fromkeys(question_terms("What is DXF?"), 1.0)
+    total = sum(weights.values())
+    # Both are named; the longer name the question holds whole says more of it.
+    assert field_factor(FakePage("What is DXF?", "w.md"), weights, total, asked) > \
+        field_factor(FakePage("DXF", "d.md"), weights, total, asked)
+    # A Korean title word is held without its particle: "Effect가" by "Effect를".
+    assert names_page("Effect가 경우", asked_terms("Effect를 쓰는 경우"))
+    assert not names_page("Effect가 필요하지 않은 경우", asked_terms("Effect를 쓰는 경우"))
