@@ -15,13 +15,17 @@ links) are lowered unless their name holds most of the question: then they are t
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
-from serve.retrieval.analyzer import analyze
+from serve.retrieval.analyzer import COMPOUND_RE, CONNECTOR_RE, KOREAN_PARTICLES, STOPWORDS, analyze, stem
 
 NAME_WEIGHT = 0.6  # factor added when the name holds all of the question's weight
+NAMED_WORD_BONUS = 0.25  # name credit per further title word a question holds whole
+NAMED_MAX = 1.5
 NAME_PRECISION = 0.5  # how much of the name credit depends on the name holding little else
 HEADING_WEIGHT = 0.4  # the same for the headings (terms already in the name do not count)
 LEAD_WEIGHT = 0.6  # the same for the lead (the page's first lines, its summary)
@@ -34,6 +38,8 @@ HUB_NAMES = frozenset(("faq", "faqs", "index", "readme", "home", "contents", "to
 HUB_MIN_LINKS = 10  # a page with this many links or more ...
 HUB_LINES_PER_LINK = 10  # ... and at most this many lines per link is a list of links
 ALIAS_KEYS = ("aliases", "alias")
+# Lower-case words joined by dots, two or more: a note's place in a hierarchy.
+HIERARCHY_RE = re.compile(r"[a-z][a-z0-9_-]*(?:\.[a-z0-9_-]*[a-z][a-z0-9_-]*)+")
 
 
 class Hit(Protocol):
@@ -69,9 +75,15 @@ def _frontmatter_aliases(frontmatter_json: str) -> tuple[str, ...]:
 
 
 def _file_name(path: str) -> str:
-    """The path's last part without its suffix: folders name a group of pages, not this one."""
+    """The path's last part without its suffix: folders name a group of pages, not this one.
+    A dotted hierarchy ("handbook.people.offboarding", Dendron's folders) is named by its
+    last part for the same reason."""
     base = path.rsplit("/", 1)[-1]
-    return base.rsplit(".", 1)[0] if base.endswith((".md", ".org", ".markdown")) else base
+    if base.endswith((".md", ".org", ".markdown")):
+        base = base.rsplit(".", 1)[0]
+    if HIERARCHY_RE.fullmatch(base):
+        base = base.rsplit(".", 1)[-1]
+    return base
 
 
 def _joined(terms: list[str]) -> str:
@@ -89,6 +101,38 @@ def name_terms(title: str, path: str, aliases: tuple[str, ...]) -> str:
 @lru_cache(maxsize=8192)
 def title_terms(title: str) -> frozenset[str]:
     return frozenset(analyze(title))
+
+
+@lru_cache(maxsize=8192)
+def title_words(title: str) -> tuple[frozenset[str], ...]:
+    """Per word of a title, the forms that say the question holds it: the word as written,
+    its stem, and a Korean word without its particle. Parts of an identifier are words of
+    their own ("DXF-Internals" is "dxf" and "internals"); stop words are left out."""
+    words: list[frozenset[str]] = []
+    if not title.isascii():  # as analyze() reads it
+        title = unicodedata.normalize("NFKC", title)
+    for compound in COMPOUND_RE.findall(title):
+        for word in CONNECTOR_RE.split(compound):
+            low = word.lower()
+            if not low or low in STOPWORDS:
+                continue
+            forms = {low}
+            if not low.isascii():  # "Effect가", "컴포넌트를": the word without its particle
+                bare = next((low[: -len(p)] for p in KOREAN_PARTICLES
+                             if low.endswith(p) and len(low) > len(p) + 1), low)
+                forms.add(bare)
+                low = bare
+            if low.isascii() and low.isalpha():
+                forms.add(stem(low))
+            words.append(frozenset(forms))
+    return tuple(words)
+
+
+def names_page(title: str, asked: frozenset[str]) -> bool:
+    """Whether the question holds every word of the title, in one of its forms ("group"
+    holds "Grouping"): the question names the page."""
+    words = title_words(title)
+    return bool(words) and all(forms & asked for forms in words)
 
 
 @lru_cache(maxsize=4096)
@@ -144,8 +188,11 @@ def field_factor(page: Any, keyed: Keyed, total: float, asked: frozenset[str] = 
     in_name /= total
     if in_name and asked:
         title = title_terms(page.title)
-        if len(title) >= 2 and title <= asked:
-            in_name = 1.0  # the question names the page, question words and all
+        if names_page(page.title, asked):
+            # The question names the page; a longer name it holds whole says more of it
+            # ("What is DXF?" over "DXF" for "What is DXF?").
+            in_name = min(1.0 + NAMED_WORD_BONUS * (len(title_words(page.title)) - 1),
+                          NAMED_MAX)
         elif title:
             # A name that is mostly the question's words is about it; one that has many other
             # words only touches it ("DXF" over "DXF Ground Truth" for "What is DXF?").

@@ -28,6 +28,7 @@ ENGLISH_FILLER = frozenset((
     # they frame the content words ("results by the folder they come from").
     "from", "over", "about", "onto", "than", "also", "just", "one", "another", "other",
     "each", "every", "so", "very", "really", "say", "come", "comes", "like",
+    "several", "many", "much", "few", "various", "lot", "lots",
 ))
 # "which page …", "what is the name of …": a page is what every answer is.
 ENGLISH_FILLER_AFTER = {"which": frozenset(("page", "note", "doc", "document")),

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from serve.retrieval.analyzer import analyze
-from serve.retrieval.fields import HUB_FACTOR, is_hub, keyed_terms, weigh_fields
+from serve.retrieval.fields import HUB_FACTOR, NAME_WEIGHT, is_hub, keyed_terms, names_page, weigh_fields
 from serve.retrieval.fields import field_factor as _field_factor
 from serve.retrieval.index import lead_terms
 from serve.retrieval.question import asked_terms, content_text, question_terms
@@ -162,3 +162,50 @@ def test_a_hub_stays_in_orientation_and_leaves_the_top_of_evidence(tmp_path: Pat
     assert [item["path"] for item in pack["orientation"]] == ["index.md"]
     assert pack["evidence"][0]["path"] == "publishing.md"
 
+
+
+def test_a_question_names_a_page_whose_title_words_it_holds_in_another_form() -> None:
+    # "group" holds "Grouping" (the same stem): the question names that page, not the one
+    # whose title has a word the question lacks.
+    query = "How do I group query results by the folder they come from?"
+    weights = dict.fromkeys(question_terms(query), 1.0)
+    total = sum(weights.values())
+    asked = asked_terms(query)
+    assert names_page("Grouping", asked) and not names_page("Custom Grouping", asked)
+    assert not names_page("", asked) and not names_page("the", asked)  # no word: no name
+    named = field_factor(FakePage("Grouping", "Grouping.md"), weights, total, asked)
+    partly = field_factor(FakePage("Custom Grouping", "c.md"), weights, total, asked)
+    assert named == 1.0 + NAME_WEIGHT
+    assert 1.0 < partly < named
+
+
+def test_a_dotted_hierarchy_names_the_page_by_its_last_part() -> None:
+    # "handbook.company.values" sits under "company" as a file sits in a folder: the page is
+    # "values", so a question about the company does not name it.
+    total = sum(_weights("company").values())
+    assert field_factor(FakePage("Values", "notes/handbook.company.values.md"),
+                        _weights("company"), total) == 1.0
+    assert field_factor(FakePage("Checklist", "notes/handbook.people.offboarding.md"),
+                        _weights("offboarding"), total) > 1.0
+    # A title or file name that merely has a dot in it is still read whole.
+    assert field_factor(FakePage("Notes", "Release Notes v1.3.x.md"), _weights("release"),
+                        total) > 1.0
+
+
+def test_quantifiers_are_filler() -> None:
+    assert content_text("Can I split a long query over several lines?") == "split a long query lines"
+    assert content_text("Why do many tasks show few dates?") == "tasks show dates"
+
+
+def test_identifier_parts_and_korean_particles_are_title_words() -> None:
+    asked = asked_terms("What is DXF?")
+    assert not names_page("DXF-Internals", asked)  # "internals" is not asked
+    assert names_page("DXF", asked) and names_page("What is DXF?", asked)
+    weights = dict.fromkeys(question_terms("What is DXF?"), 1.0)
+    total = sum(weights.values())
+    # Both are named; the longer name the question holds whole says more of it.
+    assert field_factor(FakePage("What is DXF?", "w.md"), weights, total, asked) > \
+        field_factor(FakePage("DXF", "d.md"), weights, total, asked)
+    # A Korean title word is held without its particle: "Effect가" by "Effect를".
+    assert names_page("Effect가 경우", asked_terms("Effect를 쓰는 경우"))
+    assert not names_page("Effect가 필요하지 않은 경우", asked_terms("Effect를 쓰는 경우"))

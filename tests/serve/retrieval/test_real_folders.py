@@ -28,12 +28,12 @@ from tests.support import real_folders as R
 
 K = 10
 MIN_QUESTIONS = 60
-# The figures after the natural-question ranking (question words, field weights, hubs;
-# service engine) less about 0.02: later work may only raise them.
+# The figures after the natural-question ranking (question words, field weights, hubs,
+# title naming; service engine) less about 0.02: later work may only raise them.
 FLOORS: dict[str, dict[str, float]] = {
-    "obsidian-tasks": {"ndcg@10": 0.61, "mrr@10": 0.64},
-    "dendron-handbook": {"ndcg@10": 0.71, "mrr@10": 0.74},
-    "ezdxf-notes": {"ndcg@10": 0.79, "mrr@10": 0.77},
+    "obsidian-tasks": {"ndcg@10": 0.64, "mrr@10": 0.69},
+    "dendron-handbook": {"ndcg@10": 0.74, "mrr@10": 0.77},
+    "ezdxf-notes": {"ndcg@10": 0.82, "mrr@10": 0.81},
     "react-ko": {"ndcg@10": 0.76, "mrr@10": 0.80},
 }
 RANKING = ("natural-question targets of issue 15 not met: filler words, field weights and hub "
