@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -16,11 +16,25 @@ JsonObject = dict[str, Any]
 DIAGNOSTIC_SCHEMA = "llmwiki.agent-bridge.diagnostic.v1"
 
 
+_T = TypeVar("_T")
+
+
+def _unset(value: object) -> bool:
+    return value is None
+
+
+# An optional wire key: left out, never written as null, when it is None. The model says so itself,
+# so a bridge model nested in a plain JSON value is written in its wire form by any dump
+# (`json_bytes`, `model_dump_json`) without a `wire()` copy first.
+OptionalKey = Annotated[_T | None, Field(exclude_if=_unset)]
+
+
 class CamelModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True,
+                              extra="forbid")
 
     def wire(self) -> JsonObject:
-        """The JSON form: camelCase keys, unset optional keys dropped."""
+        """The JSON form as Python values: camelCase keys, unset optional keys dropped."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
@@ -34,12 +48,12 @@ class Diagnostic(CamelModel):
     severity: Literal["warning", "error"]
     scope: Literal["source", "runtime", "bridge"]
     phase: str
-    protocol: str | None = None
+    protocol: OptionalKey[str] = None
     subject: str
     retryable: bool
     redacted: bool = True
     observations: list[Observation] = Field(default_factory=list)
-    remediation: str | None = None
+    remediation: OptionalKey[str] = None
     message: str
 
 
@@ -51,11 +65,11 @@ class Citation(CamelModel):
     page_id: str
     title: str
     path: str
-    score: float | None = None
+    score: OptionalKey[float] = None
     snippet: str
     connection_id: str
     source_refs: list[str] = Field(default_factory=list)
-    handle: str | None = None  # the source's opaque `llmwiki://` handle for the item, when it sent one
+    handle: OptionalKey[str] = None  # the source's opaque `llmwiki://` handle for the item, when it sent one
 
 
 # Graph nodes and edges have one-word keys, so serve's models are the bridge's too.
@@ -69,49 +83,49 @@ class Graph(CamelModel):
 
 
 class CitationRef(CamelModel):
-    id: str | None = None
-    title: str | None = None
-    path: str | None = None
-    source_refs: list[str] | None = None
+    id: OptionalKey[str] = None
+    title: OptionalKey[str] = None
+    path: OptionalKey[str] = None
+    source_refs: OptionalKey[list[str]] = None
 
 
 class TraceStep(CamelModel):
     id: str
     label: str
     status: Literal["running", "done", "error"]
-    detail: str | None = None
-    connection_id: str | None = None
-    tool_name: str | None = None
-    citation_ids: list[str] | None = None
-    citation_refs: list[CitationRef] | None = None
-    parent_id: str | None = None
-    latency_ms: int | None = None
+    detail: OptionalKey[str] = None
+    connection_id: OptionalKey[str] = None
+    tool_name: OptionalKey[str] = None
+    citation_ids: OptionalKey[list[str]] = None
+    citation_refs: OptionalKey[list[CitationRef]] = None
+    parent_id: OptionalKey[str] = None
+    latency_ms: OptionalKey[int] = None
     timestamp: str
-    error: str | None = None
-    diagnostic: Diagnostic | None = None
+    error: OptionalKey[str] = None
+    diagnostic: OptionalKey[Diagnostic] = None
 
 
 class ProjectionSummary(CamelModel):
-    signature: str | None = None
-    page_count: int | None = None
-    approved_page_count: int | None = None
-    graph_node_count: int | None = None
-    graph_edge_count: int | None = None
-    source_ref_count: int | None = None
+    signature: OptionalKey[str] = None
+    page_count: OptionalKey[int] = None
+    approved_page_count: OptionalKey[int] = None
+    graph_node_count: OptionalKey[int] = None
+    graph_edge_count: OptionalKey[int] = None
+    source_ref_count: OptionalKey[int] = None
 
 
 class RawOriginsSummary(CamelModel):
-    enabled: bool | None = None
-    metadata_only: bool | None = None
-    origin_count: int | None = None
-    public_root_label_count: int | None = None
+    enabled: OptionalKey[bool] = None
+    metadata_only: OptionalKey[bool] = None
+    origin_count: OptionalKey[int] = None
+    public_root_label_count: OptionalKey[int] = None
 
 
 class BundleSourceRef(CamelModel):
-    id: str | None = None
-    label: str | None = None
-    type: str | None = None
-    uri: str | None = None
+    id: OptionalKey[str] = None
+    label: OptionalKey[str] = None
+    type: OptionalKey[str] = None
+    uri: OptionalKey[str] = None
 
 
 class SourceBundle(CamelModel):
@@ -119,15 +133,15 @@ class SourceBundle(CamelModel):
 
     connection_id: str
     source_id: str
-    bundle_id: str | None = None
-    title: str | None = None
-    capabilities: list[str] | None = None
-    adapter: str | None = None
-    implementation: str | None = None
-    projection: ProjectionSummary | None = None
-    raw_origins: RawOriginsSummary | None = None
-    source_refs: list[BundleSourceRef] | None = None
-    source_ref_count: int | None = None
+    bundle_id: OptionalKey[str] = None
+    title: OptionalKey[str] = None
+    capabilities: OptionalKey[list[str]] = None
+    adapter: OptionalKey[str] = None
+    implementation: OptionalKey[str] = None
+    projection: OptionalKey[ProjectionSummary] = None
+    raw_origins: OptionalKey[RawOriginsSummary] = None
+    source_refs: OptionalKey[list[BundleSourceRef]] = None
+    source_ref_count: OptionalKey[int] = None
 
 
 def _item(max_chars: int) -> Trimmed:

@@ -17,7 +17,7 @@ _NUMBER_BYTES = b"0123456789.-"
 
 def json_bytes(payload: Any, *, exact_floats: bool = True) -> bytes:
     """Compact UTF-8 JSON of JSON data (dicts with str keys, lists, str, int, float, bool, None)
-    and of wire models (dumped by alias-free field name, as `model_dump` would), written by
+    and of models at any depth (dumped by alias, as pydantic-core writes them), written by
     pydantic-core (about 4 times faster on a large answer than the stdlib).
 
     With `exact_floats`, the bytes are those of `json.dumps(payload, ensure_ascii=False,
@@ -58,13 +58,19 @@ def _starts_value(body: bytes, at: int) -> bool:
     return at == 0 or body[at - 1] in b":,["
 
 
+def _model_data(value: Any) -> Any:
+    """A model, at any depth, as pydantic-core writes it (by alias)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def _stdlib_json(payload: Any) -> bytes:
-    if isinstance(payload, BaseModel):
-        payload = payload.model_dump(mode="json")
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=_model_data)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (echoed from a client's "\ud800") cannot be UTF-8: fall back to
         # ASCII escapes, which keep the JSON valid and the value faithful.
-        return json.dumps(payload, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        text = json.dumps(payload, ensure_ascii=True, separators=(",", ":"), default=_model_data)
+        return text.encode("ascii")

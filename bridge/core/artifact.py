@@ -38,10 +38,9 @@ _SCHEME = re.compile(r"^[a-z]+:")
 class WireGraph:
     """A graph as the artifact writes it: nodes and edges in their wire form (ids namespaced by the
     source, every field normalised to its type; metadata as the source sent it), made once from
-    the source's payload. It is not validated into models and dumped again: the normalisation gives
-    exactly what that round-trip gave, and the one dump that writes it (`AgentResult.wire()`, or
-    `wire()` here for a tool's answer) turns a NaN or infinity in metadata into null, as the model
-    dump did."""
+    the source's payload. It is not validated into models: the normalisation gives exactly what
+    that round-trip gave. A NaN or infinity in metadata is written as null by the dump that
+    writes it (the artifact's model, or `wire()` here for a tool's answer), as the model dump did."""
 
     nodes: list[JsonObject] = field(default_factory=list)
     edges: list[JsonObject] = field(default_factory=list)
@@ -279,8 +278,10 @@ def tool_detail(evidence: SourceEvidence) -> str:
 # ----------------------------------------------------------------------------- answers and the task
 
 class AgentResult(CamelModel):
-    """The `llmwiki_agent_result` data part, dumped once: the models it holds are not dumped one
-    by one, and the graph (`WireGraph.value()`) is already in its wire form."""
+    """The `llmwiki_agent_result` data part. It stays a model in the task: the one JSON dump of the
+    answer writes it in its wire form (camelCase, unset keys left out, NaN as null: see
+    `OptionalKey`), so it is never copied into Python values first. The graph
+    (`WireGraph.value()`) is already in its wire form."""
 
     request_id: str
     trace_id: str
@@ -324,11 +325,21 @@ def fail_closed_answer(failed_sources: int) -> str:
         "See trace steps and diagnostics for redacted source failure details."])
 
 
-def task_envelope(answer: str, result: JsonObject, request_id: str, trace_id: str) -> JsonObject:
-    """The A2A task: a completed status, the answer as a text part, the result as a data artifact."""
+def task_envelope(answer: str, result: AgentResult, request_id: str, trace_id: str) -> JsonObject:
+    """The A2A task: a completed status, the answer as a text part, the result as a data artifact
+    (the model itself, see `AgentResult`)."""
     return {
         "id": str(uuid.uuid4()), "requestId": request_id, "traceId": trace_id,
         "status": {"state": "completed", "message": {"parts": [{"kind": "text", "text": answer}]}},
         "message": {"role": "agent", "parts": [{"kind": "text", "text": answer}]},
         "artifacts": [{"name": ARTIFACT_NAME, "parts": [{"kind": "data", "data": result}]}],
     }
+
+
+
+def result_of(task: JsonObject) -> AgentResult:
+    """The run's result in a task made by `task_envelope`."""
+    result = task["artifacts"][0]["parts"][0]["data"]
+    if not isinstance(result, AgentResult):
+        raise TypeError("not a task made by task_envelope")
+    return result

@@ -84,7 +84,7 @@ async def run_task(ctx: RunContext, envelope: Any, request_id: str, trace_id: st
         request_id=request_id, trace_id=trace_id, answer=answer, orchestration_mode=request.mode,
         citations=citations, graph=graph.value(), steps=steps, source_bundles=evidence.bundles,
         diagnostics=diagnostics)
-    return artifact.task_envelope(answer, result.wire(), request_id, trace_id)
+    return artifact.task_envelope(answer, result, request_id, trace_id)
 
 
 def _accept(ctx: RunContext, envelope: Any, request_id: str, trace_id: str

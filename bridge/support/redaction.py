@@ -7,6 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import BaseModel
+
 MAX_DEPTH = 8
 MAX_ITEMS = 50
 MAX_STRING = 20_000
@@ -70,6 +72,8 @@ def redact(value: Any, depth: int = 0) -> Any:
         return value
     if depth >= MAX_DEPTH:
         return "[truncated]"
+    if isinstance(value, BaseModel):  # a wire model inside an answer (the run's result): its JSON form
+        value = value.model_dump(mode="json", by_alias=True)
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         dropped = False

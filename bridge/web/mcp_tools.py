@@ -24,7 +24,6 @@ from bridge.sources.base import (
     bundle_capabilities,
 )
 from bridge.sources.client import client_for
-from bridge.support.fields import as_list, as_object
 from bridge.support.text import safe_id, safe_trace_text
 from bridge.web.mcp_descriptors import (
     CONTEXT_LIMIT,
@@ -146,13 +145,8 @@ class SourceTools:
             if exc.kind == "rejected":
                 raise ToolArgumentError(exc.message) from None
             raise
-        result: JsonObject = {}
-        for item in as_list(task.get("artifacts")):
-            if isinstance(item, dict) and item.get("name") == artifact.ARTIFACT_NAME:
-                parts = as_list(item.get("parts"))
-                first = as_object(parts[0]) if parts else {}
-                result = as_object(first.get("data"))
-        return tool_result("llmwiki_agent_result", result, string(result.get("answer")))
+        result = artifact.result_of(task)  # written by the reply's one dump, like the A2A task
+        return tool_result("llmwiki_agent_result", result, result.answer)
 
     # -------------------------------------------------------------- source tools
 
