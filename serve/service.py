@@ -43,7 +43,8 @@ from serve.graph_view import GraphView
 from serve.memory import release_free_memory
 from serve.page_cache import PageCache, default_cache_dir
 from serve.projection import Projection
-from serve.read_focus import ReadOptions, read_payload
+from serve.handles import parse_handle
+from serve.read_focus import ReadOptions, read_payload, section_read
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.search import Searcher, SearchRequest, project_fields
 from serve.routes import endpoint_paths
@@ -257,10 +258,18 @@ class KnowledgeSource:
              fields: Sequence[str] | None = None, options: ReadOptions | None = None) -> PageRead:
         p = self.snapshot()
         page = p.find_page(page_id)
+        handle = parse_handle(page_id) if page is None else None
+        if handle is not None:  # a page or section handle (serve/handles.py)
+            page = p.find_page(handle.page_id) if handle.source_id == p.source_id else None
+            if page is not None and page.id != handle.page_id:
+                page = None  # handles name pages by id, never by path
         if page is None:
             return PageRead("missing", PageMissing())
         if not page.approved and not self.allow(include_drafts):
             return PageRead("withheld", ReadNotFound())
+        if handle is not None:
+            found = section_read(page, handle.anchor, source_id=p.source_id, bundle_id=p.bundle_id)
+            return PageRead("missing", PageMissing()) if found is None else PageRead("found", found)
         return PageRead("found", read_payload(page, fields, options or ReadOptions(),
                                               self.settings.read_default_max_chars))
 

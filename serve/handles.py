@@ -1,0 +1,41 @@
+"""Opaque handles of pages and their sections: llmwiki://<source_id>/pages/<page_id>[#<anchor>].
+
+Each part is percent-encoded (no safe characters, so a '/' in a page id is %2F and the
+handle splits unambiguously); clients treat handles as opaque and pass them back to read."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+from urllib.parse import quote, unquote
+
+SCHEME = "llmwiki://"
+PAGES = "/pages/"
+
+
+class Handle(NamedTuple):
+    source_id: str
+    page_id: str
+    anchor: str  # "" for the page itself
+
+
+def page_handle(source_id: str, page_id: str) -> str:
+    return f"{SCHEME}{quote(source_id, safe='')}{PAGES}{quote(page_id, safe='')}"
+
+
+def section_handle(source_id: str, page_id: str, anchor: str) -> str:
+    """A section's handle; the page's when `anchor` is empty."""
+    base = page_handle(source_id, page_id)
+    return f"{base}#{quote(anchor, safe='')}" if anchor else base
+
+
+def parse_handle(value: str) -> Handle | None:
+    """The parts of a page or section handle; None for anything else."""
+    if not value.startswith(SCHEME):
+        return None
+    source_part, sep, rest = value[len(SCHEME):].partition(PAGES)
+    if not sep or not source_part or "/" in source_part:
+        return None
+    page_part, _, anchor = rest.partition("#")
+    if not page_part:
+        return None
+    return Handle(unquote(source_part), unquote(page_part), unquote(anchor))
