@@ -62,6 +62,10 @@ class RawOriginsMetadata(WireModel):
     enabled: bool = False
     metadata_only: bool = True
     public_root_labels: list[str] = Field(default_factory=list)
+    # Our additions: the folder's public label (never a path) and, when it is a git work
+    # tree, the commit it is at.
+    root_label: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    commit: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class WikiManifest(WireModel):

@@ -50,6 +50,7 @@ from serve.retrieval.search import Searcher, SearchRequest, project_fields
 from serve.routes import endpoint_paths
 from serve.settings import ServeSettings
 from serve.source import okf
+from serve.source.git_head import head_commit
 
 # What this build can actually answer, in the contract's order (4.3).
 BASE_CAPABILITIES = (
@@ -220,9 +221,13 @@ class KnowledgeSource:
             index_page=p.role_page_path("index"),
             overview_page=p.role_page_path("overview"),
             projection=_projection(p),
-            raw_origins=RawOriginsMetadata(**p.raw_origins()),
+            raw_origins=self.raw_origins(p),
             capabilities=self.capabilities(p, for_network=for_network),
         )
+
+    def raw_origins(self, p: Projection) -> RawOriginsMetadata:
+        """The projection's raw-origin metadata and the commit the folder is at, if any."""
+        return RawOriginsMetadata(**p.raw_origins(), commit=head_commit(str(self.root)))
 
     def source_refs(self, include_drafts: bool = False) -> SourceRefsResponse:
         p = self.snapshot()
@@ -243,7 +248,7 @@ class KnowledgeSource:
             source_profile=p.layout.metadata.get("source_profile", ""),
             format_version=p.layout.metadata.get("format_version", ""),
             projection=_projection(p),
-            raw_origins=RawOriginsMetadata(**p.raw_origins()),
+            raw_origins=self.raw_origins(p),
             capabilities=self.capabilities(p, for_network=for_network),
             source_refs=p.source_refs(self.allow(include_drafts)),
         )

@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from pydantic import BaseModel, ValidationError
 
@@ -46,6 +46,7 @@ from common.schemas import QueryRequest, SearchMode
 from common.serve_tools import argument_models, input_schema, output_schema
 from common.version import __version__
 from serve.errors import KnowledgeSourceError, UserError
+from serve.handles import page_handle
 from serve.read_focus import ReadOptions
 from serve.service import DIRECTIONS, KnowledgeSource
 from serve.settings import MCP_TOOL_NAMES, SettingsError, tool_selection
@@ -556,8 +557,7 @@ class Dispatcher:
         return Reply(200, response(rid, result, omit_null_id=True))
 
 
-def page_uri(source_id: str, page_id: str) -> str:
-    return f"llmwiki://{quote(source_id, safe='')}/pages/{quote(page_id, safe='')}"
+page_uri = page_handle  # a page's resource uri is its handle (serve/handles.py)
 
 
 def _tool_error(text: str) -> dict[str, Any]:
