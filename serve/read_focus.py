@@ -11,6 +11,7 @@ from typing import Any
 
 from common.limits import READ_MAX_CHARS
 from serve.handles import section_handle
+from serve.retrieval.passage import file_path
 from serve.source import sections as S
 from serve.source.page import Page
 
@@ -358,7 +359,8 @@ def read_payload(page: Page, fields: Sequence[str] | None, options: ReadOptions,
 # -- handles ----------------------------------------------------------------------------
 
 
-def section_read(page: Page, anchor: str, *, source_id: str, bundle_id: str) -> dict[str, Any] | None:
+def section_read(page: Page, anchor: str, *, source_id: str, bundle_id: str,
+                 page_root: str = "") -> dict[str, Any] | None:
     """A SectionRead of the page's section with this anchor (the whole body for ""), or None
     when the page has no such section."""
     table = page.section_table
@@ -387,7 +389,7 @@ def section_read(page: Page, anchor: str, *, source_id: str, bundle_id: str) -> 
         "handle": handle_of(chosen), "page_id": page.id, "title": page.title, "path": page.path,
         "role": page.role, "heading_path": chosen.path_text, "anchor": chosen.anchor,
         "level": chosen.level, "text": text,
-        "origin": {"path": page.path, "line_start": chosen.line_start,
+        "origin": {"path": file_path(page_root, page.path), "line_start": chosen.line_start,
                    "line_end": chosen.line_end, "sha256": chosen.sha256, "bundle_id": bundle_id},
         "neighbours": {"previous": previous, "next": following, "parent": parent},
     }

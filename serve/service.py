@@ -273,7 +273,8 @@ class KnowledgeSource:
         if not page.approved and not self.allow(include_drafts):
             return PageRead("withheld", ReadNotFound())
         if handle is not None:
-            found = section_read(page, handle.anchor, source_id=p.source_id, bundle_id=p.bundle_id)
+            found = section_read(page, handle.anchor, source_id=p.source_id, bundle_id=p.bundle_id,
+                                 page_root=p.layout.page_root)
             return PageRead("missing", PageMissing()) if found is None else PageRead("found", found)
         return PageRead("found", read_payload(page, fields, options or ReadOptions(),
                                               self.settings.read_default_max_chars))

@@ -97,8 +97,14 @@ def passage(text: str, needles: Sequence[str], size: int) -> str:
     return window[: size - 1].rstrip() + "..."
 
 
+def file_path(page_root: str, page_path: str) -> str:
+    """A page's file relative to the served folder (page paths are relative to the layout's
+    page root, such as a Dendron vault)."""
+    return f"{page_root}/{page_path}" if page_root else page_path
+
+
 def locate(page: Page, needles: Sequence[str], size: int, *, source_id: str, bundle_id: str,
-           text: str | None = None) -> dict[str, Any]:
+           page_root: str = "", text: str | None = None) -> dict[str, Any]:
     """The keys an evidence item adds for its page: `section`, `origin`, `matched_fields` and
     `passage` (needles: lower-case query terms, or one case-folded literal phrase)."""
     body = page.text if text is None else text
@@ -113,7 +119,7 @@ def locate(page: Page, needles: Sequence[str], size: int, *, source_id: str, bun
     return {
         "section": {"handle": section_handle(source_id, page.id, chosen.anchor),
                     "heading_path": chosen.path_text, "anchor": chosen.anchor},
-        "origin": {"path": page.path, "line_start": chosen.line_start,
+        "origin": {"path": file_path(page_root, page.path), "line_start": chosen.line_start,
                    "line_end": chosen.line_end, "sha256": chosen.sha256, "bundle_id": bundle_id},
         "matched_fields": matched_fields(page, needles, body.casefold()),
         "passage": passage(chosen_text, needles, size),

@@ -119,14 +119,14 @@ def result(page: Page, score: float, route: str, snippet_text: str) -> dict[str,
 
 def section_item(page: Page, score: float, route: str, needles: Sequence[str],
                  snippet_chars: int | None, *, source_id: str, bundle_id: str,
-                 literal: str = "") -> dict[str, Any]:
+                 page_root: str = "", literal: str = "") -> dict[str, Any]:
     """A result with the section it cites: the page fields (the page-level snippet as the
     contract has it), then section, origin, matched_fields and passage (passage.locate)."""
     text = page.text  # one decompression for the snippet and the section
     item = result(page, score, route, snippet(page, needles, snippet_chars, literal=literal,
                                               text=text))
     item.update(locate(page, (literal,) if literal else needles, snippet_size(snippet_chars),
-                       source_id=source_id, bundle_id=bundle_id, text=text))
+                       source_id=source_id, bundle_id=bundle_id, page_root=page_root, text=text))
     return item
 
 
@@ -182,7 +182,7 @@ class Searcher:
              snippet_chars: int | None, literal: str = "") -> dict[str, Any]:
         p = self.projection
         return section_item(page, score, route, needles, snippet_chars, source_id=p.source_id,
-                            bundle_id=p.bundle_id, literal=literal)
+                            bundle_id=p.bundle_id, page_root=p.layout.page_root, literal=literal)
 
     def overview(self, req: SearchRequest, route: str = "overview") -> list[dict[str, Any]]:
         pages = self.projection.ordered(req.include_drafts)
