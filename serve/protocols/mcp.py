@@ -267,7 +267,9 @@ class Dispatcher:
                 f"max_chars to bound the returned text ({READ_MAX_CHARS.span}; focused reads default to "
                 "8000), and include_links=false to drop the link list. Truncated results say so "
                 "(truncated, total_chars, returned_chars, remaining_sections). Use fields (for "
-                "example fields=id,title) to keep only the parts you need of a plain read."),
+                "example fields=id,title) to keep only the parts you need of a plain read. "
+                "page_id may also be an evidence item's section.handle (llmwiki://...#anchor): "
+                "that section's text, heading path, file lines and neighbours' handles."),
             "llmwiki_graph": (
                 "Get the LLMWiki page/link/source graph. "
                 f"Default limit: {g} node(s); explicit limit maximum {GRAPH_LIMIT.high}. Prefer "
