@@ -6,21 +6,24 @@ text before the first heading is the preamble), without trailing blank lines. It
 file's lines line_start..line_end are the section's text exactly; `sha256` is the hash of
 those lines' bytes, each with its line break ("\\n", or "\\r\\n" as the file has it).
 
-A Page keeps its sections flat (`Page.section_table`): per section its heading, level, first
-line, last line and SHA-256 digest, after the same for the whole body (level -1: from its
-first to its last non-blank line, the lines Page.text holds). One tuple per page rather than
-one per section: large folders hold 100,000s of sections. A blank body has an empty table."""
+A Page keeps its sections packed (`Page.section_table`): the whole body first (level -1: from
+its first to its last non-blank line, the lines Page.text holds), then each section, as
+(level, first line, last line) int32 triples in one bytes object, their SHA-256 digests
+concatenated in another, then their headings. Large folders hold 100,000s of sections: two
+bytes objects per page instead of a tuple, ints and a digest object per section. A blank
+body has an empty table."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+from array import array
 import unicodedata
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 MAX_SECTIONS = 200  # past this, the last section runs to the end of the page
-STRIDE = 5
+DIGEST = 32
 PAGE_LEVEL = -1  # the table's first entry: the whole body
 PREAMBLE_ANCHOR = "preamble"
 PATH_SEPARATOR = " > "
@@ -48,8 +51,8 @@ class Section(NamedTuple):
 
 def section_table(text: str, body: str, body_line: int,
                   headings: Sequence[tuple[str, int, int]], offsets: Sequence[int]) -> tuple[Any, ...]:
-    """The flat section table of a file's decoded `text` whose body (a suffix of it) starts
-    on `body_line`; `headings` are (text, level, line) of its headings outside fenced code, in
+    """The section table of a file's decoded `text` whose body (a suffix of it) starts on
+    `body_line`; `headings` are (text, level, line) of its headings outside fenced code, in
     order, and `offsets` where each heading's line starts in the body
     (serve.source.page.headings_of)."""
     body_start = len(text) - len(body)
@@ -59,29 +62,46 @@ def section_table(text: str, body: str, body_line: int,
     begin = text.rfind("\n", 0, body_start + lead) + 1  # the first non-blank line
     begin_line = (body_line + body.count("\n", 0, begin - body_start) if begin >= body_start
                   else body_line)
-    table: list[Any] = []
-    _add(table, text, "", PAGE_LEVEL, begin, begin_line, len(text))
+    entries: list[tuple[str, int, int, int, bytes]] = []
+    _add(entries, text, "", PAGE_LEVEL, begin, begin_line, len(text))
     starts = [(heading, level, line, body_start + offset)
               for (heading, level, line), offset in zip(headings[:MAX_SECTIONS], offsets)]
     first = starts[0][3] if starts else len(text)
     if text[body_start + lead:first].strip():
-        _add(table, text, "", 0, begin, begin_line, first)
+        _add(entries, text, "", 0, begin, begin_line, first)
     for n, (heading, level, heading_line, offset) in enumerate(starts):
         stop = starts[n + 1][3] if n + 1 < len(starts) else len(text)
-        _add(table, text, heading, level, offset, heading_line, stop)
-    return tuple(table)
+        _add(entries, text, heading, level, offset, heading_line, stop)
+    return _pack(entries)
 
 
-def _add(table: list[Any], text: str, heading: str, level: int, begin: int, line: int,
-         stop: int) -> None:
+def _add(entries: list[tuple[str, int, int, int, bytes]], text: str, heading: str, level: int,
+         begin: int, line: int, stop: int) -> None:
     """Append the section text[begin:stop] (begin at a line start, on `line`) without its
     trailing blank lines."""
     content = text[begin:stop].rstrip()
     end = begin + len(content)
     newline = text.find("\n", end)
     end = len(text) if newline < 0 else newline + 1
-    table += (heading, level, line, line + content.count("\n"),
-              hashlib.sha256(text[begin:end].encode("utf-8", "surrogatepass")).digest())
+    entries.append((heading, level, line, line + content.count("\n"),
+                    hashlib.sha256(text[begin:end].encode("utf-8", "surrogatepass")).digest()))
+
+
+def _pack(entries: Sequence[tuple[str, int, int, int, bytes]]) -> tuple[Any, ...]:
+    lines = array("i")
+    for _, level, first, last, _ in entries:
+        lines.extend((level, first, last))
+    return (lines.tobytes(), b"".join(e[4] for e in entries), *(e[0] for e in entries))
+
+
+def _entries(table: tuple[Any, ...]) -> list[tuple[str, int, int, int, bytes]]:
+    if not table:
+        return []
+    lines = array("i")
+    lines.frombytes(table[0])
+    digests = table[1]
+    return [(heading, lines[3 * i], lines[3 * i + 1], lines[3 * i + 2],
+             digests[DIGEST * i:DIGEST * (i + 1)]) for i, heading in enumerate(table[2:])]
 
 
 def rehash(table: tuple[Any, ...], data: bytes) -> tuple[Any, ...]:
@@ -96,14 +116,13 @@ def rehash(table: tuple[Any, ...], data: bytes) -> tuple[Any, ...]:
     if b"\r" in data.replace(b"\r\n", b""):
         return table
     lines = data.split(b"\n")
-    out = list(table)
-    for at in range(0, len(out), STRIDE):
-        first, last = out[at + 2], out[at + 3]
+    out = []
+    for heading, level, first, last, _ in _entries(table):
         chunk = b"\n".join(lines[first - 1:last])
         if last < len(lines):
             chunk += b"\n"
-        out[at + 4] = hashlib.sha256(chunk).digest()
-    return tuple(out)
+        out.append((heading, level, first, last, hashlib.sha256(chunk).digest()))
+    return _pack(out)
 
 
 def anchor_of(heading: str, used: set[str]) -> str:
@@ -125,9 +144,10 @@ def heading_text(heading: str) -> str:
 
 def page_span(table: tuple[Any, ...], position: int = -1) -> Section:
     """The whole body as one span (no heading, anchor "": the page handle's)."""
-    if not table:
+    entries = _entries(table[:3])
+    if not entries:
         return Section(position, "", PAGE_LEVEL, 1, 0, hashlib.sha256(b"").hexdigest(), "", ())
-    _, level, first, last, digest = table[:STRIDE]
+    _, level, first, last, digest = entries[0]
     return Section(position, "", level, first, last, digest.hex(), "", ())
 
 
@@ -137,8 +157,7 @@ def sections_of(table: tuple[Any, ...]) -> list[Section]:
     used: set[str] = set()
     stack: list[tuple[int, str]] = []  # (level, heading) of the open ancestors
     preamble_at = -1
-    for position, at in enumerate(range(STRIDE, len(table), STRIDE)):
-        heading, level, first, last, digest = table[at:at + STRIDE]
+    for position, (heading, level, first, last, digest) in enumerate(_entries(table)[1:]):
         if level == 0:
             preamble_at = position
             found.append(Section(position, "", 0, first, last, digest.hex(), "", ()))
