@@ -5,6 +5,7 @@ handle splits unambiguously); clients treat handles as opaque and pass them back
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 from urllib.parse import quote, unquote
 
@@ -18,6 +19,7 @@ class Handle(NamedTuple):
     anchor: str  # "" for the page itself
 
 
+@lru_cache(maxsize=8192)
 def page_handle(source_id: str, page_id: str) -> str:
     return f"{SCHEME}{quote(source_id, safe='')}{PAGES}{quote(page_id, safe='')}"
 

@@ -187,3 +187,33 @@ def test_handles_of_withheld_or_unknown_sections_answer_like_pages(tmp_path: Pat
             assert second["neighbours"]["previous"] == first["handle"]
     finally:
         source.close()
+
+
+def test_the_passage_is_around_the_matched_terms_of_the_best_section(tmp_path: Path) -> None:
+    root = tmp_path / "wiki"
+    root.mkdir()
+    filler = " ".join(f"word{n}" for n in range(400))
+    (root / "index.md").write_text("# Home\n\nSee [[guide]].\n", encoding="utf-8")
+    (root / "guide.md").write_text(
+        f"---\ntitle: Guide\naliases: [Handbook]\n---\n# Guide\n\n{filler}\n\n## Setup\n\n{filler}\n"
+        f"the zanzibar flag lives here\n\n## Rollback\n\nundo it\n", encoding="utf-8")
+    source = KnowledgeSource(ServeSettings(root=root, page_cache=False, inotify=False))
+    try:
+        [item] = [i for i in source.search(source.request(query="zanzibar flag")).results
+                  if i["page_id"] == "guide"]
+        assert item["section"]["heading_path"] == "Guide > Setup"
+        assert item["section"]["anchor"] == "setup"
+        # Around the terms, and within the section (the page-level snippet runs on past it).
+        assert "zanzibar flag" in item["passage"] and "Rollback" not in item["passage"]
+        assert "Rollback" in item["snippet"]
+        assert len(item["passage"]) <= 280
+        assert item["matched_fields"] == ["body"]
+        assert (item["origin"]["line_start"], item["origin"]["line_end"]) == (9, 12)
+        [named] = [i for i in source.search(source.request(query="handbook rollback")).results
+                   if i["page_id"] == "guide"]
+        assert named["section"]["heading_path"] == "Guide > Rollback"
+        assert named["matched_fields"] == ["heading", "body", "alias"]
+        short = source.search(source.request(query="zanzibar", snippet_chars=40)).results[0]
+        assert "zanzibar" in short["passage"] and len(short["passage"]) <= 40
+    finally:
+        source.close()
