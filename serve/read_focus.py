@@ -365,7 +365,10 @@ def section_read(page: Page, anchor: str, *, source_id: str, bundle_id: str,
     when the page has no such section."""
     table = page.section_table
     sections = S.sections_of(table)
-    handle_of = lambda s: section_handle(source_id, page.id, s.anchor)  # noqa: E731
+
+    def handle_of(section: S.Section) -> str:
+        return section_handle(source_id, page.id, section.anchor)
+
     if anchor:
         found = [s for s in sections if s.anchor == anchor]
         if not found:

@@ -40,10 +40,10 @@ from serve.errors import KnowledgeSourceError
 from serve.freshness import Freshness
 from serve.graph import Edge, Node, canonical_relation, lookup_key, slug
 from serve.graph_view import GraphView
+from serve.handles import parse_handle
 from serve.memory import release_free_memory
 from serve.page_cache import PageCache, default_cache_dir
 from serve.projection import Projection
-from serve.handles import parse_handle
 from serve.read_focus import ReadOptions, read_payload, section_read
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.search import Searcher, SearchRequest, project_fields

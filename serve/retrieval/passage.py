@@ -15,8 +15,8 @@ from serve.source import sections as S
 from serve.source.page import Page, collapse
 
 LEAD_CHARS = 60  # how much text before the first matched term a passage keeps
-MAX_POSITIONS = 48
-MAX_KEPT = 4096  # pages whose outline and section offsets are kept  # matched-term positions a passage window is chosen among
+MAX_POSITIONS = 48  # matched-term positions a passage window is chosen among
+MAX_KEPT = 4096  # pages whose outline and section offsets are kept
 FIELD_ORDER = ("title", "heading", "body", "tag", "path", "alias")
 
 
@@ -115,7 +115,8 @@ def passage(text: str, needles: Sequence[str], size: int, lowered: str | None = 
         positions.sort()
         lead = min(LEAD_CHARS, size // 4)  # a short passage keeps less before its terms
         reach = size - lead
-        best, inside, held, j = -1, 0, {}, 0
+        held: dict[str, int] = {}  # needles inside the window, with their counts
+        best, inside, j = -1, 0, 0
         for i, (at, _) in enumerate(positions):  # windows starting at each position
             while j < len(positions) and positions[j][0] + len(positions[j][1]) <= at + reach:
                 needle = positions[j][1]

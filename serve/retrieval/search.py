@@ -19,8 +19,8 @@ from serve.projection import Projection
 from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import Hit, LexicalIndex
 from serve.retrieval.literal_bounds import literal_bounds, upper_scores
-from serve.retrieval.passage import locate
 from serve.retrieval.pairs import literal_haystack
+from serve.retrieval.passage import locate
 from serve.retrieval.question import asked_terms, question_terms
 from serve.retrieval.scoring import ROLE_MULTIPLIER
 from serve.source.page import ROLE_RANK, Page, collapse

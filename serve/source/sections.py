@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from array import array
 import unicodedata
+from array import array
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -65,7 +65,8 @@ def section_table(text: str, body: str, body_line: int,
     entries: list[tuple[str, int, int, int, bytes]] = []
     _add(entries, text, "", PAGE_LEVEL, begin, begin_line, len(text))
     starts = [(heading, level, line, body_start + offset)
-              for (heading, level, line), offset in zip(headings[:MAX_SECTIONS], offsets)]
+              for (heading, level, line), offset in zip(headings[:MAX_SECTIONS],
+                                                        offsets[:MAX_SECTIONS], strict=True)]
     first = starts[0][3] if starts else len(text)
     if text[body_start + lead:first].strip():
         _add(entries, text, "", 0, begin, begin_line, first)

@@ -116,7 +116,8 @@ def test_the_shapes_left_out_have_nothing_to_cite(folder: str, tmp_path: Path) -
 
 
 ODD_FILES: dict[str, bytes] = {
-    "crlf.md": b"---\r\ntitle: CRLF\r\n---\r\n\r\nIntro\r\n\r\n# One\r\nalpha beta\r\n\r\n## Two ##\r\ngamma\r\n",
+    "crlf.md": (b"---\r\ntitle: CRLF\r\n---\r\n\r\nIntro\r\n\r\n# One\r\nalpha beta\r\n\r\n"
+                b"## Two ##\r\ngamma\r\n"),
     "bom.md": b"\xef\xbb\xbf# Bom Page\nfirst words\n\n## Second\ndelta epsilon\n",
     "latin1.md": b"# Caf\xe9 Notes\ncaf\xe9 au lait\n\n## Menu\nzeta\n",
     "fenced.md": b"# Real\n\n```\n# not a heading\n```\n~~~\n## nor this\n~~~\n\n# Real\nagain\n\n\n",
