@@ -57,6 +57,19 @@ class Diagnostic(CamelModel):
     message: str
 
 
+class CitationOrigin(CamelModel):
+    """Where a citation's lines are in its source's file, when the source says (our serve's
+    evidence `origin` and `section`): 1-based inclusive lines, the section's heading path and
+    its `llmwiki://` handle (llmwiki_read resolves it)."""
+
+    path: str
+    line_start: int
+    line_end: int
+    heading_path: str | None = None
+    handle: str | None = None
+    sha256: str | None = None
+
+
 class Citation(CamelModel):
     """One piece of evidence, namespaced by its source (`<sourceId>:<pageId>`)."""
 
@@ -70,6 +83,7 @@ class Citation(CamelModel):
     connection_id: str
     source_refs: list[str] = Field(default_factory=list)
     handle: OptionalKey[str] = None  # the source's opaque `llmwiki://` handle for the item, when it sent one
+    origin: OptionalKey[CitationOrigin] = None  # the cited lines, from sources that give them
 
 
 # Graph nodes and edges have one-word keys, so serve's models are the bridge's too.
@@ -87,6 +101,8 @@ class CitationRef(CamelModel):
     title: OptionalKey[str] = None
     path: OptionalKey[str] = None
     source_refs: OptionalKey[list[str]] = None
+    line_start: OptionalKey[int] = None  # the cited lines of `path`, when the source gave them
+    line_end: OptionalKey[int] = None
 
 
 class TraceStep(CamelModel):

@@ -69,6 +69,10 @@ class RawOriginsMetadata(WireModel):
     enabled: bool = False
     metadata_only: bool = True
     public_root_labels: list[str] = Field(default_factory=list)
+    # Our additions: the folder's public label (never a path) and, when it is a git work
+    # tree, the commit it is at.
+    root_label: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    commit: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class WikiManifest(WireModel):
@@ -300,6 +304,33 @@ class QueryRequest(BaseModel):
         return [item.strip() for item in value]
 
 
+MatchedField = Literal["title", "heading", "body", "tag", "path", "alias"]
+
+
+def _absent(value: Any) -> bool:
+    return value is None
+
+
+class EvidenceSection(WireModel):
+    """The section of a page an evidence item cites (our addition)."""
+
+    handle: str  # llmwiki://<source_id>/pages/<page_id>#<anchor>; GET /read/{handle} resolves it
+    heading_path: str  # "Release Checklist > Rollback"; "" for the text before any heading
+    anchor: str  # GitHub-style heading anchor, unique within the page ("" for the whole page)
+
+
+class EvidenceOrigin(WireModel):
+    """Where the cited lines are: 1-based, inclusive, counted in the file as it is on disk
+    (frontmatter included); sha256 is the hex SHA-256 of those lines' bytes, line breaks
+    included (our addition)."""
+
+    path: str
+    line_start: int
+    line_end: int
+    sha256: str
+    bundle_id: str
+
+
 class SearchResult(WireModel):
     page_id: str
     title: str
@@ -309,6 +340,37 @@ class SearchResult(WireModel):
     role: str
     source_refs: list[str]
     route: str
+    # Our additions (absent from the reference's items): the best-matching section, where its
+    # lines are, which page fields matched, and the passage around the matched terms.
+    section: EvidenceSection | None = Field(default=None, exclude_if=_absent)
+    origin: EvidenceOrigin | None = Field(default=None, exclude_if=_absent)
+    matched_fields: list[MatchedField] | None = Field(default=None, exclude_if=_absent)
+    passage: str | None = Field(default=None, exclude_if=_absent)
+
+
+class SectionNeighbours(WireModel):
+    previous: str | None = None
+    next: str | None = None
+    parent: str | None = None
+
+
+class SectionRead(WireModel):
+    """GET /read/{handle} and llmwiki_read with a handle: one section of a page (or the whole
+    body, for a page handle) with its origin and its neighbours' handles (our addition)."""
+
+    handle: str
+    page_id: str
+    title: str
+    path: str
+    role: str
+    heading_path: str
+    anchor: str
+    level: int  # 1..6 for a heading, 0 for the preamble, -1 for the whole body
+    text: str  # the lines line_start..line_end (the body's first and last stripped)
+    origin: EvidenceOrigin
+    neighbours: SectionNeighbours
+    # A page handle's read lists the page's sections, in document order.
+    sections: list[EvidenceSection] | None = Field(default=None, exclude_if=_absent)
 
 
 class SearchResponse(WireModel):

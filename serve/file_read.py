@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 from serve.graph import Fragment, page_fragment
-from serve.source import okf
+from serve.source import okf, sections
 from serve.source.page import Page, ParseOptions, parse_page
 from serve.source.reading import FileChanging, NotRegularFile, TooLarge, read_regular
 from serve.source.sidecar import SidecarEdge, parse_sidecar
@@ -86,6 +86,9 @@ def read_file(job: ReadJob) -> ReadResult:
     text, problem = decode_text(data)
     parse = okf.parse_okf_page if options.okf else parse_page
     page = parse(text, page_path, options, degraded=problem, role=role)
+    # Section hashes are of the bytes on disk: redone when decoding changed them.
+    if page.section_table and (problem or b"\r" in data or data.startswith(b"\xef\xbb\xbf")):
+        page = page._replace(section_table=sections.rehash(page.section_table, data))
     return ReadResult(rel, digest, now, problem=page.degraded, page=page,
                       fragment=page_fragment(page), options=options,
                       text=okf.marker_head(text) if rel == okf.MARKER else None)

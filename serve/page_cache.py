@@ -21,7 +21,7 @@ from serve.source.page import Page
 log = structlog.get_logger("llmwiki.serve.cache")
 
 # Bump when parsing changes what a Page holds, so old caches are ignored.
-CACHE_FORMAT = 6  # 6: a checksum per section; the interpreter and marshal versions in the head
+CACHE_FORMAT = 7  # 7: pages keep their section table; 6: a checksum per cache section
 SAVE_CHUNK = 500
 _LENGTH, _SUM = 8, 16  # each section: its length, its BLAKE2b-16, then the marshal bytes
 

@@ -384,7 +384,10 @@ class Projection:
         }
 
     def raw_origins(self) -> dict[str, Any]:
-        return {"enabled": False, "metadata_only": True, "public_root_labels": list(self.raw_labels)}
+        """Raw-origin metadata: evidence items cite their files' line ranges (origin), so
+        origins are enabled; metadata only, and the folder is named by its source id."""
+        return {"enabled": True, "metadata_only": True, "public_root_labels": list(self.raw_labels),
+                "root_label": self.source_id}
 
     def role_page_path(self, role: str) -> str:
         page = self.first_with_role(role)

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.limits import READ_MAX_CHARS
+from serve.handles import section_handle
+from serve.retrieval.passage import file_path
+from serve.source import sections as S
 from serve.source.page import Page
 
 FOCUSED_DEFAULT_MAX_CHARS = 8000
@@ -351,3 +354,48 @@ def read_payload(page: Page, fields: Sequence[str] | None, options: ReadOptions,
         return focused_read(page, options)
     return plain_read(page, fields, max_chars=options.max_chars,
                       default_max_chars=default_max_chars, include_links=options.include_links)
+
+
+# -- handles ----------------------------------------------------------------------------
+
+
+def section_read(page: Page, anchor: str, *, source_id: str, bundle_id: str,
+                 page_root: str = "") -> dict[str, Any] | None:
+    """A SectionRead of the page's section with this anchor (the whole body for ""), or None
+    when the page has no such section."""
+    table = page.section_table
+    sections = S.sections_of(table)
+
+    def handle_of(section: S.Section) -> str:
+        return section_handle(source_id, page.id, section.anchor)
+
+    if anchor:
+        found = [s for s in sections if s.anchor == anchor]
+        if not found:
+            return None
+        chosen = found[0]
+        text = S.section_texts(page.text, table, [chosen])[0]
+        at = chosen.position
+        previous = handle_of(sections[at - 1]) if at > 0 else None
+        following = handle_of(sections[at + 1]) if at + 1 < len(sections) else None
+        parent = next((handle_of(s) for s in reversed(sections[:at])
+                       if 0 < s.level < chosen.level), handle_of(S.page_span(table)))
+        listed = None
+    else:
+        chosen = S.page_span(table)
+        text = page.text
+        previous, parent = None, None
+        following = handle_of(sections[0]) if sections else None
+        listed = [{"handle": handle_of(s), "heading_path": s.path_text, "anchor": s.anchor}
+                  for s in sections]
+    payload: dict[str, Any] = {
+        "handle": handle_of(chosen), "page_id": page.id, "title": page.title, "path": page.path,
+        "role": page.role, "heading_path": chosen.path_text, "anchor": chosen.anchor,
+        "level": chosen.level, "text": text,
+        "origin": {"path": file_path(page_root, page.path), "line_start": chosen.line_start,
+                   "line_end": chosen.line_end, "sha256": chosen.sha256, "bundle_id": bundle_id},
+        "neighbours": {"previous": previous, "next": following, "parent": parent},
+    }
+    if listed is not None:
+        payload["sections"] = listed
+    return payload

@@ -41,16 +41,18 @@ from serve.errors import KnowledgeSourceError
 from serve.freshness import Freshness
 from serve.graph import Edge, Node, canonical_relation, lookup_key, slug
 from serve.graph_view import GraphView
+from serve.handles import parse_handle
 from serve.memory import release_free_memory
 from serve.page_cache import PageCache, default_cache_dir
 from serve.projection import Projection
-from serve.read_focus import ReadOptions, read_payload
+from serve.read_focus import ReadOptions, read_payload, section_read
 from serve.read_target import find_read_target
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.search import Searcher, SearchRequest, project_fields
 from serve.routes import endpoint_paths
 from serve.settings import ServeSettings
 from serve.source import okf
+from serve.source.git_head import head_commit
 from serve.source.page import Page
 
 # What this build can actually answer, in the contract's order (4.3).
@@ -224,9 +226,13 @@ class KnowledgeSource:
             index_page=p.role_page_path("index"),
             overview_page=p.role_page_path("overview"),
             projection=_projection(p),
-            raw_origins=RawOriginsMetadata(**p.raw_origins()),
+            raw_origins=self.raw_origins(p),
             capabilities=self.capabilities(p, for_network=for_network),
         )
+
+    def raw_origins(self, p: Projection) -> RawOriginsMetadata:
+        """The projection's raw-origin metadata and the commit the folder is at, if any."""
+        return RawOriginsMetadata(**p.raw_origins(), commit=head_commit(str(self.root)))
 
     def source_refs(self, include_drafts: bool = False) -> SourceRefsResponse:
         p = self.snapshot()
@@ -247,7 +253,7 @@ class KnowledgeSource:
             source_profile=p.layout.metadata.get("source_profile", ""),
             format_version=p.layout.metadata.get("format_version", ""),
             projection=_projection(p),
-            raw_origins=RawOriginsMetadata(**p.raw_origins()),
+            raw_origins=self.raw_origins(p),
             capabilities=self.capabilities(p, for_network=for_network),
             source_refs=p.source_refs(self.allow(include_drafts)),
         )
@@ -262,10 +268,19 @@ class KnowledgeSource:
              fields: Sequence[str] | None = None, options: ReadOptions | None = None) -> PageRead:
         p = self.snapshot()
         page = find_read_target(p, page_id, self.allow(include_drafts))
+        handle = parse_handle(page_id) if page is None else None
+        if handle is not None:  # a page or section handle (serve/handles.py)
+            page = p.find_page(handle.page_id) if handle.source_id == p.source_id else None
+            if page is not None and page.id != handle.page_id:
+                page = None  # handles name pages by id, never by path
         if page is None:
             return PageRead("missing", PageMissing())
         if not page.approved and not self.allow(include_drafts):
             return PageRead("withheld", ReadNotFound())
+        if handle is not None:
+            found = section_read(page, handle.anchor, source_id=p.source_id, bundle_id=p.bundle_id,
+                                 page_root=p.layout.page_root)
+            return PageRead("missing", PageMissing()) if found is None else PageRead("found", found)
         return PageRead("found", read_payload(page, fields, options or ReadOptions(),
                                               self.settings.read_default_max_chars))
 

@@ -13,6 +13,7 @@ from bridge.config.registry import SourceDescriptor
 from bridge.config.settings import BridgeSettings
 from bridge.core import artifact
 from bridge.core.artifact import WireGraph, step
+from bridge.core.origins import location
 from bridge.core.prompt import AnsweredSource, compact_json, evidence_bundle, runtime_messages
 from bridge.runtime.acp import AcpFailure, acp_answer, prompt_text
 from bridge.runtime.base import (
@@ -92,12 +93,18 @@ def has_valid_anchor(answer: str, citation_count: int) -> bool:
     return False
 
 
-def with_fallback_anchors(answer: str, citation_count: int) -> tuple[str, bool]:
-    """Append `Evidence used: [1](#citation-1) ...` when the runtime cited nothing it was given."""
+def with_fallback_anchors(answer: str, citation_count: int,
+                          citations: Sequence[Citation] = ()) -> tuple[str, bool]:
+    """Append `Evidence used: [1](#citation-1) ...` when the runtime cited nothing it was given;
+    a citation whose source gave its lines is followed by them (`path:12-18 (Heading)`)."""
     if citation_count == 0 or has_valid_anchor(answer, citation_count):
         return answer, False
     shown = min(FALLBACK_ANCHORS, citation_count)
-    line = "Evidence used: " + " ".join(f"[{n}](#citation-{n})" for n in range(1, shown + 1))
+    anchors = []
+    for n in range(1, shown + 1):
+        where = location(citations[n - 1].origin) if n <= len(citations) else ""
+        anchors.append(f"[{n}](#citation-{n}) {where}" if where else f"[{n}](#citation-{n})")
+    line = "Evidence used: " + (" " if not any(" " in a for a in anchors) else "; ").join(anchors)
     if citation_count > shown:
         line += f" +{citation_count - shown} more"
     trimmed = answer.rstrip()
@@ -139,8 +146,11 @@ def _bounded_int(value: Any, default: int, high: int) -> int:
 
 
 def _citation_entry(number: int, citation: Citation) -> dict[str, Any]:
-    return {"n": number, "id": citation.id, "title": citation.title, "path": citation.path,
-            "snippet": citation.snippet[:SNIPPET_CHARS]}
+    entry = {"n": number, "id": citation.id, "title": citation.title, "path": citation.path,
+             "snippet": citation.snippet[:SNIPPET_CHARS]}
+    if citation.origin is not None:  # the section the citation rests on
+        entry["section"] = location(citation.origin)
+    return entry
 
 
 class _ToolRunner:
@@ -316,7 +326,7 @@ async def runtime_answer(settings: BridgeSettings, client_for: ClientFor | None,
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
     # An empty reply is still an answer (contract 4.8): say so, and the anchor line follows.
     content = reply.content or NO_ANSWER_TEXT
-    answer, appended = with_fallback_anchors(content, len(evidence.citations))
+    answer, appended = with_fallback_anchors(content, len(evidence.citations), evidence.citations)
     return RuntimeAnswer(answer=answer, citations=evidence.citations,
                          graph=artifact.merge_graphs(evidence.graphs),
                          tool_calls=runner.count if runner else 0, anchors_appended=appended)
@@ -332,7 +342,8 @@ async def acp_runtime_answer(settings: BridgeSettings, *, query: str, history: S
     prompt = prompt_text(runtime_messages(query, history, bundle))
     text = await acp_answer(settings.deepagents_acp_command, settings.acp_args,
                             settings.deepagents_acp_cwd or Path.cwd(), prompt, settings.timeout_seconds)
-    answer, appended = with_fallback_anchors(text.strip() or ADAPTER_NO_ANSWER_TEXT, len(citations))
+    answer, appended = with_fallback_anchors(text.strip() or ADAPTER_NO_ANSWER_TEXT, len(citations),
+                                             citations)
     return RuntimeAnswer(answer=answer, citations=list(citations), graph=graph, anchors_appended=appended)
 
 

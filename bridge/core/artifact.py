@@ -12,6 +12,7 @@ import pydantic_core
 
 from bridge.config.registry import SourceDescriptor
 from bridge.core.bundle import safe_uri
+from bridge.core.origins import citation_origin
 from bridge.sources.base import SourceCallError
 from bridge.support.clock import now_iso
 from bridge.support.facts import observations as observed
@@ -87,7 +88,7 @@ def _citation(item: dict[str, Any], index: int, source: SourceDescriptor) -> Cit
         score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
         snippet=markdown_readable(item.get("snippet")),
         connection_id=first_str(item, "connectionId", "connection_id") or source.id,
-        source_refs=source_refs(item), handle=_handle(item))
+        source_refs=source_refs(item), handle=_handle(item), origin=citation_origin(item))
 
 
 def citations_from(payload: JsonObject, source: SourceDescriptor) -> list[Citation]:
@@ -255,11 +256,16 @@ def citation_refs(citations: Sequence[Citation]) -> list[CitationRef]:
                                                  or "://" in citation.title)
         source_refs = [r for r in citation.source_refs if _safe_ref_text(r)
                        and not any(c in r for c in "[]{}<>")][:5]
+        origin = citation.origin if path_ok else None
+        if origin is not None and not (origin.path == path or origin.path.endswith("/" + path)):
+            origin = None  # lines of another file than the one the ref names
         refs.append(CitationRef(
             id=safe_trace_text(citation.id) if _safe_ref_text(citation.id) else None,
             title=safe_trace_text(citation.title) if title_ok else None,
             path=safe_trace_text(path) if path_ok else None,
-            source_refs=source_refs or None))
+            source_refs=source_refs or None,
+            line_start=origin.line_start if origin is not None else None,
+            line_end=origin.line_end if origin is not None else None))
     return refs
 
 

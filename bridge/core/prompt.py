@@ -10,6 +10,7 @@ from typing import Any
 
 from bridge.config.registry import SourceDescriptor
 from bridge.core.artifact import SourceEvidence, WireGraph
+from bridge.core.origins import location
 from bridge.support.fields import as_list
 from common.bridge_schemas import Citation, SourceBundle
 
@@ -99,6 +100,8 @@ def citation_digest(query: str, citations: Sequence[Citation]) -> list[dict[str,
         entry: dict[str, Any] = {"id": citation.id, "title": citation.title}
         if citation.path:
             entry["path"] = citation.path
+        if citation.origin is not None:  # cite the section, not the whole page
+            entry["section"] = location(citation.origin)
         if citation.snippet:
             entry["snippet"] = _cut(citation.snippet, DIGEST_SNIPPET_CHARS)
         if citation.source_refs:

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from pydantic import BaseModel, ValidationError
 
@@ -46,6 +46,7 @@ from common.schemas import QueryRequest, SearchMode
 from common.serve_tools import argument_models, input_schema, output_schema
 from common.version import __version__
 from serve.errors import KnowledgeSourceError, UserError
+from serve.handles import page_handle
 from serve.read_focus import ReadOptions
 from serve.service import DIRECTIONS, KnowledgeSource
 from serve.settings import MCP_TOOL_NAMES, SettingsError, tool_selection
@@ -266,7 +267,9 @@ class Dispatcher:
                 f"max_chars to bound the returned text ({READ_MAX_CHARS.span}; focused reads default to "
                 "8000), and include_links=false to drop the link list. Truncated results say so "
                 "(truncated, total_chars, returned_chars, remaining_sections). Use fields (for "
-                "example fields=id,title) to keep only the parts you need of a plain read."),
+                "example fields=id,title) to keep only the parts you need of a plain read. "
+                "page_id may also be an evidence item's section.handle (llmwiki://...#anchor): "
+                "that section's text, heading path, file lines and neighbours' handles."),
             "llmwiki_graph": (
                 "Get the LLMWiki page/link/source graph. "
                 f"Default limit: {g} node(s); explicit limit maximum {GRAPH_LIMIT.high}. Prefer "
@@ -559,8 +562,7 @@ class Dispatcher:
         return Reply(200, response(rid, result, omit_null_id=True))
 
 
-def page_uri(source_id: str, page_id: str) -> str:
-    return f"llmwiki://{quote(source_id, safe='')}/pages/{quote(page_id, safe='')}"
+page_uri = page_handle  # a page's resource uri is its handle (serve/handles.py)
 
 
 def _tool_error(text: str) -> dict[str, Any]:

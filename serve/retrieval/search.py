@@ -22,6 +22,7 @@ from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import Hit, LexicalIndex
 from serve.retrieval.literal_bounds import literal_bounds, upper_scores
 from serve.retrieval.pairs import literal_haystack
+from serve.retrieval.passage import locate
 from serve.retrieval.question import asked_terms, question_terms
 from serve.retrieval.scoring import ROLE_MULTIPLIER
 from serve.source.page import ROLE_RANK, Page, collapse
@@ -82,12 +83,14 @@ def snippet_size(limit: int | None) -> int:
     return DEFAULT_SNIPPET_CHARS if limit is None else SNIPPET_CHARS.clamp(limit)
 
 
-def snippet(page: Page, needles: Sequence[str], limit: int | None, *, literal: str = "") -> str:
-    """A window of the page around the first hit, whitespace-collapsed, at most `limit`."""
+def snippet(page: Page, needles: Sequence[str], limit: int | None, *, literal: str = "",
+            text: str | None = None) -> str:
+    """A window of the page around the first hit, whitespace-collapsed, at most `limit`
+    (`text`: the page's text when the caller has it already)."""
     size = snippet_size(limit)
     if size == 0:
         return ""
-    base = page.text or page.summary
+    base = (page.text if text is None else text) or page.summary
     lowered = base.casefold() if literal else base.lower()
     positions = []
     if literal:
@@ -117,6 +120,19 @@ def result(page: Page, score: float, route: str, snippet_text: str) -> dict[str,
     return {"page_id": page.id, "title": page.title, "path": page.path, "score": score,
             "snippet": snippet_text, "role": page.role, "source_refs": list(page.source_refs),
             "route": route}
+
+
+def section_item(page: Page, score: float, route: str, needles: Sequence[str],
+                 snippet_chars: int | None, *, source_id: str, bundle_id: str,
+                 page_root: str = "", literal: str = "") -> dict[str, Any]:
+    """A result with the section it cites: the page fields (the page-level snippet as the
+    contract has it), then section, origin, matched_fields and passage (passage.locate)."""
+    text = page.text  # one decompression for the snippet and the section
+    item = result(page, score, route, snippet(page, needles, snippet_chars, literal=literal,
+                                              text=text))
+    item.update(locate(page, (literal,) if literal else needles, snippet_size(snippet_chars),
+                       source_id=source_id, bundle_id=bundle_id, page_root=page_root, text=text))
+    return item
 
 
 def project_fields(item: dict[str, Any], fields: Sequence[str] | None) -> dict[str, Any]:
@@ -167,6 +183,12 @@ class Searcher:
     def visible(self, include_drafts: bool) -> tuple[Page, ...]:
         return self.projection.visible_pages(include_drafts)
 
+    def item(self, page: Page, score: float, route: str, needles: Sequence[str],
+             snippet_chars: int | None, literal: str = "") -> dict[str, Any]:
+        p = self.projection
+        return section_item(page, score, route, needles, snippet_chars, source_id=p.source_id,
+                            bundle_id=p.bundle_id, page_root=p.layout.page_root, literal=literal)
+
     def overview(self, req: SearchRequest, route: str = "overview") -> list[dict[str, Any]]:
         pages = self.projection.ordered(req.include_drafts)
         excluded = _excluded_paths(self.projection, req.exclude_page_ids)
@@ -175,7 +197,7 @@ class Searcher:
             if page.path in excluded:
                 continue
             score = round(1.0 - 0.01 * len(items), 4)
-            items.append(result(page, score, route, snippet(page, (), req.snippet_chars)))
+            items.append(self.item(page, score, route, (), req.snippet_chars))
             if len(items) >= req.limit:
                 break
         return items
@@ -193,7 +215,7 @@ class Searcher:
 
     def lexical(self, query: str, req: SearchRequest) -> list[dict[str, Any]]:
         hits, needles = self._lexical_hits(query, req)
-        return [result(h.page, round(h.score, 4), "search", snippet(h.page, needles, req.snippet_chars))
+        return [self.item(h.page, round(h.score, 4), "search", needles, req.snippet_chars)
                 for h in hits]
 
     def _lexical_hits(self, query: str, req: SearchRequest) -> tuple[list[Hit], list[str]]:
@@ -236,8 +258,8 @@ class Searcher:
         primary = {hit.page.path: rank for rank, hit in enumerate(ranked[0][0], start=1)}
         order = sorted(fused, key=lambda p: (-fused[p], primary.get(p, 1_000_000), best_rank[p],
                                              ROLE_RANK.get(first_of[p][0].page.role, 3), p))
-        return [result(first_of[p][0].page, round(fused[p], 6), "search",
-                       snippet(first_of[p][0].page, first_of[p][1], req.snippet_chars))
+        return [self.item(first_of[p][0].page, round(fused[p], 6), "search", first_of[p][1],
+                          req.snippet_chars)
                 for p in order[: req.limit]]
 
     def literal(self, req: SearchRequest) -> list[dict[str, Any]]:
@@ -290,8 +312,8 @@ class Searcher:
                 del hits[req.limit:]
                 floor = round(hits[-1].score, 4)
         hits.sort(key=_literal_order)
-        return [result(h.page, round(h.score, 4), "literal",
-                       snippet(h.page, (), req.snippet_chars, literal=needle))
+        return [self.item(h.page, round(h.score, 4), "literal", (), req.snippet_chars,
+                          literal=needle)
                 for h in hits[: req.limit]]
 
     def orientation(self, req: SearchRequest) -> list[dict[str, Any]]:
@@ -304,12 +326,14 @@ class Searcher:
         items: list[dict[str, Any]] | None = memo.get(key)
         if items is None:
             hubs = self.projection.entry_pages(req.include_drafts)
-            items = [result(page, round(1.0 - 0.01 * i, 4), "orientation",
-                            snippet(page, (), req.snippet_chars))
+            items = [self.item(page, round(1.0 - 0.01 * i, 4), "orientation", (),
+                               req.snippet_chars)
                      for i, page in enumerate(hubs[:3])]
             if len(memo) < MEMO_ENTRIES:
                 memo[key] = items
-        return [{**item, "source_refs": list(item["source_refs"])} for item in items]
+        return [{**item, "source_refs": list(item["source_refs"]), "section": dict(item["section"]),
+                 "origin": dict(item["origin"]), "matched_fields": list(item["matched_fields"])}
+                for item in items]
 
     def context(self, req: SearchRequest, *, graph_limit: int) -> dict[str, Any]:
         """The context pack: orientation, ranked evidence, limitations, the graph around

@@ -9,7 +9,7 @@ import sys
 import zlib
 from typing import Any, NamedTuple
 
-from serve.source import names, prose
+from serve.source import names, prose, sections
 from serve.source.frontmatter import json_safe, split_frontmatter
 
 # A heading is one line: '#' to '######', a space or tab, then its text; matched after a
@@ -98,6 +98,7 @@ class Page(NamedTuple):
     degraded: str = ""  # why the page was degraded while parsing ("" when clean)
     okf_json: str = ""  # JSON of the OKF v0.2 `okf` object ("" when not an OKF page)
     aliases: tuple[str, ...] = ()  # other names links and reads may use (names.aliases_of)
+    section_table: tuple[Any, ...] = ()  # serve.source.sections: lines and hash per section
 
     @property
     def frontmatter(self) -> dict[str, Any]:
@@ -370,12 +371,14 @@ def parse_page(text: str, path: str, options: ParseOptions, *, degraded: str = "
     line_count = text.count("\n") + (0 if text.endswith("\n") else 1) if text else 0
     fences = prose.fence_spans(body)
     raw_headings: list[tuple[str, int, int]] = []  # (text, level, line)
+    offsets: list[int] = []
     line = split.body_line
     pos = 0
     for heading, level, offset in headings_of(body, fences):
         line += body.count("\n", pos, offset)
         pos = offset
         raw_headings.append((heading, level, line))
+        offsets.append(offset)
     headings = tuple(h[0] for h in raw_headings[:MAX_HEADINGS])
     section_lines = _section_lines(raw_headings, line_count)
 
@@ -440,6 +443,7 @@ def parse_page(text: str, path: str, options: ParseOptions, *, degraded: str = "
         description=str(json_safe(description)) if description else "",
         degraded=degraded,
         aliases=_interned(aliases),
+        section_table=sections.section_table(text, body, split.body_line, raw_headings, offsets),
     )
 
 

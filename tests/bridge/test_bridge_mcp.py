@@ -798,3 +798,23 @@ async def test_context_over_an_a2a_source(bridge_client: BridgeFactory, sample_r
         assert text.startswith("Context from Agent: ")
     finally:
         await server.close()
+
+
+async def test_read_resolves_the_section_handle_a_citation_carries(bridge_client: BridgeFactory,
+                                                                    upstream: Upstream) -> None:
+    client = await bridge_client()
+    value, _ = await ok(client, "llmwiki_context", {**inline(upstream.url), "query": "rollback"})
+    cited = value["citations"][0]
+    origin = cited["origin"]
+    assert origin["path"] == cited["path"] and 1 <= origin["lineStart"] <= origin["lineEnd"]
+    handle = origin["handle"]
+    assert handle.startswith("llmwiki://") and "#" in handle
+    value, text = await ok(client, "llmwiki_read", {**inline(upstream.url), "pageId": handle})
+    section = value["page"]
+    assert section["handle"] == handle and section["heading_path"] == origin["headingPath"]
+    assert (section["origin"]["line_start"], section["origin"]["line_end"]) == (
+        origin["lineStart"], origin["lineEnd"])
+    assert text == f"Page read from Ops: {section['title']}."
+    value, text = await ok(client, "llmwiki_read", {**inline(upstream.url),
+                                                    "pageId": handle + "-no-such-anchor"})
+    assert value["page"]["found"] is False and "not found" in text

@@ -19,7 +19,7 @@ from bridge.core.prompt import (
     runtime_messages,
 )
 from bridge.runtime.base import CHAT_FAILED_MESSAGE
-from common.bridge_schemas import Citation
+from common.bridge_schemas import Citation, CitationOrigin
 from tests.support.bridge_sources import BridgeFactory, Client, source
 from tests.support.fake_openai import FakeOpenAI, RecordedRequest
 
@@ -128,6 +128,13 @@ async def test_api_key_goes_only_to_the_runtime(bridge_client: BridgeFactory, fa
     assert fake.requests[-1].headers["Authorization"] == "Bearer sk-runtime-secret"
 
 
+def where(citation: dict[str, Any]) -> str:
+    origin = citation["origin"]
+    return (f"{origin['path']}:{origin['lineStart']}-{origin['lineEnd']} ({origin['headingPath']})"
+            if origin["lineStart"] != origin["lineEnd"] else
+            f"{origin['path']}:{origin['lineStart']} ({origin['headingPath']})")
+
+
 async def test_answer_without_anchors_gets_evidence_used(bridge_client: BridgeFactory, fake: FakeOpenAI,
                                                          serve_url: str) -> None:
     # An image link and an out-of-range anchor are not valid anchors (contract 4.8).
@@ -136,7 +143,9 @@ async def test_answer_without_anchors_gets_evidence_used(bridge_client: BridgeFa
     result = result_of(await send(client, run_body(serve_url)))
     count = len(result["citations"])
     assert count > 0
-    links = " ".join(f"[{n}](#citation-{n})" for n in range(1, min(count, 5) + 1))
+    # Our serve gives each item's lines: each anchor names the cited file lines and section.
+    links = "; ".join(f"[{n}](#citation-{n}) {where(c)}"
+                      for n, c in enumerate(result["citations"][:5], start=1))
     more = f" +{count - 5} more" if count > 5 else ""
     assert result["answer"] == (f"Use the hotfix runbook. ![1](#citation-1) [99](#citation-99)\n\n"
                                 f"Evidence used: {links}{more}")
@@ -410,6 +419,12 @@ def test_fallback_anchor_rules() -> None:
     assert with_fallback_anchors("x", 7)[0] == ("x\n\nEvidence used: [1](#citation-1) [2](#citation-2) "
                                                 "[3](#citation-3) [4](#citation-4) [5](#citation-5) +2 more")
     assert with_fallback_anchors("no evidence", 0) == ("no evidence", False)
+    # With the lines a source gave; quoted Markdown link characters cannot pose as anchors.
+    cited = [citation(1), citation(2)]
+    cited[0].origin = CitationOrigin(path="page-1.md", line_start=3, line_end=9,
+                                     heading_path="Setup > [9](#citation-9)")
+    assert with_fallback_anchors("x", 2, cited)[0] == (
+        "x\n\nEvidence used: [1](#citation-1) page-1.md:3-9 (Setup > 9 #citation-9); [2](#citation-2)")
 
 
 @pytest.mark.parametrize("budget", [2_000, 5_000, 20_000])

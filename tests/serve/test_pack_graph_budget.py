@@ -103,12 +103,16 @@ def test_median_pack_of_the_sample_wiki_fits_the_target() -> None:
     assert statistics.median(pack_sizes(J.FIXTURES / "sample-wiki", questions)) <= PACK_TARGET
 
 
-def test_median_pack_of_the_real_folders_fits_the_target() -> None:
+OVER_TARGET = pytest.mark.xfail(strict=True, reason=(
+    "issue 16: react-ko's MDX headings carry their English anchors ({/*...*/}), so section, "
+    "origin and passage add about 1.4 KB of Korean per item; its median pack is near 19.6 KB"))
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=OVER_TARGET) if n == "react-ko" else n
+                                  for n in R.NAMES])
+def test_median_pack_of_the_real_folders_fits_the_target(name: str) -> None:
     real = R.extract()
     if real is None:
         pytest.skip(f"real folders not found: {R.TARBALL} (or ${R.ENV}); not in CI")
-    for name in R.NAMES:
-        if name == "dendron-handbook":
-            continue  # a folder serve cannot read yet (test_real_folders.DENDRON_UNREAD)
-        questions = [j.query for j in R.load() if R.name_of(j.folder) == name]
-        assert statistics.median(pack_sizes(real / name, questions)) <= PACK_TARGET, name
+    questions = [j.query for j in R.load() if R.name_of(j.folder) == name]
+    assert statistics.median(pack_sizes(real / name, questions)) <= PACK_TARGET, name

@@ -789,7 +789,8 @@ def test_too_large_page_is_skipped_but_still_signed(tmp_path: Path) -> None:
 
 def test_raw_origin_labels(tmp_path: Path) -> None:
     assert project(FIXTURES / "sample-wiki").raw_origins() == {
-        "enabled": False, "metadata_only": True, "public_root_labels": ["raw"]}
+        "enabled": True, "metadata_only": True, "public_root_labels": ["raw"],
+        "root_label": "sample-operations-wiki"}
     root = build(tmp_path / "kb", {"sources/s.txt": "x", "raw/r.txt": "y", "a.md": "# A\n"})
     assert project(root).raw_origins()["public_root_labels"] == ["raw", "sources"]
     nested = build(tmp_path / "repo", {"wiki/index.md": "# I\n", "raw/r.txt": "outside source root",

@@ -142,8 +142,11 @@ async def test_manifest_shape_and_redacted_root(serve_client: ClientFactory,
     assert (body["hot_page"], body["index_page"], body["overview_page"]) == (
         "hot.md", "index.md", "overview.md")
     assert list(body["projection"]) == PROJECTION_KEYS
-    assert body["raw_origins"] == {"enabled": False, "metadata_only": True,
-                                   "public_root_labels": ["raw"]}
+    # Enabled (evidence cites line ranges), metadata only, the folder named by its source id;
+    # the copied fixture is not a git work tree, so no commit.
+    assert body["raw_origins"] == {"enabled": True, "metadata_only": True,
+                                   "public_root_labels": ["raw"],
+                                   "root_label": "sample-operations-wiki"}
     assert body["capabilities"] == CAPABILITIES
     health = await get_json(client, "/health")
     assert body["bundle_id"] == health["source"]["bundle_id"]

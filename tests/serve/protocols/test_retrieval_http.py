@@ -39,7 +39,10 @@ ClientFactory = Callable[..., Awaitable[Client]]  # the `serve_client` fixture
 PACK_KEYS = ["query", "wiki_title", "description", "adapter", "implementation", "page_count",
              "approved_page_count", "answerable", "orientation", "evidence", "limitations",
              "graph", "retrieval_guidance"]
-ITEM_KEYS = ["page_id", "title", "path", "score", "snippet", "role", "source_refs", "route"]
+REFERENCE_ITEM_KEYS = ["page_id", "title", "path", "score", "snippet", "role", "source_refs",
+                       "route"]
+# The reference's keys first and in its order, then the section an item cites (ours).
+ITEM_KEYS = [*REFERENCE_ITEM_KEYS, "section", "origin", "matched_fields", "passage"]
 ROLE_RANK = {"hot": 0, "index": 1, "overview": 2}
 
 SAMPLE_TITLE = "Sample Operations Wiki"
@@ -1050,10 +1053,19 @@ async def test_withheld_pages_do_not_influence_anything_visible(
     assert WITHHELD_LINE in pack_a["limitations"]
     assert [line for line in pack_a["limitations"] if line != WITHHELD_LINE] == \
         pack_b["limitations"]
+    # Origins name the source's bundle (/source-bundle's bundle_id), which identifies all of
+    # its files, withheld ones included, as it always has: the rest must not differ.
+    for pack, client in ((pack_a, a), (pack_b, b)):
+        bundle = (await (await client.get("/source-bundle")).json())["bundle_id"]
+        for item in pack["orientation"] + pack["evidence"]:
+            assert item["origin"].pop("bundle_id") == bundle
     for key in PACK_KEYS:
         if key not in ("page_count", "limitations"):
             assert pack_a[key] == pack_b[key], key
-    assert await search(a, body) == await search(b, body)
+    found_a, found_b = await search(a, body), await search(b, body)
+    for item in found_a + found_b:
+        del item["origin"]["bundle_id"]
+    assert found_a == found_b
 
 
 async def test_korean_withheld_needle(korean: Client) -> None:

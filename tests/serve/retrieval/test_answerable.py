@@ -72,8 +72,9 @@ def test_plain_words(word: str) -> None:
 
 
 def test_question_words_and_short_words_are_not_judged() -> None:
+    # "every" is filler since the natural-question rules (serve/retrieval/question.py)
     assert [w.text for w in content_words("How do I make a task repeat every week?")] == [
-        "make", "task", "repeat", "every", "week"]
+        "make", "task", "repeat", "week"]
     assert [w.text for w in content_words("환불 및 더 FreeDOS에서만")] == ["환불", "FreeDOS"]
 
 
