@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -22,6 +23,7 @@ from common.schemas import (
     GraphResponse,
     HealthDiagnostics,
     HealthEndpoints,
+    HealthReadiness,
     HealthResponse,
     HealthSource,
     PageMissing,
@@ -40,6 +42,7 @@ from serve.errors import KnowledgeSourceError
 from serve.freshness import Freshness
 from serve.graph import Edge, Node, canonical_relation, lookup_key, slug
 from serve.graph_view import GraphView
+from serve.index_cache import IndexCache
 from serve.memory import release_free_memory
 from serve.page_cache import PageCache, default_cache_dir
 from serve.projection import Projection
@@ -83,15 +86,18 @@ class KnowledgeSource:
     """One served folder. Owns freshness; every call works on one consistent snapshot."""
 
     def __init__(self, settings: ServeSettings, *, a2a_enabled: bool = False,
-                 early: EarlyRead | None = None) -> None:
+                 early: EarlyRead | None = None, started: float | None = None) -> None:
+        self.started = time.monotonic() if started is None else started  # the process's start
         self.settings = settings
         self.root = settings.root.expanduser().resolve()
         self.a2a_enabled = a2a_enabled or settings.enable_a2a
         self.cache: PageCache | None = None
+        self.index_cache: IndexCache | None = None
         records = None
         if settings.page_cache:
-            self.cache = PageCache(settings.cache_dir or default_cache_dir(), self.root,
-                                   max_page_bytes=settings.max_page_bytes)
+            cache_dir = settings.cache_dir or default_cache_dir()
+            self.cache = PageCache(cache_dir, self.root, max_page_bytes=settings.max_page_bytes)
+            self.index_cache = IndexCache(cache_dir, self.root)
             records = self.cache.load()
         self._loaded_keys = set(records or ())
         self.freshness = Freshness(
@@ -116,6 +122,11 @@ class KnowledgeSource:
         # The index grows in place: syncing and index lookups must not interleave (the
         # start-up warm-up and literal scans run in worker threads).
         self._index_lock = threading.Lock()
+        self.index_origin: Literal["cache", "built", ""] = ""
+        self._index_cache_tried = False
+        # Set until the start-up warm-up has run (the HTTP service runs it; a one-shot never
+        # asks): /health says ready only once the first query need not build anything.
+        self.warm_pending = True
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -130,7 +141,9 @@ class KnowledgeSource:
             self.snapshot().projection_metadata()
 
     def save_cache(self) -> None:
-        """Persist parsed pages for the next start (skipped when nothing changed)."""
+        """Persist parsed pages and the search index for the next start (each skipped when
+        nothing changed)."""
+        self.save_index()
         if self.cache is None:
             return
         with self.freshness.lock:
@@ -151,6 +164,21 @@ class KnowledgeSource:
         self.cache.save(records, counts)
         release_free_memory()
         self._saved_generation = generation
+
+    def save_index(self) -> None:
+        """Persist the search index when it is a bulk build of the snapshot it serves (after
+        edits it is not: the next start builds it again)."""
+        if self.index_cache is None:
+            return
+        with self._index_lock:
+            indexed = self._indexed
+            if indexed is None or not self.index.is_bulk_of(indexed.pages):
+                return
+            encoded = self.index_cache.encode(indexed.signature, indexed.pages, self.index)
+        if encoded is not None:
+            self.index_cache.write(indexed.signature, encoded)
+            del encoded
+            release_free_memory()
 
     def close(self) -> None:
         if self._early is not None:
@@ -184,10 +212,25 @@ class KnowledgeSource:
 
     # -- discovery --------------------------------------------------------------------
 
+    @property
+    def phase(self) -> Literal["loading", "indexing", "ready"]:
+        """loading: no snapshot yet; indexing: the search index or the warm-up is not done;
+        ready: queries are answered without building anything first."""
+        if self.freshness.current is None:
+            return "loading"
+        return "ready" if self.index_ready and not self.warm_pending else "indexing"
+
     def health(self, cors: CorsStatus) -> HealthResponse:
         p = self.snapshot()
         skipped = sum(1 for d in p.diagnostics if d.skipped)
+        phase = self.phase
         return HealthResponse(
+            ready=phase == "ready", phase=phase,
+            readiness=HealthReadiness(
+                phase=phase, pages=p.page_count,
+                indexed_documents=self.index.n_all if self.index_ready else 0,
+                index_origin=self.index_origin,
+                seconds_since_start=round(time.monotonic() - self.started, 3)),
             version=__version__,
             source=HealthSource(
                 source_id=p.source_id, bundle_id=p.bundle_id, public_uri=p.public_uri,
@@ -292,10 +335,19 @@ class KnowledgeSource:
         projection = self.snapshot()
         with self._index_lock:
             indexed = self._indexed
+            if indexed is None and not self._index_cache_tried:
+                self._index_cache_tried = True  # one try: later snapshots differ from the file's
+                cached = (self.index_cache.load(projection.signature, projection.pages)
+                          if self.index_cache is not None else None)
+                if cached is not None:
+                    self.index, indexed = cached, projection
+                    self.index_origin = "cache"
+                    self._indexed = projection
             if indexed is not projection:
                 changed = projection.changed_since(indexed) if indexed is not None else None
                 if changed is None:
                     self.index.sync(projection.pages)
+                    self.index_origin = self.index_origin or "built"
                 else:  # an edit of a few pages: only they are looked at
                     pages, position = projection.pages, projection.position
                     self.index.update([pages[position[path]] for path in sorted(changed)])
@@ -303,7 +355,8 @@ class KnowledgeSource:
         return Searcher(projection, self.index, self._index_lock)
 
     def warm(self) -> None:
-        """Build the search index and the graph views ahead of the first query."""
+        """Build (or load) the search index and the graph views ahead of the first query,
+        then keep a built index in the restart cache."""
         try:
             projection = self.searcher().projection
             len(projection.incoming)  # the link index behind context-pack graphs
@@ -313,6 +366,9 @@ class KnowledgeSource:
             release_free_memory()
         except KnowledgeSourceError:
             pass  # nothing to warm until the folder can be served
+        finally:
+            self.warm_pending = False
+        self.save_index()
 
     def request(self, **values: Any) -> SearchRequest:
         """A SearchRequest with this server's defaults and draft permission applied."""

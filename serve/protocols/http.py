@@ -82,8 +82,14 @@ def _source(request: web.Request) -> KnowledgeSource:
 
 
 async def health(request: web.Request) -> web.Response:
+    """The health document; with `?ready=1` (for load balancers and probes) it answers 503
+    until queries can be answered, with the same document."""
+    params = QueryParams(request)
+    want_ready = params.boolean("ready")
+    params.check()
     cors = CorsStatus(**request.app[POLICY_KEY].status())
-    return json_response(_source(request).health(cors))
+    body = _source(request).health(cors)
+    return json_response(body, status=503 if want_ready and not body.ready else 200)
 
 
 async def manifest(request: web.Request) -> web.Response:
