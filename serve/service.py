@@ -100,6 +100,7 @@ class KnowledgeSource:
             self.index_cache = IndexCache(cache_dir, self.root)
             records = self.cache.load()
         self._loaded_keys = set(records or ())
+        self.loaded_keys = frozenset(self._loaded_keys)  # what the restart cache held at start
         self.freshness = Freshness(
             self.root,
             source_id=settings.source_id,
@@ -127,6 +128,7 @@ class KnowledgeSource:
         # Set until the start-up warm-up has run (the HTTP service runs it; a one-shot never
         # asks): /health says ready only once the first query need not build anything.
         self.warm_pending = True
+        self.warmed = threading.Event()  # set with warm_pending cleared (READY=1 waits on it)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -139,6 +141,10 @@ class KnowledgeSource:
         with them for the GIL). Errors are left to the first request to report."""
         with contextlib.suppress(KnowledgeSourceError):
             self.snapshot().projection_metadata()
+
+    def early_progress(self) -> int:
+        """Files the early read (if any) has parsed so far."""
+        return self._early.done if self._early is not None else 0
 
     def save_cache(self) -> None:
         """Persist parsed pages and the search index for the next start (each skipped when
@@ -368,6 +374,7 @@ class KnowledgeSource:
             pass  # nothing to warm until the folder can be served
         finally:
             self.warm_pending = False
+            self.warmed.set()
         self.save_index()
 
     def request(self, **values: Any) -> SearchRequest:
