@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -129,6 +129,8 @@ class KnowledgeSource:
         # asks): /health says ready only once the first query need not build anything.
         self.warm_pending = True
         self.warmed = threading.Event()  # set with warm_pending cleared (READY=1 waits on it)
+        self._when_warmed: list[Callable[[], None]] = []
+        self._warm_lock = threading.Lock()  # never held long: the event loop takes it
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -374,8 +376,22 @@ class KnowledgeSource:
             pass  # nothing to warm until the folder can be served
         finally:
             self.warm_pending = False
-            self.warmed.set()
+            with self._warm_lock:
+                self.warmed.set()
+                waiting, self._when_warmed = self._when_warmed, []
+            for call in waiting:
+                with contextlib.suppress(Exception):  # a waiter gone (its loop closed) is no failure
+                    call()
         self.save_index()
+
+    def when_warmed(self, call: Callable[[], None]) -> bool:
+        """Have `call` run (in the warm-up's thread) once the warm-up is done; False, and no
+        call, when it is done already."""
+        with self._warm_lock:
+            if self.warmed.is_set():
+                return False
+            self._when_warmed.append(call)
+            return True
 
     def request(self, **values: Any) -> SearchRequest:
         """A SearchRequest with this server's defaults and draft permission applied."""
