@@ -2,7 +2,9 @@
 snapshot it was built from.
 
 One file per root: checksummed sections (the page cache's framing) holding a JSON head, the
-terms, then raw numpy arrays whose type and shape the head names. Nothing in it is executable
+terms, raw numpy arrays whose type and shape the head names, then the snapshot's link views
+the first context pack needs (JSON: who links to each page, the owner of each shared node, the
+link lookup), which take about as long to compute as loading the index. Nothing in it is executable
 (no pickle): a tampered file can only fail a check, which makes it a miss, and the index is
 built again. The head names the projection's signature (every file's path, size and digest)
 and a digest of the page paths in index order, so an index is used only for the snapshot it
@@ -14,6 +16,7 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +30,7 @@ from serve.source.page import Page
 log = structlog.get_logger("llmwiki.serve.cache")
 
 # Bump when what the index holds for a page changes (analysis, fields, signatures).
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2  # 2: the link views after the arrays
 ARRAYS = ("indptr", "main_docs", "main_tfs", "df_all", "df_approved", "doc_len", "pair_columns")
 DTYPES = frozenset({"int64", "int32", "uint16", "uint8", "float32"})
 TERM_SEPARATOR = "\0"  # never part of an analysed term (see save)
@@ -52,9 +55,9 @@ class IndexCache:
         return {"format": INDEX_FORMAT, "version": __version__, "root": self.root,
                 "signature": signature, "documents": len(pages), "paths": paths_digest(pages)}
 
-    def load(self, signature: str, pages: Sequence[Page]) -> LexicalIndex | None:
-        """The index built for the snapshot with this signature and pages, or None (logged)
-        when the file is absent, for another snapshot, damaged or altered."""
+    def load(self, signature: str, pages: Sequence[Page]) -> tuple[LexicalIndex, Views] | None:
+        """The index and link views built for the snapshot with this signature and pages, or
+        None (logged) when the file is absent, for another snapshot, damaged or altered."""
         started = time.perf_counter()
         try:
             data = self.path.read_bytes()
@@ -64,7 +67,7 @@ class IndexCache:
             log.warning("index_cache_unreadable", error=type(exc).__name__)
             return None
         try:
-            index = self._decode(memoryview(data), signature, pages)
+            index, views = self._decode(memoryview(data), signature, pages)
         except _Stale:
             log.info("index_cache_stale")
             return None
@@ -74,9 +77,10 @@ class IndexCache:
         self.saved_signature = signature
         log.info("index_cache_loaded", documents=len(pages), terms=len(index.vocab),
                  seconds=round(time.perf_counter() - started, 3))
-        return index
+        return index, views
 
-    def _decode(self, view: memoryview, signature: str, pages: Sequence[Page]) -> LexicalIndex:
+    def _decode(self, view: memoryview, signature: str,
+                pages: Sequence[Page]) -> tuple[LexicalIndex, Views]:
         parts = sections(view)
         head_bytes = next(parts, None)
         if head_bytes is None:
@@ -104,12 +108,16 @@ class IndexCache:
                 raise ValueError(f"{name} has an unknown type or shape")
             # A copy: the arrays must not keep the whole file's bytes alive.
             arrays[name] = np.frombuffer(payload, dtype=np.dtype(dtype)).reshape(shape).copy()
+        views_bytes = next(parts, None)
+        if views_bytes is None:
+            raise ValueError("the link views fail their checksum")
+        views = Views.decoded(json.loads(bytes(views_bytes)), pages)
         if next(parts, None) is not None:
             raise ValueError("trailing sections")
-        return LexicalIndex.restored(pages, terms, arrays)
+        return LexicalIndex.restored(pages, terms, arrays), views
 
-    def encode(self, signature: str, pages: Sequence[Page],
-               index: LexicalIndex) -> list[bytes] | None:
+    def encode(self, signature: str, pages: Sequence[Page], index: LexicalIndex,
+               views: Views) -> list[bytes] | None:
         """The file's sections for the index of the snapshot with this signature (a bulk
         build of `pages`), or None when the file already holds it. Copies everything, so
         the caller holds the index lock only for this and writes after releasing it."""
@@ -122,9 +130,11 @@ class IndexCache:
         head = {**self._head(signature, pages), "terms": len(terms),
                 "arrays": {name: [str(arrays[name].dtype), list(arrays[name].shape)]
                            for name in ARRAYS}}
+        link_views = json.dumps(views.encoded(pages), ensure_ascii=False)
         return [section(json.dumps(head).encode("ascii")),
                 section(TERM_SEPARATOR.join(terms).encode("utf-8", "surrogatepass")),
-                *(section(np.ascontiguousarray(arrays[name]).tobytes()) for name in ARRAYS)]
+                *(section(np.ascontiguousarray(arrays[name]).tobytes()) for name in ARRAYS),
+                section(link_views.encode("utf-8", "surrogatepass"))]
 
     def write(self, signature: str, encoded: list[bytes]) -> bool:
         """Write what encode() made (atomically); whether it was written."""
@@ -133,6 +143,41 @@ class IndexCache:
         self.saved_signature = signature
         log.info("index_cache_written", bytes=sum(len(part) for part in encoded))
         return True
+
+
+@dataclass(frozen=True, slots=True)
+class Views:
+    """A snapshot's link views (see Projection.incoming, .owners(False) and .lookup)."""
+
+    incoming: dict[str, list[int]]
+    owners: dict[str, str]
+    lookup: dict[str, Page]
+
+    def encoded(self, pages: Sequence[Page]) -> dict[str, object]:
+        position = {id(page): i for i, page in enumerate(pages)}
+        return {"incoming": self.incoming, "owners": self.owners,
+                "lookup": {key: position[id(page)] for key, page in self.lookup.items()}}
+
+    @classmethod
+    def decoded(cls, data: object, pages: Sequence[Page]) -> Views:
+        """The views from encoded() data; ValueError when anything is not of its shape or
+        points past the pages."""
+        if not isinstance(data, dict):
+            raise ValueError("link views: not an object")
+        incoming, owners, lookup = data.get("incoming"), data.get("owners"), data.get("lookup")
+        if not (isinstance(incoming, dict) and isinstance(owners, dict) and isinstance(lookup, dict)):
+            raise ValueError("link views: missing parts")
+        n = len(pages)
+        paths = {page.path for page in pages}
+        for path, positions in incoming.items():
+            if path not in paths or not isinstance(positions, list) or not all(
+                    type(i) is int and 0 <= i < n for i in positions):
+                raise ValueError("link views: an incoming list does not fit the pages")
+        if not all(isinstance(nid, str) and owner in paths for nid, owner in owners.items()):
+            raise ValueError("link views: an owner is not a page")
+        if not all(type(i) is int and 0 <= i < n for i in lookup.values()):
+            raise ValueError("link views: a lookup entry does not fit the pages")
+        return cls(incoming, owners, {key: pages[i] for key, i in lookup.items()})
 
 
 class _Stale(Exception):

@@ -42,7 +42,7 @@ from serve.errors import KnowledgeSourceError
 from serve.freshness import Freshness
 from serve.graph import Edge, Node, canonical_relation, lookup_key, slug
 from serve.graph_view import GraphView
-from serve.index_cache import IndexCache
+from serve.index_cache import IndexCache, Views
 from serve.memory import release_free_memory
 from serve.page_cache import PageCache, default_cache_dir
 from serve.projection import Projection
@@ -182,7 +182,8 @@ class KnowledgeSource:
             indexed = self._indexed
             if indexed is None or not self.index.is_bulk_of(indexed.pages):
                 return
-            encoded = self.index_cache.encode(indexed.signature, indexed.pages, self.index)
+            views = Views(indexed.incoming, indexed.owners(False), indexed.lookup)
+            encoded = self.index_cache.encode(indexed.signature, indexed.pages, self.index, views)
         if encoded is not None:
             self.index_cache.write(indexed.signature, encoded)
             del encoded
@@ -348,9 +349,10 @@ class KnowledgeSource:
                 cached = (self.index_cache.load(projection.signature, projection.pages)
                           if self.index_cache is not None else None)
                 if cached is not None:
-                    self.index, indexed = cached, projection
+                    self.index, views = cached
+                    projection.adopt_link_views(views.incoming, views.owners, views.lookup)
+                    indexed = self._indexed = projection
                     self.index_origin = "cache"
-                    self._indexed = projection
             if indexed is not projection:
                 changed = projection.changed_since(indexed) if indexed is not None else None
                 if changed is None:
