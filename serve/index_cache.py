@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,33 +116,57 @@ class IndexCache:
             raise ValueError("trailing sections")
         return LexicalIndex.restored(pages, terms, arrays), views
 
-    def encode(self, signature: str, pages: Sequence[Page], index: LexicalIndex,
-               views: Views) -> list[bytes] | None:
-        """The file's sections for the index of the snapshot with this signature (a bulk
-        build of `pages`), or None when the file already holds it. Copies everything, so
-        the caller holds the index lock only for this and writes after releasing it."""
+    def prepare(self, signature: str, pages: Sequence[Page], index: LexicalIndex,
+                views: Views) -> Pending | None:
+        """What write() needs for the index of the snapshot with this signature (a bulk build
+        of `pages`), or None when the file already holds it. Cheap (exported() copies only
+        what edits change in place): the caller holds the index lock for this alone."""
         if signature == self.saved_signature:
             return None
         terms, arrays = index.exported()
+        return Pending(signature, tuple(pages), terms, arrays, views)
+
+    def write(self, pending: Pending) -> bool:
+        """Write the file (atomically), one section at a time so that no more than one
+        section's bytes are held at once; whether it was written."""
+        terms, arrays, pages = pending.terms, pending.arrays, pending.pages
         if any(TERM_SEPARATOR in term for term in terms):
             log.warning("index_cache_not_written", reason="a term holds the separator")
-            return None
-        head = {**self._head(signature, pages), "terms": len(terms),
+            return False
+        head = {**self._head(pending.signature, pages), "terms": len(terms),
                 "arrays": {name: [str(arrays[name].dtype), list(arrays[name].shape)]
                            for name in ARRAYS}}
-        link_views = json.dumps(views.encoded(pages), ensure_ascii=False)
-        return [section(json.dumps(head).encode("ascii")),
-                section(TERM_SEPARATOR.join(terms).encode("utf-8", "surrogatepass")),
-                *(section(np.ascontiguousarray(arrays[name]).tobytes()) for name in ARRAYS),
-                section(link_views.encode("utf-8", "surrogatepass"))]
+        written = [0]
 
-    def write(self, signature: str, encoded: list[bytes]) -> bool:
-        """Write what encode() made (atomically); whether it was written."""
-        if not write_atomically(self.path, iter(encoded), ".index-"):
+        def parts() -> Iterator[bytes]:
+            yield section(json.dumps(head).encode("ascii"))
+            yield section(TERM_SEPARATOR.join(terms).encode("utf-8", "surrogatepass"))
+            for name in ARRAYS:
+                yield section(np.ascontiguousarray(arrays[name]).tobytes())
+            link_views = json.dumps(pending.views.encoded(pages), ensure_ascii=False)
+            yield section(link_views.encode("utf-8", "surrogatepass"))
+
+        def counted() -> Iterator[bytes]:
+            for part in parts():
+                written[0] += len(part)
+                yield part
+
+        if not write_atomically(self.path, counted(), ".index-"):
             return False
-        self.saved_signature = signature
-        log.info("index_cache_written", bytes=sum(len(part) for part in encoded))
+        self.saved_signature = pending.signature
+        log.info("index_cache_written", documents=len(pages), bytes=written[0])
         return True
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """An index and its snapshot's link views, taken for writing (see IndexCache.prepare)."""
+
+    signature: str
+    pages: tuple[Page, ...]
+    terms: list[str]
+    arrays: dict[str, np.ndarray]
+    views: Views
 
 
 @dataclass(frozen=True, slots=True)

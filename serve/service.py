@@ -183,10 +183,10 @@ class KnowledgeSource:
             if indexed is None or not self.index.is_bulk_of(indexed.pages):
                 return
             views = Views(indexed.incoming, indexed.owners(False), indexed.lookup)
-            encoded = self.index_cache.encode(indexed.signature, indexed.pages, self.index, views)
-        if encoded is not None:
-            self.index_cache.write(indexed.signature, encoded)
-            del encoded
+            pending = self.index_cache.prepare(indexed.signature, indexed.pages, self.index, views)
+        if pending is not None:
+            self.index_cache.write(pending)
+            del pending
             release_free_memory()
 
     def close(self) -> None:

@@ -248,14 +248,16 @@ class LexicalIndex:
                 and all(a is b for a, b in zip(self.pages, pages, strict=True)))
 
     def exported(self) -> tuple[list[str], dict[str, np.ndarray]]:
-        """The terms in id order and the arrays restored() takes back (views, not copies:
-        call it with the index lock held and encode before releasing it)."""
+        """The terms in id order and the arrays restored() takes back, safe to read after the
+        index lock is released: what edits change in place (document frequencies, lengths) is
+        copied; the main segment is only ever replaced, never written; and an edit sets filter
+        bits only for documents past the count, which restored() never reads."""
         size = len(self.vocab)
         signatures = self.pair_signatures
         return list(self.vocab), {
             "indptr": self.indptr, "main_docs": self.main_docs, "main_tfs": self.main_tfs,
-            "df_all": self.df_all[:size], "df_approved": self.df_approved[:size],
-            "doc_len": np.frombuffer(self.doc_len, dtype=np.float32),
+            "df_all": self.df_all[:size].copy(), "df_approved": self.df_approved[:size].copy(),
+            "doc_len": np.frombuffer(self.doc_len, dtype=np.float32).copy(),
             "pair_columns": signatures.columns[:, : -(-signatures.count // 8)],
         }
 
