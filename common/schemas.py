@@ -210,8 +210,23 @@ class HealthDiagnostics(WireModel):
     degraded_files: int
 
 
+Phase = Literal["loading", "indexing", "ready"]
+
+
+class HealthReadiness(WireModel):
+    """How far start-up has got (our addition): pages in the snapshot, documents in the search
+    index, and where the index came from ("cache": the restart cache, "built": analysed here,
+    "": not yet)."""
+
+    phase: Phase
+    pages: int
+    indexed_documents: int
+    index_origin: Literal["cache", "built", ""]
+    seconds_since_start: float
+
+
 class HealthResponse(WireModel):
-    status: Literal["ok"] = "ok"
+    status: Literal["ok"] = "ok"  # the process answers; `ready` says whether queries can be
     service: Literal["llmwiki-serve"] = "llmwiki-serve"
     version: str
     source: HealthSource
@@ -219,6 +234,9 @@ class HealthResponse(WireModel):
     endpoints: HealthEndpoints
     cors: CorsStatus
     diagnostics: HealthDiagnostics | None = None
+    ready: bool = True
+    phase: Phase = "ready"
+    readiness: HealthReadiness | None = None
 
 
 class ProjectionStoreDiagnostics(WireModel):

@@ -10,6 +10,7 @@ import os
 import socket
 import stat
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,8 @@ from serve.settings import OPTIONS, ServeSettings, SettingsError, SourceProfileE
 if TYPE_CHECKING:
     from serve.early_read import EarlyRead
 
+# How long READY=1 waits for the start-up warm-up (index load or build) at most.
+READY_WAIT_SECONDS = 900.0
 # How long the rest of an unread request body (after a 408 or 413) is drained before the
 # connection closes: enough for the client to read our answer, not a slot held for long.
 LINGER_SECONDS = 1.0
@@ -122,8 +125,15 @@ def _settings(args: argparse.Namespace, one_shot: bool) -> ServeSettings:
     cli: dict[str, Any] = {k: v for k, v in vars(args).items()
                            if k not in ("command", "root", *RETRIEVAL_ARGS)}
     if one_shot:
-        # A one-shot reads the folder once and exits: no restart cache, no file watching.
-        cli.update(page_cache=False, inotify=False)
+        # A one-shot reads the folder once and exits: no file watching. It shares the restart
+        # cache with `serve`, unless the cache directory is inside the root.
+        cli.update(inotify=False)
+        settings = resolve_settings(args.root, cli)
+        if settings.page_cache:
+            from serve.page_cache import default_cache_dir, is_inside
+
+            if is_inside(settings.cache_dir or default_cache_dir(), settings.root.expanduser()):
+                cli.update(page_cache=False)
     return resolve_settings(args.root, cli)
 
 
@@ -152,6 +162,7 @@ def resume_gc_after_start_up() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    started = time.monotonic()
     parser = build_parser()
     args = parser.parse_args(argv)
     root = Path(args.root).expanduser()
@@ -168,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except SettingsError as exc:
         parser.error(str(exc))
-    if settings.page_cache:
+    if settings.page_cache and args.command in ("serve", "mcp"):
         from serve.page_cache import default_cache_dir, is_inside
 
         cache_dir = settings.cache_dir or default_cache_dir()
@@ -196,14 +207,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     configure_logging(settings.log_level, settings.log_format)
     if args.command == "serve":
-        return _serve(settings, early, sockets)
+        return _serve(settings, early, sockets, started)
     if args.command == "mcp":
         from serve.protocols.stdio import run_stdio
 
         return run_stdio(settings)
-    from serve.service import KnowledgeSource
+    return _one_shot(args, settings, started)
 
-    source = KnowledgeSource(settings)
+
+def _one_shot(args: argparse.Namespace, settings: ServeSettings, started: float) -> int:
+    """A command that prints one answer: it says what it does on stderr when that takes long,
+    and leaves the restart cache for the next command or `serve`."""
+    from serve.service import KnowledgeSource
+    from serve.start_up import PROGRESS_SECONDS, one_shot_progress
+
+    source = KnowledgeSource(settings, started=started)
+    ticker = one_shot_progress(source, f"answering the {args.command}")
     try:
         if args.command in ("query", "search"):
             req = source.request(query=args.text, limit=args.limit, mode=args.mode,
@@ -221,7 +240,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"Error: {exc}\n")
         return 1
     finally:
+        ticker.stop()
         source.close()
+    slow = time.monotonic() - started > PROGRESS_SECONDS
+    if settings.page_cache:
+        if slow:
+            sys.stderr.write("llmwiki-serve: saving the restart cache for the next run\n")
+        source.save_cache()
+    if slow:
+        current = source.freshness.current
+        pages = current.page_count if current is not None else 0
+        origin = {"cache": "from the restart cache", "built": "built"}.get(source.index_origin, "not used")
+        sys.stderr.write(f"llmwiki-serve: done in {time.monotonic() - started:.1f} s "
+                         f"({pages} pages; search index {origin})\n")
     return 0
 
 
@@ -302,7 +333,8 @@ def start_early_read(settings: ServeSettings) -> EarlyRead | None:
                      source_profile=settings.source_profile)
 
 
-def _serve(settings: ServeSettings, early: EarlyRead | None, sockets: list[socket.socket]) -> int:
+def _serve(settings: ServeSettings, early: EarlyRead | None, sockets: list[socket.socket],
+           process_started: float) -> int:
     import asyncio
 
     import structlog
@@ -312,6 +344,7 @@ def _serve(settings: ServeSettings, early: EarlyRead | None, sockets: list[socke
     from common.exposure import exposure_warnings
     from serve.protocols.http import create_app
     from serve.service import KnowledgeSource
+    from serve.start_up import folder_shape, service_progress
 
     log = structlog.get_logger("llmwiki.serve")
     for warning in exposure_warnings(settings.host, any_host="*" in settings.allowed_hosts,
@@ -325,15 +358,18 @@ def _serve(settings: ServeSettings, early: EarlyRead | None, sockets: list[socke
         resume_gc_after_start_up()
 
     async def announce_ready() -> None:
-        # The start-up warm-up builds the index in a worker thread; warm() again returns once
-        # that build is done (it waits on the index lock, then finds everything built).
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, source.warm)
-        except Exception:  # a bug, not a state: systemd times the start out and restarts us
-            log.exception("ready_check_failed")
+        # The start-up warm-up loads or builds the index in a worker thread: READY=1 (and
+        # /health's ready) wait for it, so a supervisor's "ready" means queries are answered.
+        warmed = await asyncio.get_running_loop().run_in_executor(
+            None, source.warmed.wait, READY_WAIT_SECONDS)
+        ticker.stop()
+        if not warmed:  # systemd times the start out and restarts us
+            log.warning("not_ready", url=url, phase=source.phase, waited_seconds=READY_WAIT_SECONDS)
             return
         state = "ready" if source.index_ready else "listening (folder not loaded)"
-        log.info("ready", url=url, index_ready=source.index_ready)
+        log.info("ready", url=url, index_ready=source.index_ready, phase=source.phase,
+                 index_origin=source.index_origin,
+                 seconds=round(time.monotonic() - source.started, 3))
         systemd_notify.ready(f"{state}: {url}")
 
     def listening(*_: object) -> None:
@@ -349,12 +385,14 @@ def _serve(settings: ServeSettings, early: EarlyRead | None, sockets: list[socke
         systemd_notify.stopping()
 
     try:
-        source = KnowledgeSource(settings, early=early)
+        source = KnowledgeSource(settings, early=early, started=process_started)
     except BaseException:
         if early is not None:
             early.close()
         raise
+    ticker = service_progress(source)
     source.load()
+    log.info("folder_loaded", **folder_shape(source))
     app = create_app(settings, source)
     # on_startup handlers run after the cleanup contexts' start-up half, which loads the
     # folder, and before the server accepts connections.

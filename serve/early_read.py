@@ -24,6 +24,7 @@ class EarlyRead:
 
     def __init__(self, root: Path, *, max_page_bytes: int, source_profile: str = "auto") -> None:
         self._parsing: ParseInWorkers | None = None
+        self._taken: ParseInWorkers | None = None  # being read by records(): its progress counts
         self._failure = ""  # logged by records(): this runs before logging is configured
         try:
             walk = walk_root(str(root))
@@ -48,12 +49,19 @@ class EarlyRead:
             log.warning("early_read_failed", error=self._failure)
         if parsing is None:
             return {}
+        self._taken = parsing
         try:
             with parsing:
                 return dict(parsing.records())
         except Exception as exc:
             log.warning("early_read_failed", error=type(exc).__name__)
             return {}
+
+    @property
+    def done(self) -> int:
+        """Files read so far by records() (for start-up progress lines)."""
+        taken = self._taken
+        return taken.done if taken is not None else 0
 
     def close(self) -> None:
         """Stop the workers without waiting for their results (if not taken already)."""

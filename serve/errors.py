@@ -45,3 +45,11 @@ class UserError(KnowledgeSourceError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.safe_message = message
+
+
+class NotReady(KnowledgeSourceError):
+    """The search index is still being built or loaded at start-up (HTTP 503 with Retry-After)."""
+
+    code = "index_not_ready"
+    safe_message = "The search index is still being built; retry shortly."
+    retry_after_seconds = 2

@@ -14,10 +14,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import TypeVar
 
+from serve.errors import NotReady
 from serve.retrieval.search import SearchRequest, SlowSearch
 from serve.service import KnowledgeSource
 
 T = TypeVar("T")
+# How long a search waits for the start-up warm-up (index load or build) before it is told to
+# retry (NotReady): the time a request may wait on it at most.
+INDEX_WAIT_SECONDS = 3.0
 # Page texts a literal search may read on the event loop (about 30 us each, so ~15 ms at
 # most) before it is run again in a worker thread; nearly all read far fewer.
 LITERAL_INLINE_READS = 512
@@ -37,12 +41,36 @@ async def call(work: Callable[[], T], *, may_block: bool) -> T:
     return await in_thread(work) if may_block else work()
 
 
+async def warmed(source: KnowledgeSource, timeout: float = INDEX_WAIT_SECONDS) -> None:
+    """Return once the start-up warm-up is done; NotReady after `timeout` seconds. A search
+    before then would wait on the index build, for as long as that takes."""
+    if source.warmed.is_set():
+        return
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    def from_the_warm_up() -> None:
+        loop.call_soon_threadsafe(wake)
+
+    if not source.when_warmed(from_the_warm_up):
+        return
+    try:
+        await asyncio.wait_for(done, timeout)
+    except TimeoutError:
+        raise NotReady() from None
+
+
 async def search(source: KnowledgeSource, req: SearchRequest,
                  work: Callable[[SearchRequest], T]) -> T:
     """A search or context operation (`work`) for `req`. Most literal searches read a few
     dozen pages, so they are tried on the loop first with a read budget, and only those
     that exceed it move to a thread."""
     if not source.index_ready:
+        await warmed(source)
         return await in_thread(lambda: work(req))
     if req.mode == "literal":
         try:

@@ -30,11 +30,11 @@ def _checksum(data: bytes | memoryview) -> bytes:
     return hashlib.blake2b(data, digest_size=_SUM).digest()
 
 
-def _section(payload: bytes) -> bytes:
+def section(payload: bytes) -> bytes:
     return len(payload).to_bytes(_LENGTH, "big") + _checksum(payload) + payload
 
 
-def _sections(view: memoryview) -> Iterator[memoryview | None]:
+def sections(view: memoryview) -> Iterator[memoryview | None]:
     """Each section's payload in order; None for one whose checksum fails. Ends at the end of
     the data or at a length that runs past it (a truncated file)."""
     at = 0
@@ -53,6 +53,33 @@ def default_cache_dir() -> Path:
     return Path(base) / "llmwiki-serve"
 
 
+def cache_key(root: Path) -> str:
+    """The part of a cache file's name that says which root it is for."""
+    return hashlib.sha256(str(root).encode("utf-8")).hexdigest()[:24]
+
+
+def write_atomically(path: Path, parts: Iterator[bytes], prefix: str) -> bool:
+    """Write `parts` to a temporary file beside `path` and rename it over `path`, so a crash
+    never leaves half a cache; whether it was written (a failure is logged, never raised)."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=prefix, dir=path.parent)
+        with os.fdopen(fd, "wb") as handle:
+            for part in parts:
+                handle.write(part)
+        os.replace(tmp, path)
+        tmp = None
+        return True
+    except (OSError, ValueError) as exc:
+        log.warning("cache_write_failed", file=path.name, error=type(exc).__name__)
+        return False
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
 def is_inside(path: Path, root: Path) -> bool:
     path, root = path.resolve(), root.resolve()
     return path == root or root in path.parents
@@ -68,8 +95,7 @@ class PageCache:
                  max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES) -> None:
         if is_inside(cache_dir, root):
             raise ValueError("the page cache directory must be outside the served root")
-        key = hashlib.sha256(str(root).encode("utf-8")).hexdigest()[:24]
-        self.path = cache_dir / f"pages-{key}.marshal"
+        self.path = cache_dir / f"pages-{cache_key(root)}.marshal"
         # Settings that change what a parsed record holds are part of the header.
         # marshal's format belongs to the interpreter that wrote it.
         self.header = (CACHE_FORMAT, __version__, sys.implementation.cache_tag, marshal.version,
@@ -86,9 +112,9 @@ class PageCache:
         except OSError as exc:
             log.warning("page_cache_unreadable", error=type(exc).__name__)
             return {}
-        sections = _sections(memoryview(data))
+        parts = sections(memoryview(data))
         try:
-            head = next(sections, None)
+            head = next(parts, None)
             if head is None:
                 raise ValueError("the head fails its checksum")
             header, counts = marshal.loads(head)
@@ -100,7 +126,7 @@ class PageCache:
             return {}
         records: dict[str, FileRecord] = {}
         damaged = 0
-        for payload in sections:
+        for payload in parts:
             try:
                 if payload is None:
                     raise ValueError("checksum")
@@ -125,10 +151,10 @@ class PageCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".pages-", dir=self.path.parent)
             with os.fdopen(fd, "wb") as handle:
-                handle.write(_section(marshal.dumps((self.header, counts or {}))))
+                handle.write(section(marshal.dumps((self.header, counts or {}))))
                 for start in range(0, len(items), SAVE_CHUNK):
                     part = items[start : start + SAVE_CHUNK]
-                    handle.write(_section(marshal.dumps([(rel, encode_record(rec)) for rel, rec in part])))
+                    handle.write(section(marshal.dumps([(rel, encode_record(rec)) for rel, rec in part])))
             os.replace(tmp, self.path)
             tmp = None
         except (OSError, ValueError) as exc:

@@ -67,11 +67,13 @@ class ParseInWorkers:
         # map() submits each chunk as it is made: the workers start on the first while the
         # parent still makes the rest.
         self._payloads = self._pool.map(read_files, _chunks(jobs))
+        self.done = 0  # records handed out so far (start-up progress reads it from another thread)
 
     def records(self) -> Iterator[tuple[str, FileRecord]]:
         """Each file's record, in job order, as the workers finish their chunks."""
         for payload in self._payloads:
             for rel, raw in marshal.loads(payload):
+                self.done += 1
                 yield rel, decode_record(raw)
 
     def __enter__(self) -> ParseInWorkers:

@@ -273,6 +273,17 @@ class Projection:
             caches.incoming = incoming_links(self.pages, self.fragments, self.lookup)
         return caches.incoming
 
+    def adopt_link_views(self, incoming: dict[str, list[int]], owners: dict[str, str],
+                         lookup: dict[str, Page]) -> None:
+        """Views this snapshot would compute, taken from the restart cache (which checked
+        them against this snapshot's signature and pages); those computed already stay."""
+        caches = self.caches
+        if caches.lookup is None:
+            caches.lookup = lookup
+        if caches.incoming is None:
+            caches.incoming = incoming
+        caches.owners.setdefault(False, owners)
+
     @property
     def facts(self) -> dict[str, list[SidecarFact]]:
         """Page path -> sidecar facts touching it (for evidence graphs)."""

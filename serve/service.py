@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -23,6 +23,7 @@ from common.schemas import (
     GraphResponse,
     HealthDiagnostics,
     HealthEndpoints,
+    HealthReadiness,
     HealthResponse,
     HealthSource,
     PageMissing,
@@ -42,6 +43,7 @@ from serve.freshness import Freshness
 from serve.graph import Edge, Node, canonical_relation, lookup_key, slug
 from serve.graph_view import GraphView
 from serve.handles import parse_handle
+from serve.index_cache import IndexCache, Views
 from serve.memory import release_free_memory
 from serve.page_cache import PageCache, default_cache_dir
 from serve.projection import Projection
@@ -88,17 +90,21 @@ class KnowledgeSource:
     """One served folder. Owns freshness; every call works on one consistent snapshot."""
 
     def __init__(self, settings: ServeSettings, *, a2a_enabled: bool = False,
-                 early: EarlyRead | None = None) -> None:
+                 early: EarlyRead | None = None, started: float | None = None) -> None:
+        self.started = time.monotonic() if started is None else started  # the process's start
         self.settings = settings
         self.root = settings.root.expanduser().resolve()
         self.a2a_enabled = a2a_enabled or settings.enable_a2a
         self.cache: PageCache | None = None
+        self.index_cache: IndexCache | None = None
         records = None
         if settings.page_cache:
-            self.cache = PageCache(settings.cache_dir or default_cache_dir(), self.root,
-                                   max_page_bytes=settings.max_page_bytes)
+            cache_dir = settings.cache_dir or default_cache_dir()
+            self.cache = PageCache(cache_dir, self.root, max_page_bytes=settings.max_page_bytes)
+            self.index_cache = IndexCache(cache_dir, self.root)
             records = self.cache.load()
         self._loaded_keys = set(records or ())
+        self.loaded_keys = frozenset(self._loaded_keys)  # what the restart cache held at start
         self.freshness = Freshness(
             self.root,
             source_id=settings.source_id,
@@ -123,6 +129,14 @@ class KnowledgeSource:
         self._index_lock = threading.Lock()
         self.index_builds = 0  # full builds, and the last one's duration (for /metrics)
         self.index_build_seconds = 0.0
+        self.index_origin: Literal["cache", "built", ""] = ""
+        self._index_cache_tried = False
+        # Set until the start-up warm-up has run (the HTTP service runs it; a one-shot never
+        # asks): /health says ready only once the first query need not build anything.
+        self.warm_pending = True
+        self.warmed = threading.Event()  # set with warm_pending cleared (READY=1 waits on it)
+        self._when_warmed: list[Callable[[], None]] = []
+        self._warm_lock = threading.Lock()  # never held long: the event loop takes it
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -136,8 +150,14 @@ class KnowledgeSource:
         with contextlib.suppress(KnowledgeSourceError):
             self.snapshot().projection_metadata()
 
+    def early_progress(self) -> int:
+        """Files the early read (if any) has parsed so far."""
+        return self._early.done if self._early is not None else 0
+
     def save_cache(self) -> None:
-        """Persist parsed pages for the next start (skipped when nothing changed)."""
+        """Persist parsed pages and the search index for the next start (each skipped when
+        nothing changed)."""
+        self.save_index()
         if self.cache is None:
             return
         with self.freshness.lock:
@@ -158,6 +178,22 @@ class KnowledgeSource:
         self.cache.save(records, counts)
         release_free_memory()
         self._saved_generation = generation
+
+    def save_index(self) -> None:
+        """Persist the search index when it is a bulk build of the snapshot it serves (after
+        edits it is not: the next start builds it again)."""
+        if self.index_cache is None:
+            return
+        with self._index_lock:
+            indexed = self._indexed
+            if indexed is None or not self.index.is_bulk_of(indexed.pages):
+                return
+            views = Views(indexed.incoming, indexed.owners(False), indexed.lookup)
+            pending = self.index_cache.prepare(indexed.signature, indexed.pages, self.index, views)
+        if pending is not None:
+            self.index_cache.write(pending)
+            del pending
+            release_free_memory()
 
     def close(self) -> None:
         if self._early is not None:
@@ -191,10 +227,25 @@ class KnowledgeSource:
 
     # -- discovery --------------------------------------------------------------------
 
+    @property
+    def phase(self) -> Literal["loading", "indexing", "ready"]:
+        """loading: no snapshot yet; indexing: the search index or the warm-up is not done;
+        ready: queries are answered without building anything first."""
+        if self.freshness.current is None:
+            return "loading"
+        return "ready" if self.index_ready and not self.warm_pending else "indexing"
+
     def health(self, cors: CorsStatus) -> HealthResponse:
         p = self.snapshot()
         skipped = sum(1 for d in p.diagnostics if d.skipped)
+        phase = self.phase
         return HealthResponse(
+            ready=phase == "ready", phase=phase,
+            readiness=HealthReadiness(
+                phase=phase, pages=p.page_count,
+                indexed_documents=self.index.n_all if self.index_ready else 0,
+                index_origin=self.index_origin,
+                seconds_since_start=round(time.monotonic() - self.started, 3)),
             version=__version__,
             source=HealthSource(
                 source_id=p.source_id, bundle_id=p.bundle_id, public_uri=p.public_uri,
@@ -312,6 +363,15 @@ class KnowledgeSource:
         projection = self.snapshot()
         with self._index_lock:
             indexed = self._indexed
+            if indexed is None and not self._index_cache_tried:
+                self._index_cache_tried = True  # one try: later snapshots differ from the file's
+                cached = (self.index_cache.load(projection.signature, projection.pages)
+                          if self.index_cache is not None else None)
+                if cached is not None:
+                    self.index, views = cached
+                    projection.adopt_link_views(views.incoming, views.owners, views.lookup)
+                    indexed = self._indexed = projection
+                    self.index_origin = "cache"
             if indexed is not projection:
                 changed = projection.changed_since(indexed) if indexed is not None else None
                 if changed is None:
@@ -319,6 +379,7 @@ class KnowledgeSource:
                     self.index.sync(projection.pages)
                     self.index_build_seconds = time.perf_counter() - started
                     self.index_builds += 1
+                    self.index_origin = self.index_origin or "built"
                 else:  # an edit of a few pages: only they are looked at
                     pages, position = projection.pages, projection.position
                     self.index.update([pages[position[path]] for path in sorted(changed)])
@@ -326,7 +387,8 @@ class KnowledgeSource:
         return Searcher(projection, self.index, self._index_lock)
 
     def warm(self) -> None:
-        """Build the search index and the graph views ahead of the first query."""
+        """Build (or load) the search index and the graph views ahead of the first query,
+        then keep a built index in the restart cache."""
         try:
             projection = self.searcher().projection
             len(projection.incoming)  # the link index behind context-pack graphs
@@ -336,6 +398,24 @@ class KnowledgeSource:
             release_free_memory()
         except KnowledgeSourceError:
             pass  # nothing to warm until the folder can be served
+        finally:
+            self.warm_pending = False
+            with self._warm_lock:
+                self.warmed.set()
+                waiting, self._when_warmed = self._when_warmed, []
+            for call in waiting:
+                with contextlib.suppress(Exception):  # a waiter gone (its loop closed) is no failure
+                    call()
+        self.save_index()
+
+    def when_warmed(self, call: Callable[[], None]) -> bool:
+        """Have `call` run (in the warm-up's thread) once the warm-up is done; False, and no
+        call, when it is done already."""
+        with self._warm_lock:
+            if self.warmed.is_set():
+                return False
+            self._when_warmed.append(call)
+            return True
 
     def request(self, **values: Any) -> SearchRequest:
         """A SearchRequest with this server's defaults and draft permission applied."""

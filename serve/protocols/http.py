@@ -15,7 +15,7 @@ from common.limits import DEFAULT_NEIGHBORHOOD_DEPTH, DEFAULT_NEIGHBORHOOD_LIMIT
 from common.logging import setup_request_context
 from common.schemas import CorsStatus, QueryRequest
 from serve import off_loop
-from serve.errors import KnowledgeSourceError, UserError, WikiRootError
+from serve.errors import KnowledgeSourceError, NotReady, UserError, WikiRootError
 from serve.memory import release_free_memory
 from serve.protocols import a2a, mcp_http
 from serve.protocols.openapi import docs_page, openapi_document
@@ -41,6 +41,10 @@ def to_http_error(exc: KnowledgeSourceError) -> HttpError:
         return CodedError(status, exc.code, exc.safe_message)
     if isinstance(exc, UserError):
         return DetailError(400, exc.safe_message)
+    if isinstance(exc, NotReady):
+        busy = CodedError(503, exc.code, exc.safe_message)
+        busy.headers = {"Retry-After": str(exc.retry_after_seconds)}
+        return busy
     return CodedError(500, exc.code, exc.safe_message)
 
 
@@ -82,8 +86,14 @@ def _source(request: web.Request) -> KnowledgeSource:
 
 
 async def health(request: web.Request) -> web.Response:
+    """The health document; with `?ready=1` (for load balancers and probes) it answers 503
+    until queries can be answered, with the same document."""
+    params = QueryParams(request)
+    want_ready = params.boolean("ready")
+    params.check()
     cors = CorsStatus(**request.app[POLICY_KEY].status())
-    return json_response(_source(request).health(cors))
+    body = _source(request).health(cors)
+    return json_response(body, status=503 if want_ready and not body.ready else 200)
 
 
 async def manifest(request: web.Request) -> web.Response:

@@ -53,8 +53,13 @@ def _may_block(message: Mapping[str, Any], source: KnowledgeSource) -> bool:
 
 async def _answer(request: web.Request, message: Mapping[str, Any],
                   handle: Callable[[], Reply]) -> web.Response:
-    """The synchronous dispatcher's reply, off the loop when the call may take long."""
-    return _send(await off_loop.call(handle, may_block=_may_block(message, request.app[MCP_SOURCE_KEY])))
+    """The synchronous dispatcher's reply, off the loop when the call may take long (a search
+    tool waits for the start-up warm-up only so long: see off_loop.warmed)."""
+    source = request.app[MCP_SOURCE_KEY]
+    may_block = _may_block(message, source)
+    if may_block and not source.index_ready:
+        await off_loop.warmed(source)
+    return _send(await off_loop.call(handle, may_block=may_block))
 
 
 def _send(reply: Reply) -> web.Response:

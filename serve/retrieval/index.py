@@ -12,7 +12,7 @@ import numpy as np
 
 from serve.retrieval.documents import analyse_slices, page_terms
 from serve.retrieval.fields import weigh_fields
-from serve.retrieval.pairs import PairSignatures, literal_haystack, signature
+from serve.retrieval.pairs import SIGNATURE_BITS, PairSignatures, literal_haystack, signature
 from serve.retrieval.scoring import (
     K1,
     PHRASE_WEIGHT,
@@ -238,6 +238,68 @@ class LexicalIndex:
         self.alive[doc] = 0
         self._fields.kill(doc)
         self.dead += 1
+
+    # -- the restart cache (serve/index_cache.py writes and checks the file) -----------
+
+    def is_bulk_of(self, pages: Sequence[Page]) -> bool:
+        """Whether the index is exactly a bulk build of `pages`, in their order (no later
+        edits): only such a state is written to the restart cache."""
+        return (not self.delta and self.dead == 0 and len(self.pages) == len(pages)
+                and all(a is b for a, b in zip(self.pages, pages, strict=True)))
+
+    def exported(self) -> tuple[list[str], dict[str, np.ndarray]]:
+        """The terms in id order and the arrays restored() takes back, safe to read after the
+        index lock is released: what edits change in place (document frequencies, lengths) is
+        copied; the main segment is only ever replaced, never written; and an edit sets filter
+        bits only for documents past the count, which restored() never reads."""
+        size = len(self.vocab)
+        signatures = self.pair_signatures
+        return list(self.vocab), {
+            "indptr": self.indptr, "main_docs": self.main_docs, "main_tfs": self.main_tfs,
+            "df_all": self.df_all[:size].copy(), "df_approved": self.df_approved[:size].copy(),
+            "doc_len": np.frombuffer(self.doc_len, dtype=np.float32).copy(),
+            "pair_columns": signatures.columns[:, : -(-signatures.count // 8)],
+        }
+
+    @classmethod
+    def restored(cls, pages: Sequence[Page], terms: list[str],
+                 arrays: dict[str, np.ndarray]) -> LexicalIndex:
+        """The index a bulk build of `pages` made, from exported() state. The arrays come from
+        a file someone may have altered: every shape and id is checked against the pages, so
+        a search can never index out of bounds (ValueError when anything does not fit)."""
+        n, size = len(pages), len(terms)
+        indptr, docs, tfs = arrays["indptr"], arrays["main_docs"], arrays["main_tfs"]
+        doc_len, columns = arrays["doc_len"], arrays["pair_columns"]
+        checks = (
+            len(set(terms)) == size, indptr.shape == (size + 1,), docs.ndim == 1,
+            tfs.shape == docs.shape, arrays["df_all"].shape == (size,),
+            arrays["df_approved"].shape == (size,), doc_len.shape == (n,),
+            columns.shape == (SIGNATURE_BITS, -(-n // 8)),
+            docs.dtype in (np.uint16, np.int32), tfs.dtype in (np.uint8, np.uint16),
+        )
+        if not all(checks):
+            raise ValueError("index arrays do not fit the pages")
+        if size and (int(indptr[0]) != 0 or int(indptr[-1]) != len(docs)
+                     or bool(np.any(np.diff(indptr) < 0))):
+            raise ValueError("index term offsets out of order")
+        if len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= n):
+            raise ValueError("index document id out of range")
+        index = cls()
+        index.vocab = dict(zip(terms, range(size), strict=True))
+        index.indptr, index.main_docs, index.main_tfs = indptr, docs, tfs
+        capacity = max(1024, size)
+        index.df_all = np.zeros(capacity, np.int32)
+        index.df_approved = np.zeros(capacity, np.int32)
+        index.df_all[:size] = arrays["df_all"]
+        index.df_approved[:size] = arrays["df_approved"]
+        for page, length in zip(pages, doc_len.tolist(), strict=True):
+            index._document(page, float(length))  # the same sums, in the same order, as _bulk
+        signatures = index.pair_signatures
+        width = columns.shape[1]
+        signatures.columns = np.zeros((SIGNATURE_BITS, width + width // 16 + 8), dtype=np.uint8)
+        signatures.columns[:, :width] = columns
+        signatures.count = n
+        return index
 
     def postings_of(self, tid: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The (documents, term frequencies) slices of one term, main then delta."""

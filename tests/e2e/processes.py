@@ -176,13 +176,14 @@ def wait_ready_line(name: str, process: subprocess.Popen[bytes], stdout: Path, s
 
 def start_serve(work: Path, root: Path, *args: str, script: Path | None = None, name: str = "serve",
                 env: Mapping[str, str] | None = None) -> Service:
-    """`llmwiki-serve serve ROOT --host 127.0.0.1 --port P ...`, ready once `/health` answers."""
+    """`llmwiki-serve serve ROOT --host 127.0.0.1 --port P ...`, ready once `/health?ready=1`
+    answers 200 (queries are answered without waiting for the index)."""
     port = free_port()
     argv = [script or console_script("llmwiki-serve"), "serve", root, "--host", "127.0.0.1",
             "--port", str(port), *args]
     process, stdout, stderr, guard = launch(name, argv, work, env)
     url = f"http://127.0.0.1:{port}"
-    wait_http_ok(name, url + "/health", process, stdout, stderr)
+    wait_http_ok(name, url + "/health?ready=1", process, stdout, stderr)
     return Service(name, url, process, stdout, stderr, guard)
 
 

@@ -1,5 +1,6 @@
 """A slow first query leaves the event loop free: an A2A query sent while the search index of a
-large folder is still being built waits for the build in a worker thread, and /health keeps
+large folder is still being built waits for the build a bounded time (off the loop), then is
+told to retry (503 with Retry-After) rather than held for the whole build, and /health keeps
 answering meanwhile (the rule HTTP and MCP follow)."""
 
 from __future__ import annotations
@@ -12,10 +13,19 @@ import httpx
 import pytest
 
 from tests.benchmarks.generate import generate
-from tests.e2e.processes import POLL_SECONDS, Service, start_serve, stop_checked
+from tests.e2e.processes import (
+    POLL_SECONDS,
+    Service,
+    console_script,
+    free_port,
+    launch,
+    stop_checked,
+    wait_http_ok,
+)
 
 PAGES = 3000  # enough that the index build takes a while on any machine this runs on
 QUERY_SECONDS = 120.0
+WAIT_BOUND_SECONDS = 3.0 + 5.0  # serve's wait for the index (off_loop), with room for a busy machine
 
 
 @pytest.fixture(scope="module")
@@ -23,18 +33,32 @@ def large_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     work = tmp_path_factory.mktemp("serve-large")
     root = work / "wiki"
     generate(root, PAGES, seed=3)
-    service = start_serve(work, root, "--enable-a2a", "--no-page-cache")
+    port = free_port()
+    argv = [console_script("llmwiki-serve"), "serve", root, "--host", "127.0.0.1", "--port", str(port),
+            "--enable-a2a", "--no-page-cache"]
+    process, stdout, stderr, guard = launch("serve", argv, work)
+    url = f"http://127.0.0.1:{port}"
+    wait_http_ok("serve", url + "/health", process, stdout, stderr)  # listening, not yet ready
+    service = Service("serve", url, process, stdout, stderr, guard)
     yield service
     stop_checked(service)
 
 
 def test_an_a2a_query_during_the_index_build_does_not_block_health(large_serve: Service) -> None:
     answered: dict[str, float | int] = {}
+    refused: list[tuple[float, str, str]] = []  # each 503: seconds, Retry-After, code
 
     def query() -> None:  # sent at once: /health has just come up, the build has just begun
         started = time.monotonic()
-        response = httpx.post(f"{large_serve.url}/message:send", timeout=QUERY_SECONDS,
-                              json={"data": {"query": "release checklist rollback"}})
+        while time.monotonic() - started < QUERY_SECONDS:
+            sent = time.monotonic()
+            response = httpx.post(f"{large_serve.url}/message:send", timeout=QUERY_SECONDS,
+                                  json={"data": {"query": "release checklist rollback"}})
+            if response.status_code != 503:
+                break
+            refused.append((time.monotonic() - sent, response.headers.get("Retry-After", ""),
+                            response.json()["error"]["code"]))
+            time.sleep(float(response.headers.get("Retry-After", "1")))  # as the server asks
         answered.update(status=response.status_code, seconds=time.monotonic() - started)
 
     sender = threading.Thread(target=query)
@@ -48,6 +72,8 @@ def test_an_a2a_query_during_the_index_build_does_not_block_health(large_serve: 
             time.sleep(POLL_SECONDS)  # a client's pace, not a flood competing with the build
     sender.join(QUERY_SECONDS)
     assert answered.get("status") == 200, answered
+    for seconds, retry_after, code in refused:  # no request waited on the build past the bound
+        assert seconds < WAIT_BOUND_SECONDS and retry_after.isdigit() and code == "index_not_ready"
     query_seconds = float(answered["seconds"])
     print(f"\nA2A query {query_seconds:.2f} s; {len(health_seconds)} /health, "
           f"slowest {max(health_seconds):.3f} s")

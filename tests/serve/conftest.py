@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # so `tests.support` imports however pytest is launched
     sys.path.insert(0, str(REPO))
 
-from serve.protocols.http import create_app  # noqa: E402
+from serve.protocols.http import SOURCE_KEY, create_app  # noqa: E402
 from serve.settings import ServeSettings  # noqa: E402
 from tests.support.folders import copy_fixture  # noqa: E402
 
@@ -37,12 +38,15 @@ def sample_root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def serve_client(aiohttp_client: Any, cache_dir: Path) -> ClientFactory:
-    """Start the real app for a root on a loopback port and return a client talking to it."""
+    """Start the real app for a root on a loopback port and return a client talking to it once
+    it is ready (as /health?ready=1 would say: searches need not wait for the index)."""
 
     async def start(root: Path, **overrides: Any) -> Client:
         overrides.setdefault("cache_dir", cache_dir)
         settings = ServeSettings(root=root, **overrides)
         client: Client = await aiohttp_client(create_app(settings))
+        warmed = client.app[SOURCE_KEY].warmed
+        assert await asyncio.get_running_loop().run_in_executor(None, warmed.wait, 120)
         return client
 
     return start

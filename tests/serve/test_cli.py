@@ -87,10 +87,15 @@ def test_manifest_prints_resolved_root(cli_env: dict[str, str], sample_root: Pat
     assert manifest["capabilities"] == CAPABILITIES
     assert "a2a-message" not in manifest["capabilities"]
     assert result.stdout.startswith("{\n  \"title\": ")  # indent 2
-    # one-shot commands write nothing: not in the root, not in any cache
+    # one-shot commands write nothing in the root; they leave the restart cache `serve` uses,
+    # in the cache directory given, and a second one starts from it
     assert tree_digest(sample_root) == digest
     assert not (tmp_path / "xdg-cache").exists()
-    assert not (tmp_path / "cli-cache").exists()
+    [cached] = os.listdir(tmp_path / "cli-cache")
+    assert cached.startswith("pages-")
+    again = run_cli(cli_env, "manifest", str(unresolved))
+    assert again.returncode == 0 and json.loads(again.stdout) == manifest
+    assert os.listdir(tmp_path / "cli-cache") == [cached]
 
 
 async def test_manifest_matches_http_except_root(cli_env: dict[str, str],

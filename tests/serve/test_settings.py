@@ -54,7 +54,8 @@ def test_inverted_flags_turn_features_off(tmp_path: Path) -> None:
     assert settings.inotify is False
 
 
-def test_no_flags_on_the_command_line_turn_features_off(tmp_path: Path) -> None:
+def test_no_flags_on_the_command_line_turn_features_off(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from serve.cli import _settings, build_parser
 
     args = build_parser().parse_args(["serve", str(tmp_path), "--no-page-cache", "--no-inotify"])
@@ -63,8 +64,12 @@ def test_no_flags_on_the_command_line_turn_features_off(tmp_path: Path) -> None:
     args = build_parser().parse_args(["serve", str(tmp_path)])
     settings = _settings(args, one_shot=False)
     assert (settings.page_cache, settings.inotify) == (True, True)
+    monkeypatch.setenv("LLMWIKI_SERVE_CACHE_DIR", str(tmp_path.parent / f"{tmp_path.name}-cache"))
     args = build_parser().parse_args(["manifest", str(tmp_path)])
-    settings = _settings(args, one_shot=True)  # a one-shot command turns both off itself
+    settings = _settings(args, one_shot=True)  # a one-shot turns watching off, shares the cache
+    assert (settings.page_cache, settings.inotify) == (True, False)
+    monkeypatch.setenv("LLMWIKI_SERVE_CACHE_DIR", str(tmp_path / "cache"))
+    settings = _settings(args, one_shot=True)  # ... unless the cache would be inside the root
     assert (settings.page_cache, settings.inotify) == (False, False)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -26,13 +27,15 @@ from common.schemas import (
     WikiPage,
 )
 from common.version import __version__
+from serve.protocols.http import SOURCE_KEY
 from tests.support.folders import copy_fixture
 
 Client = TestClient[web.Request, web.Application]
 ClientFactory = Callable[..., Awaitable[Client]]  # the `serve_client` fixture
 
 HEALTH_KEYS = ["status", "service", "version", "source", "capabilities", "endpoints", "cors",
-               "diagnostics"]
+               "diagnostics", "ready", "phase", "readiness"]
+READINESS_KEYS = ["phase", "pages", "indexed_documents", "index_origin", "seconds_since_start"]
 HEALTH_SOURCE_KEYS = ["source_id", "bundle_id", "public_uri", "title", "adapter",
                       "implementation", "page_count", "approved_page_count", "projection"]
 PROJECTION_KEYS = ["signature", "page_count", "approved_page_count", "graph_node_count",
@@ -94,6 +97,27 @@ def many_nodes_root(tmp_path: Path) -> Path:
 
 
 # -- discovery ------------------------------------------------------------------------
+
+
+async def test_health_ready_answers_503_until_the_warm_up_is_done(serve_client: ClientFactory,
+                                                                  sample_root: Path) -> None:
+    client = await serve_client(sample_root)
+    source = client.app[SOURCE_KEY]
+    assert await asyncio.get_running_loop().run_in_executor(None, source.warmed.wait, 60)
+    answer = await client.get("/health?ready=1")
+    body = await answer.json()
+    assert answer.status == 200 and body["ready"] is True and body["phase"] == "ready"
+    assert list(body["readiness"]) == READINESS_KEYS
+    assert body["readiness"]["indexed_documents"] == body["source"]["page_count"] == 14
+    source.warm_pending = True  # as before the warm-up ran: the same document, with 503
+    answer = await client.get("/health?ready=true")
+    waiting = await answer.json()
+    assert answer.status == 503 and waiting["status"] == "ok" and waiting["ready"] is False
+    assert waiting["phase"] == "indexing"
+    plain = await client.get("/health")  # without the parameter, compatibility: 200
+    assert plain.status == 200 and (await plain.json())["ready"] is False
+    bad = await client.get("/health?ready=perhaps")
+    assert bad.status == 422
 
 
 async def test_health_shape(serve_client: ClientFactory, sample_root: Path) -> None:

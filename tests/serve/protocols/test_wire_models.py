@@ -4,6 +4,7 @@ fails here (and the OpenAPI document, built from the same models, stays true).""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from aiohttp.test_utils import TestClient
 from pydantic import BaseModel
 
 from common import schemas
-from serve.protocols.http import create_app
+from serve.protocols.http import SOURCE_KEY, create_app
 from serve.routes import ROUTES
 from serve.settings import ServeSettings
 from tests.support.folders import copy_fixture
@@ -92,6 +93,8 @@ async def client(request: pytest.FixtureRequest, aiohttp_client: Any, tmp_path: 
     settings = ServeSettings(root=root, cache_dir=tmp_path / "cache", allow_drafts=True,
                              enable_a2a=True)
     served: Client = await aiohttp_client(create_app(settings))
+    warmed = served.app[SOURCE_KEY].warmed  # ready: searches answer 200, not 503
+    assert await asyncio.get_running_loop().run_in_executor(None, warmed.wait, 120)
     return served
 
 

@@ -1,0 +1,208 @@
+"""The search index in the restart cache, beside the parsed pages, trusted only for the very
+snapshot it was built from.
+
+One file per root: checksummed sections (the page cache's framing) holding a JSON head, the
+terms, raw numpy arrays whose type and shape the head names, then the snapshot's link views
+the first context pack needs (JSON: who links to each page, the owner of each shared node, the
+link lookup), which take about as long to compute as loading the index. Nothing in it is executable
+(no pickle): a tampered file can only fail a check, which makes it a miss, and the index is
+built again. The head names the projection's signature (every file's path, size and digest)
+and a digest of the page paths in index order, so an index is used only for the snapshot it
+was built from."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import structlog
+
+from common.version import __version__
+from serve.page_cache import cache_key, section, sections, write_atomically
+from serve.retrieval.index import LexicalIndex
+from serve.source.page import Page
+
+log = structlog.get_logger("llmwiki.serve.cache")
+
+# Bump when what the index holds for a page changes (analysis, fields, signatures).
+INDEX_FORMAT = 2  # 2: the link views after the arrays
+ARRAYS = ("indptr", "main_docs", "main_tfs", "df_all", "df_approved", "doc_len", "pair_columns")
+DTYPES = frozenset({"int64", "int32", "uint16", "uint8", "float32"})
+TERM_SEPARATOR = "\0"  # never part of an analysed term (see save)
+
+
+def paths_digest(pages: Sequence[Page]) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    for page in pages:
+        digest.update(page.path.encode("utf-8", "surrogatepass") + b"\0")
+    return digest.hexdigest()
+
+
+class IndexCache:
+    """The index file of one root, in the restart cache directory."""
+
+    def __init__(self, cache_dir: Path, root: Path) -> None:
+        self.path = cache_dir / f"index-{cache_key(root)}.bin"
+        self.root = str(root)
+        self.saved_signature = ""  # the snapshot whose index the file holds, once known
+
+    def _head(self, signature: str, pages: Sequence[Page]) -> dict[str, object]:
+        return {"format": INDEX_FORMAT, "version": __version__, "root": self.root,
+                "signature": signature, "documents": len(pages), "paths": paths_digest(pages)}
+
+    def load(self, signature: str, pages: Sequence[Page]) -> tuple[LexicalIndex, Views] | None:
+        """The index and link views built for the snapshot with this signature and pages, or
+        None (logged) when the file is absent, for another snapshot, damaged or altered."""
+        started = time.perf_counter()
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("index_cache_unreadable", error=type(exc).__name__)
+            return None
+        try:
+            index, views = self._decode(memoryview(data), signature, pages)
+        except _Stale:
+            log.info("index_cache_stale")
+            return None
+        except Exception as exc:  # damaged or altered: a miss, never served
+            log.warning("index_cache_rejected", error=type(exc).__name__, reason=str(exc)[:200])
+            return None
+        self.saved_signature = signature
+        log.info("index_cache_loaded", documents=len(pages), terms=len(index.vocab),
+                 seconds=round(time.perf_counter() - started, 3))
+        return index, views
+
+    def _decode(self, view: memoryview, signature: str,
+                pages: Sequence[Page]) -> tuple[LexicalIndex, Views]:
+        parts = sections(view)
+        head_bytes = next(parts, None)
+        if head_bytes is None:
+            raise ValueError("the head is missing or fails its checksum")
+        head = json.loads(bytes(head_bytes))
+        expected = self._head(signature, pages)
+        if not isinstance(head, dict) or any(head.get(k) != v for k, v in expected.items()):
+            raise _Stale
+        shapes = head.get("arrays")
+        if not isinstance(shapes, dict) or set(shapes) != set(ARRAYS):
+            raise ValueError("the head does not list the arrays")
+        terms_bytes = next(parts, None)
+        if terms_bytes is None:
+            raise ValueError("the terms fail their checksum")
+        text = bytes(terms_bytes).decode("utf-8", "surrogatepass")
+        terms = text.split(TERM_SEPARATOR) if text else []
+        arrays: dict[str, np.ndarray] = {}
+        for name in ARRAYS:
+            payload = next(parts, None)
+            if payload is None:
+                raise ValueError(f"{name} is missing or fails its checksum")
+            dtype, shape = shapes[name]
+            if dtype not in DTYPES or not isinstance(shape, list) or not all(
+                    isinstance(d, int) and d >= 0 for d in shape):
+                raise ValueError(f"{name} has an unknown type or shape")
+            # A copy: the arrays must not keep the whole file's bytes alive.
+            arrays[name] = np.frombuffer(payload, dtype=np.dtype(dtype)).reshape(shape).copy()
+        views_bytes = next(parts, None)
+        if views_bytes is None:
+            raise ValueError("the link views fail their checksum")
+        views = Views.decoded(json.loads(bytes(views_bytes)), pages)
+        if next(parts, None) is not None:
+            raise ValueError("trailing sections")
+        return LexicalIndex.restored(pages, terms, arrays), views
+
+    def prepare(self, signature: str, pages: Sequence[Page], index: LexicalIndex,
+                views: Views) -> Pending | None:
+        """What write() needs for the index of the snapshot with this signature (a bulk build
+        of `pages`), or None when the file already holds it. Cheap (exported() copies only
+        what edits change in place): the caller holds the index lock for this alone."""
+        if signature == self.saved_signature:
+            return None
+        terms, arrays = index.exported()
+        return Pending(signature, tuple(pages), terms, arrays, views)
+
+    def write(self, pending: Pending) -> bool:
+        """Write the file (atomically), one section at a time so that no more than one
+        section's bytes are held at once; whether it was written."""
+        terms, arrays, pages = pending.terms, pending.arrays, pending.pages
+        if any(TERM_SEPARATOR in term for term in terms):
+            log.warning("index_cache_not_written", reason="a term holds the separator")
+            return False
+        head = {**self._head(pending.signature, pages), "terms": len(terms),
+                "arrays": {name: [str(arrays[name].dtype), list(arrays[name].shape)]
+                           for name in ARRAYS}}
+        written = [0]
+
+        def parts() -> Iterator[bytes]:
+            yield section(json.dumps(head).encode("ascii"))
+            yield section(TERM_SEPARATOR.join(terms).encode("utf-8", "surrogatepass"))
+            for name in ARRAYS:
+                yield section(np.ascontiguousarray(arrays[name]).tobytes())
+            link_views = json.dumps(pending.views.encoded(pages), ensure_ascii=False)
+            yield section(link_views.encode("utf-8", "surrogatepass"))
+
+        def counted() -> Iterator[bytes]:
+            for part in parts():
+                written[0] += len(part)
+                yield part
+
+        if not write_atomically(self.path, counted(), ".index-"):
+            return False
+        self.saved_signature = pending.signature
+        log.info("index_cache_written", documents=len(pages), bytes=written[0])
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """An index and its snapshot's link views, taken for writing (see IndexCache.prepare)."""
+
+    signature: str
+    pages: tuple[Page, ...]
+    terms: list[str]
+    arrays: dict[str, np.ndarray]
+    views: Views
+
+
+@dataclass(frozen=True, slots=True)
+class Views:
+    """A snapshot's link views (see Projection.incoming, .owners(False) and .lookup)."""
+
+    incoming: dict[str, list[int]]
+    owners: dict[str, str]
+    lookup: dict[str, Page]
+
+    def encoded(self, pages: Sequence[Page]) -> dict[str, object]:
+        position = {id(page): i for i, page in enumerate(pages)}
+        return {"incoming": self.incoming, "owners": self.owners,
+                "lookup": {key: position[id(page)] for key, page in self.lookup.items()}}
+
+    @classmethod
+    def decoded(cls, data: object, pages: Sequence[Page]) -> Views:
+        """The views from encoded() data; ValueError when anything is not of its shape or
+        points past the pages."""
+        if not isinstance(data, dict):
+            raise ValueError("link views: not an object")
+        incoming, owners, lookup = data.get("incoming"), data.get("owners"), data.get("lookup")
+        if not (isinstance(incoming, dict) and isinstance(owners, dict) and isinstance(lookup, dict)):
+            raise ValueError("link views: missing parts")
+        n = len(pages)
+        paths = {page.path for page in pages}
+        for path, positions in incoming.items():
+            if path not in paths or not isinstance(positions, list) or not all(
+                    type(i) is int and 0 <= i < n for i in positions):
+                raise ValueError("link views: an incoming list does not fit the pages")
+        if not all(isinstance(nid, str) and owner in paths for nid, owner in owners.items()):
+            raise ValueError("link views: an owner is not a page")
+        if not all(type(i) is int and 0 <= i < n for i in lookup.values()):
+            raise ValueError("link views: a lookup entry does not fit the pages")
+        return cls(incoming, owners, {key: pages[i] for key, i in lookup.items()})
+
+
+class _Stale(Exception):
+    """The file holds another snapshot's index: expected after any change to the folder."""

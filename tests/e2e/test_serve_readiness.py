@@ -1,0 +1,262 @@
+"""Ready means ready (issue 17), against the installed `llmwiki-serve`: `/health?ready=1` answers
+503 until queries can be answered and 200 from then on, systemd's READY=1 comes only then, a
+restart with the folder unchanged answers from the search index kept in the restart cache, and
+a damaged index file is rebuilt, never served. Start-up logs say what was loaded and when the
+service is ready."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.notify_socket import NotifySocket
+from tests.e2e.processes import (
+    POLL_SECONDS,
+    START_SECONDS,
+    Service,
+    console_script,
+    free_port,
+    launch,
+    stop_checked,
+)
+
+pytestmark = pytest.mark.timeout(300)
+
+PAGES = 400  # above the bulk-build threshold, so the index goes into the restart cache
+WORDS = ("release", "signing", "checksum", "refund", "window", "billing", "rollback", "runbook",
+         "queue", "token", "rotation", "vault", "배포", "서명")
+
+
+def write_folder(root: Path, pages: int = PAGES) -> Path:
+    """A small LLMWiki: an index page and `pages - 1` linked topic pages (no product code)."""
+    (root / "topics").mkdir(parents=True)
+    (root / "index.md").write_text("---\ntitle: Readiness Wiki\nwiki_title: Readiness Wiki\n---\n"
+                                   "# Readiness Wiki\n\nSee [[topic-0000]].\n", encoding="utf-8")
+    for i in range(pages - 1):
+        body = " ".join(WORDS[(i * 5 + k) % len(WORDS)] for k in range(60 + i % 17))
+        (root / "topics" / f"topic-{i:04d}.md").write_text(
+            f"---\ntitle: Topic {i}\ntags: [group-{i % 7}]\n---\n# Topic {i}\n\n{body}, item {i}.\n\n"
+            f"## Related\n\nSee [[topic-{(i + 1) % (pages - 1):04d}]].\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    return write_folder(tmp_path / "wiki")
+
+
+def get(url: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def post(url: str, path: str, payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(url + path, data=json.dumps(payload).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status, json.loads(response.read())
+
+
+def start(work: Path, root: Path, cache: Path, env: dict[str, str] | None = None) -> Service:
+    port = free_port()
+    argv = [console_script("llmwiki-serve"), "serve", root, "--host", "127.0.0.1", "--port", str(port),
+            "--cache-dir", cache]
+    process, stdout, stderr, guard = launch("serve", argv, work, env)
+    return Service("serve", f"http://127.0.0.1:{port}", process, stdout, stderr, guard)
+
+
+def readiness_answers(service: Service) -> list[tuple[int, dict[str, Any]]]:
+    """Every answer of GET /health?ready=1, polled from spawn until the first 200 (bounded)."""
+    answers: list[tuple[int, dict[str, Any]]] = []
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        assert service.process.poll() is None, service.logs()
+        try:
+            answers.append(get(service.url + "/health?ready=1"))
+        except (urllib.error.URLError, ConnectionError, OSError):
+            pass  # not listening yet
+        else:
+            if answers[-1][0] == 200:
+                return answers
+        time.sleep(POLL_SECONDS)
+    raise AssertionError(f"/health?ready=1 not 200 within {START_SECONDS} s\n{service.logs()}")
+
+
+def events(service: Service) -> list[dict[str, Any]]:
+    out = []
+    for line in service.stderr.read_text(errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            out.append(event)
+    return out
+
+
+def the_event(service: Service, name: str) -> dict[str, Any]:
+    found = [e for e in events(service) if e.get("event") == name]
+    assert len(found) == 1, (name, found, service.logs())
+    return found[0]
+
+
+def top_results(url: str) -> list[object]:
+    status, search = post(url, "/search", {"query": "rollback runbook signing", "limit": 10})
+    assert status == 200
+    status, query = post(url, "/query", {"query": "how are tokens rotated in the vault?"})
+    assert status == 200
+    return [[(r["path"], r["score"]) for r in search["results"]],
+            [item["path"] for item in query["evidence"]]]
+
+
+def check_ready(service: Service, answers: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+    """503s (not ready, loading or indexing) then one 200 whose index holds every page; the
+    health document keeps its `status: ok` throughout."""
+    *waiting, (_, body) = answers
+    for status, early in waiting:
+        assert status == 503, status
+        assert early["status"] == "ok" and early["ready"] is False
+        assert early["phase"] in ("loading", "indexing") and early["readiness"]["phase"] == early["phase"]
+    assert body["ready"] is True and body["phase"] == "ready"
+    readiness = body["readiness"]
+    assert readiness["pages"] == body["source"]["page_count"] == PAGES
+    assert readiness["indexed_documents"] == PAGES
+    return dict(readiness)
+
+
+def test_health_says_ready_only_when_queries_answer_and_a_restart_uses_the_cached_index(
+        tmp_path: Path, folder: Path) -> None:
+    cache = tmp_path / "cache"
+    cold = start(tmp_path / "cold", folder, cache)
+    try:
+        readiness = check_ready(cold, readiness_answers(cold))
+        assert readiness["index_origin"] == "built"
+        expected = top_results(cold.url)
+        assert get(cold.url + "/health?ready=1")[0] == 200  # stays ready
+    finally:
+        stop_checked(cold)
+    loaded = the_event(cold, "folder_loaded")
+    assert (loaded["pages"], loaded["files"], loaded["skipped_files"]) == (PAGES, PAGES, 0)
+    assert loaded["records_from_cache"] == 0 and loaded["seconds"] > 0
+    ready = the_event(cold, "ready")
+    assert ready["url"] == cold.url and ready["index_origin"] == "built"
+    assert [p.name.split("-")[0] for p in sorted(cache.iterdir())] == ["index", "pages"]
+
+    warm = start(tmp_path / "warm", folder, cache)
+    try:
+        readiness = check_ready(warm, readiness_answers(warm))
+        assert readiness["index_origin"] == "cache"
+        assert top_results(warm.url) == expected
+    finally:
+        stop_checked(warm)
+    assert the_event(warm, "index_cache_loaded")["documents"] == PAGES
+    assert the_event(warm, "folder_loaded")["records_from_cache"] == PAGES
+    assert the_event(warm, "ready")["index_origin"] == "cache"
+
+
+def test_a_changed_folder_does_not_use_the_old_index(tmp_path: Path, folder: Path) -> None:
+    cache = tmp_path / "cache"
+    first = start(tmp_path / "first", folder, cache)
+    try:
+        readiness_answers(first)
+    finally:
+        stop_checked(first)
+    page = folder / "topics" / "topic-0042.md"
+    page.write_text(page.read_text(encoding="utf-8") + "\nNew: quetzalcoatl.\n", encoding="utf-8")
+    second = start(tmp_path / "second", folder, cache)
+    try:
+        assert check_ready(second, readiness_answers(second))["index_origin"] == "built"
+        status, found = post(second.url, "/search", {"query": "quetzalcoatl"})
+        assert status == 200 and [r["path"] for r in found["results"]] == ["topics/topic-0042.md"]
+    finally:
+        stop_checked(second)
+
+
+def index_file(cache: Path) -> Path:
+    [found] = [p for p in cache.iterdir() if p.name.startswith("index-")]
+    return found
+
+
+def test_a_damaged_index_cache_is_rebuilt_not_served(tmp_path: Path, folder: Path) -> None:
+    cache = tmp_path / "cache"
+    first = start(tmp_path / "run-0", folder, cache)
+    try:
+        readiness_answers(first)
+        expected = top_results(first.url)
+    finally:
+        stop_checked(first)
+    pristine = index_file(cache).read_bytes()
+    size = len(pristine)
+    # bits flipped in the head, the terms, the arrays and the last bytes, then a truncation
+    damages: list[tuple[int | None, int | None]] = [
+        (offset, None) for offset in (30, 200, size // 3, size // 2, size - 1)] + [(None, size * 2 // 3)]
+    for turn, (offset, cut) in enumerate(damages):
+        data = bytearray(pristine)
+        if offset is not None:
+            data[offset] ^= 0x10
+        else:
+            del data[cut:]
+        index_file(cache).write_bytes(bytes(data))
+        service = start(tmp_path / f"run-{turn + 1}", folder, cache)
+        try:
+            readiness = check_ready(service, readiness_answers(service))
+            assert readiness["index_origin"] == "built", f"damage {turn} at {offset or cut} was served"
+            assert top_results(service.url) == expected, f"damage {turn} at {offset or cut}"
+        finally:
+            stop_checked(service)
+        assert any(e.get("event") == "index_cache_rejected" for e in events(service)), service.logs()
+        assert index_file(cache).read_bytes() == pristine, "the rebuilt index was not written back"
+
+
+@pytest.fixture
+def notify_socket(tmp_path: Path) -> Iterator[NotifySocket]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        path = tmp_path / "notify.sock"
+        sock.bind(str(path))
+        yield NotifySocket(sock, str(path))
+
+
+def test_ready_is_sent_to_systemd_only_once_queries_answer(tmp_path: Path, folder: Path,
+                                                          notify_socket: NotifySocket) -> None:
+    service = start(tmp_path / "run", folder, tmp_path / "cache",
+                    env={"NOTIFY_SOCKET": notify_socket.address})
+    try:
+        state = notify_socket.await_state("READY", service.process, service.stderr)
+        # No retry: the moment READY=1 arrives, the service must already be ready.
+        status, body = get(service.url + "/health?ready=1")
+        assert status == 200 and body["readiness"]["indexed_documents"] == PAGES
+        assert state["STATUS"] == f"ready: {service.url}"
+        status, answer = post(service.url, "/query", {"query": "refund window"})
+        assert status == 200 and answer["evidence"]
+    finally:
+        stop_checked(service)
+
+
+def test_a_one_shot_query_uses_and_leaves_the_restart_cache(tmp_path: Path, folder: Path) -> None:
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLMWIKI_")}
+    argv = [str(console_script("llmwiki-serve")), "query", str(folder), "rollback runbook",
+            "--limit", "3"]
+    first = subprocess.run(argv, env={**env, "LLMWIKI_SERVE_CACHE_DIR": str(cache)},
+                           capture_output=True, text=True, timeout=START_SECONDS, check=False)
+    assert first.returncode == 0, first.stderr
+    assert [p.name.split("-")[0] for p in sorted(cache.iterdir())] == ["index", "pages"]
+    second = subprocess.run(argv, env={**env, "LLMWIKI_SERVE_CACHE_DIR": str(cache)},
+                            capture_output=True, text=True, timeout=START_SECONDS, check=False)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout) == json.loads(first.stdout)
+    assert '"index_cache_written"' in first.stderr and '"index_cache_loaded"' in second.stderr
+    assert "Traceback" not in first.stderr + second.stderr
