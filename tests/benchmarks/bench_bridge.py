@@ -84,7 +84,8 @@ SOURCES = 4
 WAVE_SOURCES = 16
 HEALTH_FLOOR_REQUESTS = 200
 FLOOR_SEQUENCES = 60
-OVERHEAD_TARGET_MS = 5.0
+OVERHEAD_TARGET_MS = 10.0  # spec/README.md: the overhead's median
+ABOVE_FLOOR_TARGET_MS = 5.0  # and its median above a bare aiohttp client's
 # Two search augmentations (contract 3.9): "decision" words go last in one variant.
 DEFAULT_QUERY = "Which decision did the team record about the release freeze?"
 QUERY_LIMIT = 8  # what the bridge asks for (bridge.sources.base.DEFAULT_QUERY_LIMIT)
@@ -787,6 +788,7 @@ def _lat(s: dict[str, float]) -> str:
 def overhead_table(r: dict[str, Any]) -> str:
     over = r["overhead"]
     verdict = "met" if over["median_ms"] < OVERHEAD_TARGET_MS else "**MISSED**"
+    above = over["median_ms"] - r["bare_client"]["overhead"]["median_ms"]
     delays = ", ".join(f"{d:.3g}" for d in r["delays_ms"])
     rows = [
         ("`POST /message:send` latency: median / p95 / p99", _lat(r["latency"]), "", ""),
@@ -808,8 +810,8 @@ def overhead_table(r: dict[str, Any]) -> str:
         ("… before its first call / per gap / after its last answer (medians)",
          " / ".join(f"{r['bare_client'][k]['median_ms']:.2f}" for k in ("lead", "gap_per_call", "tail"))
          + " ms", "", ""),
-        ("**bridge overhead above that floor** (medians)",
-         f"{over['median_ms'] - r['bare_client']['overhead']['median_ms']:.2f} ms", "", ""),
+        ("**bridge overhead above that floor** (medians)", f"{above:.2f} ms",
+         f"< {ABOVE_FLOOR_TARGET_MS:g} ms", "met" if above < ABOVE_FLOOR_TARGET_MS else "**MISSED**"),
     ]
     heading = (f"### Overhead over the slowest of {r['sources']} sources ({r['latency']['count']} sequential "
                f"requests; source delays {delays} ms per call; calls per source: "
