@@ -64,6 +64,10 @@ class Service:
         err = self.stderr.read_text(errors="replace")[-4000:]
         return f"--- {self.name} stdout ---\n{out}\n--- {self.name} stderr ---\n{err}"
 
+    def log_events(self) -> list[dict[str, Any]]:
+        """The JSON log lines it wrote on stderr, in order."""
+        return json_lines(self.stderr)
+
     def guard_violations(self) -> list[str]:
         if not self.guard_log.exists():
             return []
@@ -154,17 +158,26 @@ def wait_http_ok(name: str, url: str, process: subprocess.Popen[bytes], stdout: 
         time.sleep(POLL_SECONDS)
 
 
+def json_lines(path: Path) -> list[dict[str, Any]]:
+    """The lines of a log file that are JSON objects (structlog's), skipping any other text."""
+    events = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
 def wait_ready_line(name: str, process: subprocess.Popen[bytes], stdout: Path, stderr: Path,
                     timeout: float = START_SECONDS) -> dict[str, Any]:
     """The `{"event": "ready", ...}` line the bridge prints on stdout when it listens."""
     deadline = time.monotonic() + timeout
     while True:
-        for line in stdout.read_text(errors="replace").splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and event.get("event") == "ready":
+        for event in json_lines(stdout):
+            if event.get("event") == "ready":
                 return event
         if process.poll() is not None:
             _exited(name, process, stdout, stderr)

@@ -4,7 +4,6 @@ say what and where in one line, and a SIGTERM that lets requests in flight finis
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -70,23 +69,11 @@ def sample_value(family: Metric, suffix: str = "", **labels: str) -> float:
                if s.name == family.name + suffix and labels.items() <= s.labels.items())
 
 
-def log_events(service: Service) -> list[dict[str, Any]]:
-    events = []
-    for line in service.stderr.read_text(errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
 def wait_for_event(service: Service, name: str, timeout: float = STOP_SECONDS) -> dict[str, Any]:
     """The service's first log event `name` (JSON on stderr), polled until it appears."""
     deadline = time.monotonic() + timeout
     while True:
-        for event in log_events(service):
+        for event in service.log_events():
             if event.get("event") == name:
                 return event
         if time.monotonic() > deadline:

@@ -95,20 +95,8 @@ def readiness_answers(service: Service) -> list[tuple[int, dict[str, Any]]]:
     raise AssertionError(f"/health?ready=1 not 200 within {START_SECONDS} s\n{service.logs()}")
 
 
-def events(service: Service) -> list[dict[str, Any]]:
-    out = []
-    for line in service.stderr.read_text(errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            out.append(event)
-    return out
-
-
 def the_event(service: Service, name: str) -> dict[str, Any]:
-    found = [e for e in events(service) if e.get("event") == name]
+    found = [e for e in service.log_events() if e.get("event") == name]
     assert len(found) == 1, (name, found, service.logs())
     return found[0]
 
@@ -217,7 +205,7 @@ def test_a_damaged_index_cache_is_rebuilt_not_served(tmp_path: Path, folder: Pat
             assert top_results(service.url) == expected, f"damage {turn} at {offset or cut}"
         finally:
             stop_checked(service)
-        assert any(e.get("event") == "index_cache_rejected" for e in events(service)), service.logs()
+        assert any(e.get("event") == "index_cache_rejected" for e in service.log_events()), service.logs()
         assert index_file(cache).read_bytes() == pristine, "the rebuilt index was not written back"
 
 

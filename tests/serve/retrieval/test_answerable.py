@@ -14,7 +14,7 @@ folders are not in CI, so the full gate skips, saying why, without them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +22,6 @@ import pytest
 
 from serve.retrieval.answerable import Coverage, content_words, is_identifier, judge
 from serve.service import KnowledgeSource
-from serve.settings import ServeSettings
 from tests.support import judged as J
 from tests.support import real_folders as R
 
@@ -136,21 +135,6 @@ def test_chinese_and_japanese_runs_are_not_judged() -> None:
 
 
 # -- the gates ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def source_of() -> Iterator[Callable[[Path], KnowledgeSource]]:
-    sources: dict[Path, KnowledgeSource] = {}
-
-    def get(root: Path) -> KnowledgeSource:
-        if root not in sources:
-            sources[root] = KnowledgeSource(ServeSettings(root=root, page_cache=False, inotify=False,
-                                                          refresh_interval_seconds=3600.0))
-        return sources[root]
-
-    yield get
-    for source in sources.values():
-        source.close()
 
 
 def tldr_root() -> Path:

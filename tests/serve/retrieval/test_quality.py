@@ -17,7 +17,7 @@ import os
 import re
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,6 @@ if str(REPO) not in sys.path:
 from serve.folder import FolderMirror  # noqa: E402
 from serve.projection import Projection  # noqa: E402
 from serve.service import KnowledgeSource  # noqa: E402
-from serve.settings import ServeSettings  # noqa: E402
 from tests.support import judged as J  # noqa: E402
 
 K = 10
@@ -113,22 +112,6 @@ def projection_of() -> Callable[[Path], Projection]:
         return cache[root]
 
     return get
-
-
-@pytest.fixture(scope="session")
-def source_of() -> Iterator[Callable[[Path], KnowledgeSource]]:
-    sources: dict[Path, KnowledgeSource] = {}
-
-    def get(root: Path) -> KnowledgeSource:
-        if root not in sources:
-            # The folders never change during the run: reuse snapshots, time search alone.
-            sources[root] = KnowledgeSource(ServeSettings(root=root, page_cache=False, inotify=False,
-                                                          refresh_interval_seconds=3600.0))
-        return sources[root]
-
-    yield get
-    for source in sources.values():
-        source.close()
 
 
 def _root_for(judgement: J.Judgement, request: pytest.FixtureRequest) -> Path:
