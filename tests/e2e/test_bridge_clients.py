@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from tests.e2e.conftest import SAMPLE_WIKI
 from tests.e2e.processes import Service, start_bridge, stop_checked
 
 TOKEN = "e2e-bridge-token"
@@ -82,6 +84,33 @@ async def test_mcp_client_runs_the_agent_and_every_source_tool(bridge: Service, 
                 assert answer.is_error is False, (source_id, name, answer.content)
                 assert answer.structured_content, (source_id, name)
                 assert answer.content[0].text  # type: ignore[union-attr]
+
+
+async def test_citations_cite_lines_whose_handles_read_back(bridge: Service) -> None:
+    """Issue 16 through the bridge: a citation from our serve names the file's lines (they hash
+    to its sha256) and its section handle, and llmwiki_read on that handle gives those lines."""
+    async with mcp_client(bridge, "auto") as client:
+        run = await client.call_tool("llmwiki_agent_run", {"query": QUESTION,
+                                                           "orchestrationMode": "evidence-only"})
+        assert run.is_error is False, run.content
+        citations = (run.structured_content or {})["llmwiki_agent_result"]["citations"]
+        with_origin = [c for c in citations if "origin" in c]
+        assert {c["sourceId"] for c in with_origin} >= {"web", "tools"}
+        for cited in with_origin:
+            origin = cited["origin"]
+            lines = (SAMPLE_WIKI / origin["path"]).read_bytes().splitlines(keepends=True)
+            assert 1 <= origin["lineStart"] <= origin["lineEnd"] <= len(lines)
+            cited_bytes = b"".join(lines[origin["lineStart"] - 1:origin["lineEnd"]])
+            assert hashlib.sha256(cited_bytes).hexdigest() == origin["sha256"], cited["id"]
+        for source_id in ("web", "tools"):
+            origin = next(c["origin"] for c in with_origin if c["sourceId"] == source_id)
+            read = await client.call_tool("llmwiki_read", {"pageId": origin["handle"],
+                                                           "sourceId": source_id})
+            assert read.is_error is False, read.content
+            section = (read.structured_content or {})["llmwiki_read"]["page"]
+            assert section["handle"] == origin["handle"]
+            assert (section["origin"]["line_start"], section["origin"]["line_end"]) == (
+                origin["lineStart"], origin["lineEnd"])
 
 
 def a2a_message(text: str) -> Message:
