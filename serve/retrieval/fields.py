@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from serve.retrieval.analyzer import COMPOUND_RE, CONNECTOR_RE, KOREAN_PARTICLES, STOPWORDS, analyze, stem
+from serve.source.names import ALIAS_KEYS
 
 NAME_WEIGHT = 0.6  # factor added when the name holds all of the question's weight
 NAMED_WORD_BONUS = 0.25  # name credit per further title word a question holds whole
@@ -37,7 +38,6 @@ HUB_ROLES = frozenset(("hot", "index"))
 HUB_NAMES = frozenset(("faq", "faqs", "index", "readme", "home", "contents", "toc", "sitemap"))
 HUB_MIN_LINKS = 10  # a page with this many links or more ...
 HUB_LINES_PER_LINK = 10  # ... and at most this many lines per link is a list of links
-ALIAS_KEYS = ("aliases", "alias")
 # Lower-case words joined by dots, two or more: a note's place in a hierarchy.
 HIERARCHY_RE = re.compile(r"[a-z][a-z0-9_-]*(?:\.[a-z0-9_-]*[a-z][a-z0-9_-]*)+")
 
@@ -48,7 +48,7 @@ class Hit(Protocol):
 
 
 
-def _aliases(page: Any) -> tuple[str, ...]:
+def page_aliases(page: Any) -> tuple[str, ...]:
     """The page's aliases: its own field when the parser gives one, else frontmatter's."""
     own = getattr(page, "aliases", None)
     if own:
@@ -173,7 +173,7 @@ def field_factor(page: Any, keyed: Keyed, total: float, asked: frozenset[str] = 
     """The multiplier of one page's score for the query terms in `keyed` (keyed_terms(); their
     weights sum to `total`); `asked`: every term of the question, filler words included;
     `lead`: the lead's terms joined as "\0a\0b\0"."""
-    name = name_terms(page.title, page.path, _aliases(page))
+    name = name_terms(page.title, page.path, page_aliases(page))
     heads = heading_terms(page.headings)
     in_name = in_heads = in_lead = 0.0
     for key, weight, names in keyed:

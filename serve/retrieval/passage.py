@@ -10,7 +10,7 @@ from itertools import accumulate
 from typing import Any
 
 from serve.handles import section_handle
-from serve.retrieval.fields import _aliases
+from serve.retrieval.fields import page_aliases
 from serve.source import sections as S
 from serve.source.page import Page, collapse
 
@@ -31,7 +31,7 @@ def matched_fields(page: Page, needles: Sequence[str], lowered_text: str) -> lis
         "body": lowered_text,
         "tag": "\n".join(page.tags).lower(),
         "path": page.path.lower(),
-        "alias": "\n".join(_aliases(page)).lower(),
+        "alias": "\n".join(page_aliases(page)).lower(),
     }
     return [name for name in FIELD_ORDER if any(n in fields[name] for n in needles)]
 
