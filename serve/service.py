@@ -131,10 +131,10 @@ class KnowledgeSource:
         self.index_build_seconds = 0.0
         self.index_origin: Literal["cache", "built", ""] = ""
         self._index_cache_tried = False
-        # Set until the start-up warm-up has run (the HTTP service runs it; a one-shot never
-        # asks): /health says ready only once the first query need not build anything.
-        self.warm_pending = True
-        self.warmed = threading.Event()  # set with warm_pending cleared (READY=1 waits on it)
+        # Set once the start-up warm-up has run (the HTTP service runs it; a one-shot never
+        # asks): /health says ready only then, when the first query need not build anything,
+        # and READY=1 waits on it.
+        self.warmed = threading.Event()
         self._when_warmed: list[Callable[[], None]] = []
         self._warm_lock = threading.Lock()  # never held long: the event loop takes it
 
@@ -233,7 +233,7 @@ class KnowledgeSource:
         ready: queries are answered without building anything first."""
         if self.freshness.current is None:
             return "loading"
-        return "ready" if self.index_ready and not self.warm_pending else "indexing"
+        return "ready" if self.index_ready and self.warmed.is_set() else "indexing"
 
     def health(self, cors: CorsStatus) -> HealthResponse:
         p = self.snapshot()
@@ -399,7 +399,6 @@ class KnowledgeSource:
         except KnowledgeSourceError:
             pass  # nothing to warm until the folder can be served
         finally:
-            self.warm_pending = False
             with self._warm_lock:
                 self.warmed.set()
                 waiting, self._when_warmed = self._when_warmed, []

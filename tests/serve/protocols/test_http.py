@@ -109,7 +109,7 @@ async def test_health_ready_answers_503_until_the_warm_up_is_done(serve_client: 
     assert answer.status == 200 and body["ready"] is True and body["phase"] == "ready"
     assert list(body["readiness"]) == READINESS_KEYS
     assert body["readiness"]["indexed_documents"] == body["source"]["page_count"] == 14
-    source.warm_pending = True  # as before the warm-up ran: the same document, with 503
+    source.warmed.clear()  # as before the warm-up ran: the same document, with 503
     answer = await client.get("/health?ready=true")
     waiting = await answer.json()
     assert answer.status == 503 and waiting["status"] == "ok" and waiting["ready"] is False
