@@ -103,8 +103,7 @@ class KnowledgeSource:
             self.cache = PageCache(cache_dir, self.root, max_page_bytes=settings.max_page_bytes)
             self.index_cache = IndexCache(cache_dir, self.root)
             records = self.cache.load()
-        self._loaded_keys = set(records or ())
-        self.loaded_keys = frozenset(self._loaded_keys)  # what the restart cache held at start
+        self.loaded_keys = frozenset(records or ())  # what the restart cache held at start
         self.freshness = Freshness(
             self.root,
             source_id=settings.source_id,
@@ -168,7 +167,7 @@ class KnowledgeSource:
             records = dict(mirror.records)
             current = self.freshness.current
             if (self._saved_generation == -1 and mirror.parsed_count == 0
-                    and records.keys() == self._loaded_keys):
+                    and records.keys() == self.loaded_keys):
                 # Started from the cache and nothing was parsed since: it is current.
                 self._saved_generation = generation
                 return
