@@ -19,7 +19,8 @@ with `orchestrationMode: "evidence-only"` and the sources given inline.
    source's first call, the gaps in its handler time and the time after its last answer. Target:
    < 10 ms median. The floor: the same figures for a bare `aiohttp.ClientSession` making the
    bridge's calls to the same sources, all sent together in the bridge's order (answers
-   JSON-decoded), one round after each bridge request so both meet the same machine load;
+   JSON-decoded), one round after each bridge request so both meet the same machine load (the
+   fake sources' and this client's CPU figures include those rounds; the bridge's does not);
    target: the bridge's median < 5 ms above the floor's. For scale, `GET /health` and the bare
    client making one source's calls.
 2. Waves: 16 sources, each with delay --wave-delay-ms, bridge fan-out concurrency 4. The wall time
