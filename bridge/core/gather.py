@@ -24,6 +24,8 @@ from common.bridge_schemas import Diagnostic, SourceBundle, TraceStep
 
 log = structlog.get_logger("llmwiki.bridge.run")
 RUN_DEADLINE_MESSAGE = "Run deadline passed before the source answered."
+# A bundle read's steps, its metadata and its warning (see `_bundle_part`).
+BundlePart = tuple[tuple[TraceStep, ...], SourceBundle | None, Diagnostic | None]
 
 
 @dataclass(frozen=True)
@@ -78,15 +80,14 @@ async def _gather(calls: SourceCalls, source: SourceDescriptor, discovered: Bund
     read = client.adopt(discovered)
     fields = plan.fields if plan is not None else {}
     fallback = plan.fallback if plan is not None else None
-    reading: asyncio.Task[BundleRead] | None = None
+    reading: asyncio.Task[BundlePart] | None = None
     async with task_group() as group:  # the query does not need the bundle: both go out at once
         context = group.create_task(_context(client, calls, fields, fallback))
         if read is None and client.reads_bundle():
-            reading = group.create_task(_bundle(client, calls.deadline))
-    if reading is not None:
-        read = reading.result()
+            reading = group.create_task(_bundle(calls, source, client))
     diagnostics = [plan.diagnostic] if plan is not None and plan.diagnostic is not None else []
-    bundle_steps, bundle, bundle_note = _bundle_part(calls, source, read, client.bundle_kind)
+    bundle_steps, bundle, bundle_note = (reading.result() if reading is not None
+                                         else _bundle_part(calls, source, read, client.bundle_kind))
     payload = context.result()
     if isinstance(payload, SourceCallError):  # the bundle's own warning goes with the source's failure
         return _failed(calls, source, payload, begun, started, bundle_steps, diagnostics, bundle)
@@ -119,16 +120,19 @@ async def _context(client: SourceClient, calls: SourceCalls, fields: Mapping[str
         return deadline_passed()
 
 
-async def _bundle(client: SourceClient, deadline: float) -> BundleRead:
+async def _bundle(calls: SourceCalls, source: SourceDescriptor, client: SourceClient) -> BundlePart:
+    """The bundle read and its part of the outcome, made as soon as it answers (the context's
+    calls may still be out)."""
     try:
-        async with asyncio.timeout_at(deadline):
-            return await client.bundle()  # never raises for a source
+        async with asyncio.timeout_at(calls.deadline):
+            read = await client.bundle()  # never raises for a source
     except TimeoutError:
-        return BundleRead(attempted=True, error=deadline_passed())
+        read = BundleRead(attempted=True, error=deadline_passed())
+    return _bundle_part(calls, source, read, client.bundle_kind)
 
 
 def _bundle_part(calls: SourceCalls, source: SourceDescriptor, read: BundleRead | None, kind: str
-                 ) -> tuple[tuple[TraceStep, ...], SourceBundle | None, Diagnostic | None]:
+                 ) -> BundlePart:
     """The `source-manifest-*` step of an attempted bundle read, its metadata, and the warning
     when the read failed."""
     if read is None or not read.attempted:

@@ -55,10 +55,10 @@ class HttpSourceClient(TransportClient):
         extra = dict(fields)
         searches = [query] if "query_variants" in extra else http_source.augmentation_queries(query)
         async with task_group() as group:
-            found = group.create_task(http_source.search_results(
-                self.transport, self.source.url, self.label, searches, extra))
+            found = [group.create_task(http_source.search_augmentation(
+                self.transport, self.source.url, self.label, text, extra)) for text in searches]
             payload = await super().run_context(query, extra, fallback)
-        http_source.merge_search_results(payload, found.result())
+        http_source.merge_search_results(payload, [task.result() for task in found])
         return payload
 
     async def bundle(self) -> BundleRead:

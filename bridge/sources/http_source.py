@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import re
 import unicodedata
@@ -111,23 +110,19 @@ def _evidence_keys(item: dict[str, Any]) -> set[str]:
             if isinstance(item.get(k), (str, int)) and str(item[k]).strip()}
 
 
-async def search_results(transport: SourceTransport, base_url: str, label: str, searches: list[str],
-                         extra: dict[str, Any]) -> list[list[dict[str, Any]]]:
-    """The augmentation searches, sent together (none depends on another), answers kept in
-    search order. A failed search only loses its extra evidence: it never raises."""
-
-    async def one(text: str) -> list[dict[str, Any]]:
-        body = {"query": text, "limit": AUGMENT_LIMIT, **extra}
-        try:
-            result = await call_json(transport, "POST", endpoint_url(base_url, "/search"),
-                                     f"{label} search", body)
-        except SourceCallError as exc:
-            log.warning("search_augmentation_failed", error=exc.message)
-            return []
-        results = result.get("results") if isinstance(result, dict) else None
-        return [item for item in (results if isinstance(results, list) else []) if isinstance(item, dict)]
-
-    return list(await asyncio.gather(*(one(text) for text in searches)))
+async def search_augmentation(transport: SourceTransport, base_url: str, label: str, text: str,
+                              extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """One augmentation search's results. A failed search only loses its extra evidence: it never
+    raises."""
+    body = {"query": text, "limit": AUGMENT_LIMIT, **extra}
+    try:
+        result = await call_json(transport, "POST", endpoint_url(base_url, "/search"), f"{label} search",
+                                 body)
+    except SourceCallError as exc:
+        log.warning("search_augmentation_failed", error=exc.message)
+        return []
+    results = result.get("results") if isinstance(result, dict) else None
+    return [item for item in (results if isinstance(results, list) else []) if isinstance(item, dict)]
 
 
 def merge_search_results(payload: dict[str, Any], found: list[list[dict[str, Any]]]) -> None:

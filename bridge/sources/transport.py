@@ -73,7 +73,7 @@ class SourceAnswer:
     """A source's answer of any status: what protocols that read headers or non-JSON bodies need."""
 
     status: int
-    headers: Mapping[str, str]  # lower-case names
+    headers: Mapping[str, str]  # aiohttp's, looked up by any case
     body: bytes
 
     @property
@@ -154,11 +154,7 @@ async def _fetch(http: aiohttp.ClientSession, method: str, url: str, data: bytes
                 chunks.clear()
                 raise AnswerTooLarge
             chunks.append(chunk)
-        names: dict[str, str] = {}
-        for name, value in response.headers.items():
-            key = name.lower()
-            names[key] = f"{names[key]}, {value}" if key in names else value
-        return SourceAnswer(response.status, names, b"".join(chunks))
+        return SourceAnswer(response.status, response.headers, b"".join(chunks))
 
 
 def _logged_body(answer: SourceAnswer) -> Any:

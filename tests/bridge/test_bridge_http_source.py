@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -247,3 +248,47 @@ async def test_the_run_has_the_query_graph_and_the_merged_search_citations(bridg
     result = (await response.json())["artifacts"][0]["parts"][0]["data"]
     assert [c["id"] for c in result["citations"]] == ["fake:a", "fake:extra-release"]
     assert [n["id"] for n in result["graph"]["nodes"]] == ["fake:a", "fake:b"]
+
+
+async def test_the_bundle_part_is_made_when_the_bundle_answers_not_after_the_searches(
+        bridge_client: BridgeFactory, aiohttp_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The searches answer only once the bundle's step and metadata are made (or after 5 s):
+    made after them, as before, the bundle part would see a search answered."""
+    from bridge.core import gather
+
+    bundle_made, searched = asyncio.Event(), asyncio.Event()
+    seen_search_answered: list[bool] = []
+    make_part = gather._bundle_part
+
+    def recording_part(*args: Any) -> Any:
+        seen_search_answered.append(searched.is_set())
+        bundle_made.set()
+        return make_part(*args)
+
+    monkeypatch.setattr(gather, "_bundle_part", recording_part)
+
+    async def bundle(request: web.Request) -> web.Response:
+        return web.json_response({"source_id": "fake", "title": "Fake wiki"})
+
+    async def query(request: web.Request) -> web.Response:
+        return web.json_response({"evidence": [{"page_id": "a", "title": "A"}]})
+
+    async def search(request: web.Request) -> web.Response:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(bundle_made.wait(), 5)
+        searched.set()
+        return web.json_response({"results": [{"page_id": "b", "title": "B"}]})
+
+    app = web.Application()
+    app.router.add_get("/source-bundle", bundle)
+    app.router.add_post("/query", query)
+    app.router.add_post("/search", search)
+    server: TestServer = await aiohttp_server(app)
+    client = await bridge_client()
+    response = await client.post("/message:send", json={
+        "query": "Which release checklist steps need a second reviewer?", "mode": "evidence-only",
+        "knowledgeSources": [source("fake", str(server.make_url("")))]})
+    result = (await response.json())["artifacts"][0]["parts"][0]["data"]
+    assert seen_search_answered == [False]
+    assert [c["id"] for c in result["citations"]] == ["fake:a", "fake:b"]
+    assert [b["title"] for b in result["sourceBundles"]] == ["Fake wiki"]
