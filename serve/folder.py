@@ -70,14 +70,25 @@ class FolderMirror:
         # Pages whose content changed since the last projection, or None when anything
         # else changed (files added or removed, config, sidecars): then build anew.
         self.dirty: set[str] | None = None
+        # Files added, removed or changed in any way since the last projection, or None when
+        # something other than page files changed (config, sidecars, markers): with a set,
+        # the next projection is derived page by page (Projection.derive_pages).
+        self.touched: set[str] | None = None
+        self._page_problems: dict[str, FileProblem] = {}  # page files' problems, by file
         self._lines: dict[str, str] | None = None  # signature lines by file, walk order
         # Records still being read (an EarlyRead), taken by the first full scan after its walk,
         # so that walk overlaps the reading; they override `records` like fresher news.
         self.pending: Callable[[], dict[str, FileRecord]] | None = None
 
-    def _structural_change(self) -> None:
+    def _structural_change(self, rels: Iterable[str] | None) -> None:
+        """Files were added, removed or re-read as other than a content edit (`rels`), or
+        something else changed (None)."""
         self.dirty = None
         self._lines = None
+        if rels is None:
+            self.touched = None
+        elif self.touched is not None:
+            self.touched.update(rels)
 
     # -- scanning -------------------------------------------------------------------
 
@@ -151,7 +162,7 @@ class FolderMirror:
             if st is None or not stat_mod.S_ISREG(st.st_mode) or not is_tracked_file(rel):
                 if self.records.pop(rel, None) is not None:
                     self.generation += 1
-                    self._structural_change()
+                    self._structural_change((rel,))
                 continue
             if rel not in self.records:
                 self.in_walk_order = False
@@ -165,8 +176,10 @@ class FolderMirror:
                         and fresh.page is not None and before.problem == fresh.problem
                         and before.text == fresh.text):
                     self.dirty.add(rel)  # an existing page's content changed
+                    if self.touched is not None:
+                        self.touched.add(rel)
                 else:
-                    self._structural_change()
+                    self._structural_change((rel,))
             self.records[rel] = fresh
 
     def _note_ignored(self, rel: str, reason: str, now: bool) -> None:
@@ -183,19 +196,24 @@ class FolderMirror:
             del self.records[rel]
         if gone or rel_dir in self.dirs:
             self.generation += 1
-            self._structural_change()
+            self._structural_change(gone)
         self.dirs = {d for d in self.dirs if d != rel_dir and not d.startswith(prefix)}
         self.ignored = {rel: why for rel, why in self.ignored.items() if not rel.startswith(prefix)}
 
     def _adopt_walk(self, walk: Walk, *, replace_all: bool) -> None:
         old = self.records
         changed = False
+        touched: set[str] | None = set()
         if replace_all:
             self.records = {}
             self.in_walk_order = True
             new_dirs, new_markers, new_ignored = set(walk.dirs), dict(walk.marker_dirs), dict(walk.ignored)
+            assert touched is not None
+            touched.update(old.keys() - walk.files.keys())
             changed = (new_dirs != self.dirs or new_markers != self.markers
-                       or new_ignored != self.ignored or old.keys() != walk.files.keys())
+                       or new_ignored != self.ignored or bool(touched))
+            if new_markers != self.markers:
+                touched = None  # an editor marker: the adapter may switch
             self.dirs, self.markers, self.ignored = new_dirs, new_markers, new_ignored
         else:
             self.in_walk_order = False
@@ -216,6 +234,8 @@ class FolderMirror:
             fresh = fresh_records[rel]
             if record is None or fresh.digest != record.digest or fresh.problem != record.problem:
                 changed = True
+                if touched is not None:
+                    touched.add(rel)
             elif record.page is not None:  # same bytes: keep the parsed page
                 fresh = record._replace(stat=st, verified_ns=fresh.verified_ns)
             adopted[rel] = fresh
@@ -225,7 +245,7 @@ class FolderMirror:
             self.records[rel] = adopted[rel]
         if changed:
             self.generation += 1
-            self._structural_change()
+            self._structural_change(touched)
 
     def _record_text(self, rel: str) -> str | None:
         """What view() reads for `rel`."""
@@ -289,14 +309,17 @@ class FolderMirror:
         (with its graph's size from `counts_for` when known)."""
         if not self.root.is_dir():
             raise root_missing(self.root_str)
+        derived = None
         if previous is not None and self.dirty is not None and self.layout is previous.layout:
             derived = self._derive(previous, self.layout)
-            if derived is not None:
-                self.dirty = set()
-                self.derived_count += 1
-                return derived
+        if derived is None and previous is not None and self.touched is not None:
+            derived = self._derive_pages(previous)
+        if derived is not None:
+            self.dirty, self.touched = set(), set()
+            self.derived_count += 1
+            return derived
         projection = self._build(counts_for)
-        self.dirty = set()
+        self.dirty, self.touched = set(), set()
         return projection
 
     def _derive(self, previous: Projection, layout: Layout) -> Projection | None:
@@ -314,6 +337,56 @@ class FolderMirror:
         # Content-only changes keep each file's problem status, so diagnostics carry over.
         return previous.derive(replaced, self.signature(), previous.diagnostics)
 
+    def _derive_pages(self, previous: Projection) -> Projection | None:
+        """The next snapshot from `previous` when only page files were added, removed or
+        changed (self.touched), or None when it must be built anew."""
+        assert self.touched is not None
+        layout = previous.layout
+        if detect_layout(self.view(), self.root.name, self.source_profile) != layout:
+            return None  # the new files change the folder's shape
+        gone: list[str] = []
+        added: list[tuple[Page, Fragment]] = []
+        for rel in self.touched:
+            page_path = layout.page_rel(rel)
+            if page_path is None:
+                return None  # not a page file: a config or sidecar, build anew
+            if page_path in previous.position:
+                gone.append(page_path)
+            self._page_problems.pop(rel, None)
+            record = self.records.get(rel)
+            if record is None:
+                continue
+            if record.skipped:
+                self._page_problems[rel] = FileProblem(rel, record.problem, True)
+                continue
+            record = self._parsed(rel, record, page_path, layout.options)
+            if record.page is None or record.fragment is None:
+                self._page_problems[rel] = FileProblem(rel, record.problem or "unreadable", True)
+                continue
+            if layout.options.okf and okf.invalid_reason(record.page):
+                return None  # the build names the invalid page
+            if record.page.degraded:
+                self._page_problems[rel] = FileProblem(rel, record.page.degraded, False)
+            added.append((record.page, record.fragment))
+        self.layout = layout
+        self._layout_generation = self.generation
+        diagnostics = self._diagnostics()
+        return previous.derive_pages(gone, added, self.signature(), diagnostics,
+                                     self._raw_labels(layout),
+                                     lambda path: page_sort_key(layout, path))
+
+    def _diagnostics(self) -> list[FileProblem]:
+        """Page files' problems by file, then the ignored entries; each logged once."""
+        diagnostics = [self._page_problems[rel] for rel in sorted(self._page_problems)]
+        diagnostics += [FileProblem(rel, reason, True) for rel, reason in sorted(self.ignored.items())]
+        self._report(diagnostics)
+        return diagnostics
+
+    def _raw_labels(self, layout: Layout) -> list[str]:
+        page_root = layout.page_root
+        return [label for label in ("raw", "sources")
+                if (f"{page_root}/{label}" if page_root else label) in self.dirs]
+
     def _build(self, counts_for: CountsFor | None) -> Projection:
         if self.layout is not None and self._layout_generation == self.generation:
             layout: Layout | None = self.layout
@@ -324,28 +397,27 @@ class FolderMirror:
             raise root_unsupported(self.root_str)
         strict = layout.options.okf
         parsed: list[tuple[Page, Fragment]] = []
-        diagnostics: list[FileProblem] = []
+        problems: dict[str, FileProblem] = {}
         for rel in sorted(self.records):
             record = self.records[rel]
             page_path = layout.page_rel(rel)
             if page_path is None:
                 continue
             if record.skipped:
-                diagnostics.append(FileProblem(rel, record.problem, True))
+                problems[rel] = FileProblem(rel, record.problem, True)
                 continue
             record = self._parsed(rel, record, page_path, layout.options)
             if record.page is None or record.fragment is None:
-                diagnostics.append(FileProblem(rel, record.problem or "unreadable", True))
+                problems[rel] = FileProblem(rel, record.problem or "unreadable", True)
                 continue
             if strict and (reason := okf.invalid_reason(record.page)):
                 # One invalid document rejects the whole bundle; the first one is named.
                 raise okf_invalid(f"{self.root_str}: {reason}")
             if record.page.degraded:
-                diagnostics.append(FileProblem(rel, record.page.degraded, False))
+                problems[rel] = FileProblem(rel, record.page.degraded, False)
             parsed.append((record.page, record.fragment))
-        for rel, reason in sorted(self.ignored.items()):
-            diagnostics.append(FileProblem(rel, reason, True))
-        self._report(diagnostics)
+        self._page_problems = problems
+        diagnostics = self._diagnostics()
         if not parsed:
             if strict:
                 raise okf_invalid(f"{self.root_str}: OKF bundle has no serveable markdown pages")
@@ -359,11 +431,7 @@ class FolderMirror:
             if sidecar is not None and rel not in seen and not sidecar.skipped:
                 seen.add(rel)
                 sidecars.append(SidecarFile(rel, sidecar.sidecar))
-        page_root = layout.page_root
-        raw_labels = [
-            label for label in ("raw", "sources")
-            if (f"{page_root}/{label}" if page_root else label) in self.dirs
-        ]
+        raw_labels = self._raw_labels(layout)
         signature = self.signature()
         return Projection.build(
             layout=layout,
