@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat as stat_mod
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -76,6 +77,10 @@ class FolderMirror:
         self.touched: set[str] | None = None
         self._page_problems: dict[str, FileProblem] = {}  # page files' problems, by file
         self._lines: dict[str, str] | None = None  # signature lines by file, walk order
+        # Files whose signature lines changed since `_lines` was last made in walk order
+        # (None: make them all anew); `_order` is their walk order when it was kept.
+        self._line_changes: set[str] | None = None
+        self._order: list[str] | None = None
         # Records still being read (an EarlyRead), taken by the first full scan after its walk,
         # so that walk overlaps the reading; they override `records` like fresher news.
         self.pending: Callable[[], dict[str, FileRecord]] | None = None
@@ -83,12 +88,20 @@ class FolderMirror:
     def _structural_change(self, rels: Iterable[str] | None) -> None:
         """Files were added, removed or re-read as other than a content edit (`rels`), or
         something else changed (None)."""
+        if self.dirty and self._line_changes is not None:
+            self._line_changes.update(self.dirty)  # their lines are patched with the others
         self.dirty = None
-        self._lines = None
         if rels is None:
             self.touched = None
-        elif self.touched is not None:
-            self.touched.update(rels)
+            self._lines = self._line_changes = None
+        else:
+            rels = tuple(rels)
+            if self.touched is not None:
+                self.touched.update(rels)
+            if self._line_changes is not None:
+                self._line_changes.update(rels)
+            else:
+                self._lines = None
 
     # -- scanning -------------------------------------------------------------------
 
@@ -467,15 +480,34 @@ class FolderMirror:
 
     def signature(self) -> str:
         records = self.records
+        if self._lines is not None and self._line_changes:
+            # Files added, removed or re-read: the others' lines stay, in their order.
+            lines, order = self._lines, self._order
+            if order is None:
+                order = self._order = list(lines)
+            for rel in self._line_changes:
+                was, now = rel in lines, rel in records
+                if was and not now:
+                    del lines[rel]
+                    order.pop(bisect_left(order, walk_order_key(rel), key=walk_order_key))
+                elif now:
+                    if not was:
+                        insort(order, rel, key=walk_order_key)
+                    lines[rel] = f"{rel}\tfile\t{records[rel].stat.size}\t{records[rel].digest}"
+            self._line_changes = set()
         if self._lines is None:
             order = records if self.in_walk_order else sorted(records, key=walk_order_key)
             self._lines = {rel: f"{rel}\tfile\t{records[rel].stat.size}\t{records[rel].digest}"
                            for rel in order}
+            self._order = None
+            self._line_changes = set()
         elif self.dirty:
             for rel in self.dirty:  # content edits: same files, same order, new digests
                 self._lines[rel] = f"{rel}\tfile\t{records[rel].stat.size}\t{records[rel].digest}"
         markers = [f"{rel}\tdir\t{size}\t" for rel, size in sorted(self.markers.items())]
-        base = signature_of([*markers, *self._lines.values()])
+        lines = self._lines
+        body = (lines[rel] for rel in self._order) if self._order is not None else lines.values()
+        base = signature_of([*markers, *body])
         return okf.signature(base) if self.layout is not None and self.layout.options.okf else base
 
     def _report(self, diagnostics: list[FileProblem]) -> None:

@@ -302,7 +302,10 @@ class Projection:
             stale = touched | changed_paths(links, changed_ids, page_path)
             for key in changed_keys:
                 stale.update(links.linkers.get(key, ()))
-            if self.sidecars and changed_keys & sidecar_keys(self.sidecars):
+            if parent.sidecar_keys is None:
+                parent.sidecar_keys = frozenset(sidecar_keys(self.sidecars))
+            caches.sidecar_keys = parent.sidecar_keys
+            if self.sidecars and changed_keys & parent.sidecar_keys:
                 stale.update(self.facts)
                 stale.update(sidecar_facts(self.sidecars, links.lookup))
             caches.evidence = {key: memo.without(frozenset(stale))

@@ -47,6 +47,7 @@ class SnapshotCaches:
     # when pages are added, deleted or renamed; the views answered from it.
     links: LinkIndex | None = None
     indexable: bool | None = None
+    sidecar_keys: frozenset[str] | None = None  # the lookup keys of the sidecar facts' ends
     sidecar: SidecarPart | None = None
     owner_views: dict[bool, Owners] = field(default_factory=dict)
     withheld: list[str] | None = None
@@ -68,7 +69,7 @@ class SnapshotCaches:
             incoming=self.incoming, facts=self.facts, graph=self.graph,
             graph_counts=self.graph_counts, full_graph=self.full_graph,
             approved_graph=self.approved_graph, owners=dict(self.owners),
-            page_json=self.page_json, links=self.links, indexable=self.indexable, sidecar=self.sidecar,
+            page_json=self.page_json, links=self.links, indexable=self.indexable, sidecar_keys=self.sidecar_keys, sidecar=self.sidecar,
             withheld=self.withheld,
             approved_paths=self.approved_paths,
             # Evidence items are JSON made from the graph, which is unchanged: all but the
