@@ -210,6 +210,33 @@ class IndexedView(GraphView):
     def by_id(self) -> Mapping[str, Node]:  # type: ignore[override]
         return _NodeMap(self)
 
+    def truncated(self, limit: int) -> dict[str, list[dict[str, Any]]]:
+        """GraphView.truncated without the full lists when the first `limit` nodes are all
+        page nodes (pass 1 puts every page node first): the edges between them are those
+        pages' own edges and then the sidecar's, each in graph order."""
+        heads = self._page_heads(limit) if limit > 0 else None
+        if heads is None:
+            return super().truncated(limit)
+        keep = {node.id for node in heads}
+        edges: list[Edge] = []
+        for node in heads:
+            edges += [e for e in self._own_edges(node.id) if e.target in keep]
+            if len(edges) >= limit:
+                return self.payload(heads, edges[:limit])
+        edges += [e for e in self._sidecar_edges() if e.source in keep and e.target in keep]
+        return self.payload(heads, edges[:limit])
+
+    def _page_heads(self, limit: int) -> list[Node] | None:
+        """The view's first `limit` page nodes, or None when it has fewer pages."""
+        raise NotImplementedError
+
+    def _own_edges(self, nid: str) -> list[Edge]:
+        """A page node's outgoing edges from its own page (not the sidecar's new ones)."""
+        raise NotImplementedError
+
+    def _sidecar_edges(self) -> list[Edge]:
+        raise NotImplementedError
+
     def node(self, nid: str) -> Node | None:
         found = self._memo.get(nid, _UNSEEN)
         if found is _UNSEEN:
@@ -228,8 +255,10 @@ class FullView(IndexedView):
 
     def __init__(self, index: LinkIndex, page_of: Callable[[str], tuple[Page, Fragment] | None],
                  page_at: Callable[[str], tuple[Page, Fragment] | None], sidecar: SidecarPart,
-                 base_meta: dict[str, Any], lists: Callable[[], tuple[list[Node], list[Edge]]]) -> None:
+                 base_meta: dict[str, Any], lists: Callable[[], tuple[list[Node], list[Edge]]],
+                 pages: Sequence[Page] = ()) -> None:
         super().__init__(base_meta, lists)
+        self.pages = pages  # in page order
         self.index = index
         self.page_of = page_of  # page node id -> its page and fragment
         self.page_at = page_at  # page path -> its page and fragment
@@ -251,16 +280,22 @@ class FullView(IndexedView):
         return self.sidecar.nodes.get(nid)
 
     def outgoing(self, node_id: str) -> list[Edge]:
-        side = self.sidecar.outgoing.get(node_id, [])
-        if not node_id.startswith("page:"):
-            return list(side)
-        found = self.page_of(node_id)
+        return self._own_edges(node_id) + self.sidecar.outgoing.get(node_id, [])
+
+    def _own_edges(self, nid: str) -> list[Edge]:
+        found = self.page_of(nid) if nid.startswith("page:") else None
         if found is None:
-            return list(side)
+            return []
         merged = self.sidecar.merged
         edges = self.index.segment(*found).edges
-        own = [merged.get(e[:3], e) for e in edges] if merged else list(edges)
-        return own + side
+        return [merged.get(e[:3], e) for e in edges] if merged else list(edges)
+
+    def _page_heads(self, limit: int) -> list[Node] | None:
+        pages = self.pages
+        return [page_node(page) for page in pages[:limit]] if len(pages) >= limit else None
+
+    def _sidecar_edges(self) -> list[Edge]:
+        return list(self.sidecar.edges.values())
 
     def incoming(self, node_id: str) -> list[Edge]:
         merged = self.sidecar.merged
@@ -281,8 +316,10 @@ class ApprovedView(IndexedView):
 
     def __init__(self, full: FullView, approved_path: Callable[[str], bool],
                  approved_paths: Callable[[], set[str]], withheld: Callable[[], list[str]],
-                 lists: Callable[[], tuple[list[Node], list[Edge]]]) -> None:
+                 lists: Callable[[], tuple[list[Node], list[Edge]]],
+                 pages: Sequence[Page] = ()) -> None:
         super().__init__(full.base_meta, lists)
+        self.pages = pages  # the approved pages, in page order
         self.full = full
         self.approved_path = approved_path
         self.approved_paths = approved_paths
@@ -336,6 +373,19 @@ class ApprovedView(IndexedView):
         if self.node(node_id) is None:
             return []
         return [self._edge(e) for e in self.full.outgoing(node_id) if self.node(e.target) is not None]
+
+    def _own_edges(self, nid: str) -> list[Edge]:
+        if self.node(nid) is None:
+            return []
+        return [self._edge(e) for e in self.full._own_edges(nid) if self.node(e.target) is not None]
+
+    def _page_heads(self, limit: int) -> list[Node] | None:
+        pages = self.pages
+        return [page_node(page) for page in pages[:limit]] if len(pages) >= limit else None
+
+    def _sidecar_edges(self) -> list[Edge]:
+        return [self._edge(e) for e in self.full._sidecar_edges()
+                if self.node(e.source) is not None and self.node(e.target) is not None]
 
     def incoming(self, node_id: str) -> list[Edge]:
         if self.node(node_id) is None:

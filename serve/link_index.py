@@ -271,8 +271,9 @@ class LinkIndex:
                     insort(holders(kind, key), page.path, key=place)
             for key in dict.fromkeys(k for k in fragment.link_keys if k):
                 holders("linkers", key).append(page.path)
-        own, alias, linkers = (stores[kind].with_changes({k: tuple(v) or None for k, v in changes[kind].items()})
-                               for kind in ("own", "alias", "linkers"))
+        own, alias, linkers = (
+            stores[kind].with_changes({k: tuple(v) or None for k, v in changes[kind].items()})
+            for kind in ("own", "alias", "linkers"))
         lookup = dict(self.lookup)
         changed_keys: set[str] = set()
         for key in changes["own"].keys() | changes["alias"].keys():

@@ -531,7 +531,7 @@ class Projection:
         if caches.full_graph is None:
             if self.indexable:
                 caches.full_graph = FullView(self.links, self._page_of, self._page_at, self.sidecar_part,
-                                             self.base_meta, self._graph)
+                                             self.base_meta, self._graph, self.pages)
             else:
                 caches.full_graph = GraphView(self.nodes, self.edges, self.base_meta)
         return caches.full_graph
@@ -543,7 +543,8 @@ class Projection:
             full = self.full_graph
             if isinstance(full, FullView):
                 caches.approved_graph = ApprovedView(full, self._approved_path, self._approved_paths,
-                                                     self._withheld, self._approved_lists)
+                                                     self._withheld, self._approved_lists,
+                                                     self.approved_pages)
             else:
                 caches.approved_graph = approved_view(self.nodes, self.edges, self.pages, self.base_meta)
         return caches.approved_graph

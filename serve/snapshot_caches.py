@@ -69,7 +69,8 @@ class SnapshotCaches:
             incoming=self.incoming, facts=self.facts, graph=self.graph,
             graph_counts=self.graph_counts, full_graph=self.full_graph,
             approved_graph=self.approved_graph, owners=dict(self.owners),
-            page_json=self.page_json, links=self.links, indexable=self.indexable, sidecar_keys=self.sidecar_keys, sidecar=self.sidecar,
+            page_json=self.page_json, links=self.links, indexable=self.indexable,
+            sidecar_keys=self.sidecar_keys, sidecar=self.sidecar,
             withheld=self.withheld,
             approved_paths=self.approved_paths,
             # Evidence items are JSON made from the graph, which is unchanged: all but the

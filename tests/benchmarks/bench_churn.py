@@ -60,11 +60,13 @@ def measure(pages: int, rounds: int) -> dict[str, Any]:
             some = [p.id for p in source.snapshot().approved_pages[:50]]
             seed = some[len(some) // 2]
 
+            question = "how do I rotate the signing key"
+
             def requests() -> dict[str, float]:
                 return {
                     "snapshot": timed(source.snapshot),
                     "search": timed(lambda: source.search(source.request(query="rollback token"))),
-                    "context": timed(lambda: source.context_json(source.request(query="how do I rotate the signing key"))),
+                    "context": timed(lambda: source.context_json(source.request(query=question))),
                     "neighborhood": timed(lambda: source.neighborhood([seed], depth=1)),
                     "graph": timed(lambda: source.graph(limit=200)),
                     "health_counts": timed(lambda: source.snapshot().graph_counts),

@@ -51,7 +51,8 @@ def _write(path: Path, text: str) -> None:
 
 
 def _folder(root: Path, rng: random.Random) -> None:
-    _write(root / "index.md", "---\ntitle: Churn Wiki\n---\n# Churn Wiki\n\nSee [[alpha]] and [[Gamma Page]].\n")
+    _write(root / "index.md",
+           "---\ntitle: Churn Wiki\n---\n# Churn Wiki\n\nSee [[alpha]] and [[Gamma Page]].\n")
     for name in NAMES[:6]:
         _write(root / "notes" / f"{name}.md", _page(rng, name, f"{name.title()} Page"))
     facts = [{"source": rng.choice(NAMES), "target": rng.choice(NAMES + ["GH-7"]), "type": "supports"}
@@ -104,8 +105,7 @@ def _reference_views(p: Projection) -> dict[bool, GraphView]:
 
 
 def _graph(view: GraphView, ids: list[str]) -> dict[str, Any]:
-    return {nid: (view.by_id[nid] if nid in view.by_id else None, view.outgoing(nid), view.incoming(nid))
-            for nid in ids}
+    return {nid: (view.by_id.get(nid), view.outgoing(nid), view.incoming(nid)) for nid in ids}
 
 
 def _compare(derived: Projection, built: Projection) -> None:
@@ -119,7 +119,8 @@ def _compare(derived: Projection, built: Projection) -> None:
     for drafts in (True, False):
         ids = [n.id for n in reference[drafts].nodes] + gone_ids
         assert _graph(derived.graph(drafts), ids) == _graph(reference[drafts], ids), drafts
-        assert derived.graph(drafts).truncated(500) == reference[drafts].truncated(500)
+        for limit in (0, 1, 3, len(derived.approved_pages), len(derived.pages), 500):
+            assert derived.graph(drafts).truncated(limit) == reference[drafts].truncated(limit), limit
     assert derived.graph_counts == graph_counts(built.pages, built.fragments, built.layout.adapter,
                                                 built.sidecars, built.lookup)
     backlinks = incoming_links(built.pages, built.fragments, built.lookup)
@@ -149,8 +150,7 @@ def test_churned_snapshots_equal_a_fresh_build(tmp_path: Path, seed: int) -> Non
     freshness = Freshness(root, use_inotify=True)
     source = KnowledgeSource(ServeSettings(root=root, page_cache=False))
     try:
-        first = freshness.snapshot()
-        first.links  # a link index to derive from
+        assert freshness.snapshot().links.segment_edges > 0  # a link index to derive from
         kinds = []
         for turn in range(STEPS):
             before = freshness.snapshot()
