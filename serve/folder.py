@@ -17,7 +17,7 @@ from serve.parse_pool import read_all
 from serve.projection import FileProblem, Projection, signature_of
 from serve.records import FileRecord
 from serve.source import okf
-from serve.source.layout import FolderView, Layout, detect_layout
+from serve.source.layout import HUB_FILES, FolderView, Layout, detect_layout
 from serve.source.page import Page, ParseOptions
 from serve.source.reading import read_head
 from serve.source.tree import (
@@ -76,6 +76,11 @@ class FolderMirror:
         # the next projection is derived page by page (Projection.derive_pages).
         self.touched: set[str] | None = None
         self._page_problems: dict[str, FileProblem] = {}  # page files' problems, by file
+        # What layout detection saw at the last projection: .md files, how many per
+        # directory, and the directories (a change there may change the folder's shape).
+        self._md_files: set[str] = set()
+        self._md_dirs: dict[str, int] = {}
+        self._dirs_seen: frozenset[str] = frozenset()
         self._lines: dict[str, str] | None = None  # signature lines by file, walk order
         # Files whose signature lines changed since `_lines` was last made in walk order
         # (None: make them all anew); `_order` is their walk order when it was kept.
@@ -355,7 +360,8 @@ class FolderMirror:
         changed (self.touched), or None when it must be built anew."""
         assert self.touched is not None
         layout = previous.layout
-        if detect_layout(self.view(), self.root.name, self.source_profile) != layout:
+        shape = self._shape_after(self.touched)
+        if shape is None and detect_layout(self.view(), self.root.name, self.source_profile) != layout:
             return None  # the new files change the folder's shape
         gone: list[str] = []
         added: list[tuple[Page, Fragment]] = []
@@ -381,12 +387,53 @@ class FolderMirror:
             if record.page.degraded:
                 self._page_problems[rel] = FileProblem(rel, record.page.degraded, False)
             added.append((record.page, record.fragment))
-        self.layout = layout
-        self._layout_generation = self.generation
-        diagnostics = self._diagnostics()
-        return previous.derive_pages(gone, added, self.signature(), diagnostics,
-                                     self._raw_labels(layout),
-                                     lambda path: page_sort_key(layout, path))
+        derived = previous.derive_pages(gone, added, self.signature(), self._diagnostics(),
+                                        self._raw_labels(layout),
+                                        lambda path: page_sort_key(layout, path))
+        if derived is not None:
+            self.layout = layout
+            self._layout_generation = self.generation
+            if shape is None:
+                self._seen_shape()
+            else:
+                self._md_files, self._md_dirs = shape
+        return derived
+
+    def _shape_after(self, rels: Iterable[str]) -> tuple[set[str], dict[str, int]] | None:
+        """The .md files and their count per directory once `rels` changed, when that
+        cannot change what layout detection sees (no hub or config file, no directory
+        gaining its first .md file or losing its last, the same directories); else None."""
+        if self.dirs != self._dirs_seen:
+            return None
+        files, counts = set(self._md_files), dict(self._md_dirs)
+        # Files that came first, so a rename within a directory never empties it on the way.
+        for rel in sorted(rels, key=lambda rel: rel not in self.records):
+            head, _, name = rel.rpartition("/")
+            if not rel.endswith(".md") or name.lower() in HUB_FILES:
+                return None
+            was, now = rel in files, rel in self.records
+            if was == now:
+                continue
+            if now:
+                files.add(rel)
+                counts[head] = counts.get(head, 0) + 1
+                if counts[head] == 1:
+                    return None
+            else:
+                files.discard(rel)
+                counts[head] -= 1
+                if not counts[head]:
+                    return None
+        return files, counts
+
+    def _seen_shape(self) -> None:
+        """Remember what layout detection saw (after a detection over every file)."""
+        self._md_files = {rel for rel in self.records if rel.endswith(".md")}
+        self._md_dirs = {}
+        for rel in self._md_files:
+            head = rel.rpartition("/")[0]
+            self._md_dirs[head] = self._md_dirs.get(head, 0) + 1
+        self._dirs_seen = frozenset(self.dirs)
 
     def _diagnostics(self) -> list[FileProblem]:
         """Page files' problems by file, then the ignored entries; each logged once."""
@@ -430,6 +477,7 @@ class FolderMirror:
                 problems[rel] = FileProblem(rel, record.page.degraded, False)
             parsed.append((record.page, record.fragment))
         self._page_problems = problems
+        self._seen_shape()
         diagnostics = self._diagnostics()
         if not parsed:
             if strict:
@@ -506,7 +554,7 @@ class FolderMirror:
                 self._lines[rel] = f"{rel}\tfile\t{records[rel].stat.size}\t{records[rel].digest}"
         markers = [f"{rel}\tdir\t{size}\t" for rel, size in sorted(self.markers.items())]
         lines = self._lines
-        body = (lines[rel] for rel in self._order) if self._order is not None else lines.values()
+        body = map(lines.__getitem__, self._order) if self._order is not None else lines.values()
         base = signature_of([*markers, *body])
         return okf.signature(base) if self.layout is not None and self.layout.options.okf else base
 

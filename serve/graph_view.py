@@ -22,13 +22,15 @@ def compact_json(value: Any) -> str:
     return json_bytes(value).decode("utf-8")
 
 
-def _contains_text(value: Any, needles: Sequence[str]) -> bool:
+def _contains_text(value: Any, needles: Sequence[str], shortest: int = 0) -> bool:
+    """Whether any string in `value` contains one of `needles` (`shortest`: the length of
+    the shortest needle, so shorter strings are passed over without a look)."""
     if isinstance(value, str):
-        return any(n in value for n in needles)
+        return len(value) >= shortest and any(n in value for n in needles)
     if isinstance(value, dict):
-        return any(_contains_text(v, needles) for v in value.values())
+        return any(_contains_text(v, needles, shortest) for v in value.values())
     if isinstance(value, list):
-        return any(_contains_text(v, needles) for v in value)
+        return any(_contains_text(v, needles, shortest) for v in value)
     return False
 
 
@@ -126,6 +128,7 @@ def approved_view(nodes: list[Node], edges: list[Edge], pages: Sequence[Page],
     approved_ids = {f"page:{p.id}": p.path for p in pages if p.approved}
     approved_paths = set(approved_ids.values())
     withheld_paths = sorted({p.path for p in pages if not p.approved} - approved_paths)
+    shortest = min(map(len, withheld_paths), default=0)
     first_adjacent: dict[str, str] = {}
     for edge in edges:
         s, t = edge.source, edge.target
@@ -143,7 +146,7 @@ def approved_view(nodes: list[Node], edges: list[Edge], pages: Sequence[Page],
             path = first_adjacent.get(node.id, node.path)
             meta = node.meta
             if withheld_paths and isinstance(meta, dict):
-                meta = {k: v for k, v in meta.items() if not _contains_text(v, withheld_paths)}
+                meta = {k: v for k, v in meta.items() if not _contains_text(v, withheld_paths, shortest)}
             if path != node.path or meta is not node.meta:
                 node = node._replace(path=path, meta=meta)
             visible.append(node)
@@ -152,9 +155,9 @@ def approved_view(nodes: list[Node], edges: list[Edge], pages: Sequence[Page],
     for edge in edges:
         if edge.source in keep and edge.target in keep:
             meta = edge.meta
-            if withheld_paths and meta and _contains_text(meta, withheld_paths):
+            if withheld_paths and meta and _contains_text(meta, withheld_paths, shortest):
                 edge = edge._replace(meta={k: v for k, v in meta.items()
-                                           if not _contains_text(v, withheld_paths)})
+                                           if not _contains_text(v, withheld_paths, shortest)})
             kept_edges.append(edge)
     return GraphView(visible, kept_edges, base_meta)
 
@@ -320,6 +323,7 @@ class ApprovedView(IndexedView):
                  pages: Sequence[Page] = ()) -> None:
         super().__init__(full.base_meta, lists)
         self.pages = pages  # the approved pages, in page order
+        self._shortest: int | None = None
         self.full = full
         self.approved_path = approved_path
         self.approved_paths = approved_paths
@@ -355,18 +359,25 @@ class ApprovedView(IndexedView):
             return None
         path = first if first is not None else node.path
         meta = node.meta
-        withheld = self.withheld()
+        withheld, shortest = self._needles()
         if withheld and isinstance(meta, dict):
-            meta = {k: v for k, v in meta.items() if not _contains_text(v, withheld)}
+            meta = {k: v for k, v in meta.items() if not _contains_text(v, withheld, shortest)}
         if path != node.path or meta is not node.meta:
             node = node._replace(path=path, meta=meta)
         return node
 
+    def _needles(self) -> tuple[list[str], int]:
+        if self._shortest is None:
+            withheld = self.withheld()
+            self._shortest = min(map(len, withheld), default=0)
+        return self.withheld(), self._shortest
+
     def _edge(self, edge: Edge) -> Edge:
-        withheld = self.withheld()
+        withheld, shortest = self._needles()
         meta = edge.meta
-        if withheld and meta and _contains_text(meta, withheld):
-            return edge._replace(meta={k: v for k, v in meta.items() if not _contains_text(v, withheld)})
+        if withheld and meta and _contains_text(meta, withheld, shortest):
+            return edge._replace(meta={k: v for k, v in meta.items()
+                                       if not _contains_text(v, withheld, shortest)})
         return edge
 
     def outgoing(self, node_id: str) -> list[Edge]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
+import operator
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -95,6 +96,8 @@ LINEAGE_DEPTH = 32
 EVIDENCE_PAGES = 4096
 EVIDENCE_ITEMS = 100_000
 _SERIALS = itertools.count(1)
+_PATH = operator.attrgetter("path")
+_ID = operator.attrgetter("id")
 
 
 def _all_pages(page: Page) -> bool:
@@ -280,12 +283,10 @@ class Projection:
         if title != self.title:
             return None  # the title names the source: identity changes, build anew
         placed = tuple(pages)
-        by_key: dict[str, int] = {}
-        for index, page in enumerate(placed):
-            by_key.setdefault(page.id, index)
-        for index, page in enumerate(placed):
-            by_key.setdefault(page.path, index)
-        position = {page.path: index for index, page in enumerate(placed)}
+        # The ids are unique (checked above), and an id wins over a path spelled the same.
+        position = dict(zip(map(_PATH, placed), itertools.count()))
+        by_key = dict(position)
+        by_key.update(zip(map(_ID, placed), itertools.count()))
         touched = gone | {page.path for page, _ in placed_added}
         caches = SnapshotCaches(page_json={path: text for path, text in self.caches.page_json.items()
                                            if path not in touched}, indexable=True)
