@@ -321,6 +321,12 @@ class LinkIndex:
                           refs, member_nodes, segment_edges, self.source_root, memo)
         return index, changed_keys, set(ref_changes)
 
+    def with_lookup(self, lookup: dict[str, Page]) -> LinkIndex:
+        """The same index over the same links, its lookup naming other page objects (a
+        content edit's); segments hold no page objects, so they are shared."""
+        return LinkIndex(lookup, self.own, self.alias, self.linkers, self.targets, self.refs,
+                         self.member_nodes, self.segment_edges, self.source_root, self.memo)
+
     def segment(self, page: Page, fragment: Fragment) -> Segment:
         found = self.memo.get(page.path)
         if found is None:

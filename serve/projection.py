@@ -38,7 +38,15 @@ from serve.graph import (
     slug,
 )
 from serve.graph_view import ApprovedView, FullView, GraphView, approved_view
-from serve.link_index import LinkIndex, Owners, SidecarPart, changed_paths, sidecar_part
+from serve.link_index import (
+    LinkIndex,
+    Owners,
+    SidecarPart,
+    alias_keys,
+    changed_paths,
+    own_keys,
+    sidecar_part,
+)
 from serve.snapshot_caches import EvidenceMemo, SnapshotCaches
 from serve.source.layout import Layout
 from serve.source.page import ROLE_RANK, Page
@@ -235,6 +243,12 @@ class Projection:
         # by construction, so the built graph, its views and its counts carry over.
         caches = self.caches.carried_over(changed)
         caches.approved_position = approved_position
+        if caches.lookup is not None:  # a read by name must find the new text
+            caches.lookup = self._relinked(caches.lookup, replaced, pages)
+        if caches.links is not None:
+            caches.links = caches.links.with_lookup(
+                caches.lookup if caches.links.lookup is self.caches.lookup and caches.lookup is not None
+                else self._relinked(caches.links.lookup, replaced, pages))
         return dataclasses.replace(
             self, pages=tuple(pages), fragments=tuple(fragments), approved_pages=tuple(approved),
             signature=signature, diagnostics=tuple(diagnostics), description=description,
@@ -319,6 +333,19 @@ class Projection:
             position=position, serial=next(_SERIALS),
             lineage=((self.serial, frozenset(touched)), *self.lineage[: LINEAGE_DEPTH - 1]),
             caches=caches)
+
+    def _relinked(self, lookup: dict[str, Page], replaced: Sequence[tuple[Page, Fragment]],
+                  pages: Sequence[Page]) -> dict[str, Page]:
+        """`lookup` with the replaced pages' keys naming their new objects (in `pages`)."""
+        lookup = dict(lookup)
+        root = self.layout.metadata.get("source_root", ".")
+        for page, fragment in replaced:
+            at = self.position[page.path]
+            old, new = self.pages[at], pages[at]
+            for key in (*own_keys(new, fragment, root), *alias_keys(fragment)):
+                if lookup.get(key) is old:
+                    lookup[key] = new
+        return lookup
 
     @property
     def indexable(self) -> bool:
