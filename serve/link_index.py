@@ -144,6 +144,7 @@ class SidecarPart(NamedTuple):
     outgoing: dict[str, list[Edge]]
     incoming: dict[str, list[Edge]]
     keys: frozenset[str]  # the lookup keys of every endpoint
+    asked: frozenset[str]  # the unresolved endpoints' node ids (whether a page proposes them)
 
 
 def sidecar_part(sidecars: Sequence[SidecarFile], lookup: Mapping[str, Page],
@@ -152,6 +153,7 @@ def sidecar_part(sidecars: Sequence[SidecarFile], lookup: Mapping[str, Page],
     g = GraphBuilder()
     from_pages: set[tuple[str, str, str]] = set()
     keys: set[str] = set()
+    asked: set[str] = set()
     for sidecar in sidecars:
         for fact in sidecar.edges:
             src_key, dst_key = lookup_key(fact.source), lookup_key(fact.target)
@@ -164,6 +166,7 @@ def sidecar_part(sidecars: Sequence[SidecarFile], lookup: Mapping[str, Page],
                     ends.append(f"page:{end_page.id}")
                 else:
                     node = unresolved_node(value, other.path if other else "", "graph.json")
+                    asked.add(node.id)
                     if not proposed(node.id):
                         g.node(node)
                     ends.append(node.id)
@@ -184,7 +187,8 @@ def sidecar_part(sidecars: Sequence[SidecarFile], lookup: Mapping[str, Page],
     for edge in g.edges.values():
         outgoing.setdefault(edge.source, []).append(edge)
         incoming.setdefault(edge.target, []).append(edge)
-    return SidecarPart(g.nodes, g.edges, merged, order, outgoing, incoming, frozenset(keys))
+    return SidecarPart(g.nodes, g.edges, merged, order, outgoing, incoming, frozenset(keys),
+                       frozenset(asked))
 
 
 class LinkIndex:

@@ -6,7 +6,7 @@ import dataclasses
 import hashlib
 import itertools
 import operator
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -302,9 +302,20 @@ class Projection:
         by_key = dict(position)
         by_key.update(zip(map(_ID, placed), itertools.count()))
         touched = gone | {page.path for page, _ in placed_added}
-        caches = SnapshotCaches(page_json={path: text for path, text in self.caches.page_json.items()
-                                           if path not in touched}, indexable=True)
         parent = self.caches
+        page_json = dict(parent.page_json)  # one C-level copy: other threads may be filling it
+        for path in touched:
+            page_json.pop(path, None)
+        caches = SnapshotCaches(page_json=page_json, indexable=True)
+        if parent.approved_paths is not None:
+            caches.approved_paths = (parent.approved_paths - gone) | {
+                page.path for page, _ in placed_added if page.approved}
+        if parent.withheld is not None:
+            withheld = [path for path in parent.withheld if path not in gone]
+            for page, _ in placed_added:
+                if not page.approved:
+                    insort(withheld, page.path)
+            caches.withheld = withheld
         if parent.links is not None:
             links, changed_keys, changed_ids = parent.links.derived(removed, placed_added, placed,
                                                                     fragments, position)
@@ -320,6 +331,10 @@ class Projection:
             if parent.sidecar_keys is None:
                 parent.sidecar_keys = frozenset(sidecar_keys(self.sidecars))
             caches.sidecar_keys = parent.sidecar_keys
+            side = parent.sidecar
+            if (side is not None and not changed_keys & side.keys and not changed_ids & side.asked
+                    and not stale & self.facts.keys()):
+                caches.sidecar = side  # no fact's end resolves, or is proposed, differently
             if self.sidecars and changed_keys & parent.sidecar_keys:
                 stale.update(self.facts)
                 stale.update(sidecar_facts(self.sidecars, links.lookup))
