@@ -320,7 +320,9 @@ class LinkIndex:
                 member_nodes += bool(users) - bool(self.refs.get(nid))
         refs = self.refs.with_changes({nid: tuple(users) or None for nid, users in ref_changes.items()})
         stale = gone | redo
-        memo = {path: segment for path, segment in self.memo.items() if path not in stale}
+        memo = dict(self.memo)  # one C-level copy: other threads may be filling it
+        for path in stale:
+            memo.pop(path, None)
         index = LinkIndex(lookup, own, alias, linkers, self.targets.with_changes(target_changes),
                           refs, member_nodes, segment_edges, self.source_root, memo)
         return index, changed_keys, set(ref_changes)

@@ -338,8 +338,9 @@ class Projection:
             if self.sidecars and changed_keys & parent.sidecar_keys:
                 stale.update(self.facts)
                 stale.update(sidecar_facts(self.sidecars, links.lookup))
-            caches.evidence = {key: memo.without(frozenset(stale))
-                               for key, memo in parent.evidence.items()}
+            # Copied in one C-level step first: requests on the parent may be filling them.
+            caches.evidence = {key: EvidenceMemo(dict(memo)).without(frozenset(stale))
+                               for key, memo in dict(parent.evidence).items()}
         return dataclasses.replace(
             self, pages=placed, fragments=tuple(fragments), signature=signature,
             raw_labels=tuple(raw_labels), diagnostics=tuple(diagnostics), description=description,
