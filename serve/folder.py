@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat as stat_mod
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from serve.parse_pool import read_all
 from serve.projection import FileProblem, Projection, signature_of
 from serve.records import FileRecord
 from serve.source import okf
-from serve.source.layout import FolderView, Layout, detect_layout
+from serve.source.layout import HUB_FILES, FolderView, Layout, detect_layout
 from serve.source.page import Page, ParseOptions
 from serve.source.reading import read_head
 from serve.source.tree import (
@@ -70,14 +71,42 @@ class FolderMirror:
         # Pages whose content changed since the last projection, or None when anything
         # else changed (files added or removed, config, sidecars): then build anew.
         self.dirty: set[str] | None = None
+        # Files added, removed or changed in any way since the last projection, or None when
+        # something other than page files changed (config, sidecars, markers): with a set,
+        # the next projection is derived page by page (Projection.derive_pages).
+        self.touched: set[str] | None = None
+        self._page_problems: dict[str, FileProblem] = {}  # page files' problems, by file
+        # What layout detection saw at the last projection: .md files, how many per
+        # directory, and the directories (a change there may change the folder's shape).
+        self._md_files: set[str] = set()
+        self._md_dirs: dict[str, int] = {}
+        self._dirs_seen: frozenset[str] = frozenset()
         self._lines: dict[str, str] | None = None  # signature lines by file, walk order
+        # Files whose signature lines changed since `_lines` was last made in walk order
+        # (None: make them all anew); `_order` is their walk order when it was kept.
+        self._line_changes: set[str] | None = None
+        self._order: list[str] | None = None
         # Records still being read (an EarlyRead), taken by the first full scan after its walk,
         # so that walk overlaps the reading; they override `records` like fresher news.
         self.pending: Callable[[], dict[str, FileRecord]] | None = None
 
-    def _structural_change(self) -> None:
+    def _structural_change(self, rels: Iterable[str] | None) -> None:
+        """Files were added, removed or re-read as other than a content edit (`rels`), or
+        something else changed (None)."""
+        if self.dirty and self._line_changes is not None:
+            self._line_changes.update(self.dirty)  # their lines are patched with the others
         self.dirty = None
-        self._lines = None
+        if rels is None:
+            self.touched = None
+            self._lines = self._line_changes = None
+        else:
+            rels = tuple(rels)
+            if self.touched is not None:
+                self.touched.update(rels)
+            if self._line_changes is not None:
+                self._line_changes.update(rels)
+            else:
+                self._lines = None
 
     # -- scanning -------------------------------------------------------------------
 
@@ -151,7 +180,7 @@ class FolderMirror:
             if st is None or not stat_mod.S_ISREG(st.st_mode) or not is_tracked_file(rel):
                 if self.records.pop(rel, None) is not None:
                     self.generation += 1
-                    self._structural_change()
+                    self._structural_change((rel,))
                 continue
             if rel not in self.records:
                 self.in_walk_order = False
@@ -165,8 +194,10 @@ class FolderMirror:
                         and fresh.page is not None and before.problem == fresh.problem
                         and before.text == fresh.text):
                     self.dirty.add(rel)  # an existing page's content changed
+                    if self.touched is not None:
+                        self.touched.add(rel)
                 else:
-                    self._structural_change()
+                    self._structural_change((rel,))
             self.records[rel] = fresh
 
     def _note_ignored(self, rel: str, reason: str, now: bool) -> None:
@@ -183,19 +214,24 @@ class FolderMirror:
             del self.records[rel]
         if gone or rel_dir in self.dirs:
             self.generation += 1
-            self._structural_change()
+            self._structural_change(gone)
         self.dirs = {d for d in self.dirs if d != rel_dir and not d.startswith(prefix)}
         self.ignored = {rel: why for rel, why in self.ignored.items() if not rel.startswith(prefix)}
 
     def _adopt_walk(self, walk: Walk, *, replace_all: bool) -> None:
         old = self.records
         changed = False
+        touched: set[str] | None = set()
         if replace_all:
             self.records = {}
             self.in_walk_order = True
             new_dirs, new_markers, new_ignored = set(walk.dirs), dict(walk.marker_dirs), dict(walk.ignored)
+            assert touched is not None
+            touched.update(old.keys() - walk.files.keys())
             changed = (new_dirs != self.dirs or new_markers != self.markers
-                       or new_ignored != self.ignored or old.keys() != walk.files.keys())
+                       or new_ignored != self.ignored or bool(touched))
+            if new_markers != self.markers:
+                touched = None  # an editor marker: the adapter may switch
             self.dirs, self.markers, self.ignored = new_dirs, new_markers, new_ignored
         else:
             self.in_walk_order = False
@@ -216,6 +252,8 @@ class FolderMirror:
             fresh = fresh_records[rel]
             if record is None or fresh.digest != record.digest or fresh.problem != record.problem:
                 changed = True
+                if touched is not None:
+                    touched.add(rel)
             elif record.page is not None:  # same bytes: keep the parsed page
                 fresh = record._replace(stat=st, verified_ns=fresh.verified_ns)
             adopted[rel] = fresh
@@ -225,7 +263,7 @@ class FolderMirror:
             self.records[rel] = adopted[rel]
         if changed:
             self.generation += 1
-            self._structural_change()
+            self._structural_change(touched)
 
     def _record_text(self, rel: str) -> str | None:
         """What view() reads for `rel`."""
@@ -289,14 +327,17 @@ class FolderMirror:
         (with its graph's size from `counts_for` when known)."""
         if not self.root.is_dir():
             raise root_missing(self.root_str)
+        derived = None
         if previous is not None and self.dirty is not None and self.layout is previous.layout:
             derived = self._derive(previous, self.layout)
-            if derived is not None:
-                self.dirty = set()
-                self.derived_count += 1
-                return derived
+        if derived is None and previous is not None and self.touched is not None:
+            derived = self._derive_pages(previous)
+        if derived is not None:
+            self.dirty, self.touched = set(), set()
+            self.derived_count += 1
+            return derived
         projection = self._build(counts_for)
-        self.dirty = set()
+        self.dirty, self.touched = set(), set()
         return projection
 
     def _derive(self, previous: Projection, layout: Layout) -> Projection | None:
@@ -314,6 +355,98 @@ class FolderMirror:
         # Content-only changes keep each file's problem status, so diagnostics carry over.
         return previous.derive(replaced, self.signature(), previous.diagnostics)
 
+    def _derive_pages(self, previous: Projection) -> Projection | None:
+        """The next snapshot from `previous` when only page files were added, removed or
+        changed (self.touched), or None when it must be built anew."""
+        assert self.touched is not None
+        layout = previous.layout
+        shape = self._shape_after(self.touched)
+        if shape is None and detect_layout(self.view(), self.root.name, self.source_profile) != layout:
+            return None  # the new files change the folder's shape
+        gone: list[str] = []
+        added: list[tuple[Page, Fragment]] = []
+        for rel in self.touched:
+            page_path = layout.page_rel(rel)
+            if page_path is None:
+                return None  # not a page file: a config or sidecar, build anew
+            if page_path in previous.position:
+                gone.append(page_path)
+            self._page_problems.pop(rel, None)
+            record = self.records.get(rel)
+            if record is None:
+                continue
+            if record.skipped:
+                self._page_problems[rel] = FileProblem(rel, record.problem, True)
+                continue
+            record = self._parsed(rel, record, page_path, layout.options)
+            if record.page is None or record.fragment is None:
+                self._page_problems[rel] = FileProblem(rel, record.problem or "unreadable", True)
+                continue
+            if layout.options.okf and okf.invalid_reason(record.page):
+                return None  # the build names the invalid page
+            if record.page.degraded:
+                self._page_problems[rel] = FileProblem(rel, record.page.degraded, False)
+            added.append((record.page, record.fragment))
+        derived = previous.derive_pages(gone, added, self.signature(), self._diagnostics(),
+                                        self._raw_labels(layout),
+                                        lambda path: page_sort_key(layout, path))
+        if derived is not None:
+            self.layout = layout
+            self._layout_generation = self.generation
+            if shape is None:
+                self._seen_shape()
+            else:
+                self._md_files, self._md_dirs = shape
+        return derived
+
+    def _shape_after(self, rels: Iterable[str]) -> tuple[set[str], dict[str, int]] | None:
+        """The .md files and their count per directory once `rels` changed, when that
+        cannot change what layout detection sees (no hub or config file, no directory
+        gaining its first .md file or losing its last, the same directories); else None."""
+        if self.dirs != self._dirs_seen:
+            return None
+        files, counts = set(self._md_files), dict(self._md_dirs)
+        # Files that came first, so a rename within a directory never empties it on the way.
+        for rel in sorted(rels, key=lambda rel: rel not in self.records):
+            head, _, name = rel.rpartition("/")
+            if not rel.endswith(".md") or name.lower() in HUB_FILES:
+                return None
+            was, now = rel in files, rel in self.records
+            if was == now:
+                continue
+            if now:
+                files.add(rel)
+                counts[head] = counts.get(head, 0) + 1
+                if counts[head] == 1:
+                    return None
+            else:
+                files.discard(rel)
+                counts[head] -= 1
+                if not counts[head]:
+                    return None
+        return files, counts
+
+    def _seen_shape(self) -> None:
+        """Remember what layout detection saw (after a detection over every file)."""
+        self._md_files = {rel for rel in self.records if rel.endswith(".md")}
+        self._md_dirs = {}
+        for rel in self._md_files:
+            head = rel.rpartition("/")[0]
+            self._md_dirs[head] = self._md_dirs.get(head, 0) + 1
+        self._dirs_seen = frozenset(self.dirs)
+
+    def _diagnostics(self) -> list[FileProblem]:
+        """Page files' problems by file, then the ignored entries; each logged once."""
+        diagnostics = [self._page_problems[rel] for rel in sorted(self._page_problems)]
+        diagnostics += [FileProblem(rel, reason, True) for rel, reason in sorted(self.ignored.items())]
+        self._report(diagnostics)
+        return diagnostics
+
+    def _raw_labels(self, layout: Layout) -> list[str]:
+        page_root = layout.page_root
+        return [label for label in ("raw", "sources")
+                if (f"{page_root}/{label}" if page_root else label) in self.dirs]
+
     def _build(self, counts_for: CountsFor | None) -> Projection:
         if self.layout is not None and self._layout_generation == self.generation:
             layout: Layout | None = self.layout
@@ -324,28 +457,28 @@ class FolderMirror:
             raise root_unsupported(self.root_str)
         strict = layout.options.okf
         parsed: list[tuple[Page, Fragment]] = []
-        diagnostics: list[FileProblem] = []
+        problems: dict[str, FileProblem] = {}
         for rel in sorted(self.records):
             record = self.records[rel]
             page_path = layout.page_rel(rel)
             if page_path is None:
                 continue
             if record.skipped:
-                diagnostics.append(FileProblem(rel, record.problem, True))
+                problems[rel] = FileProblem(rel, record.problem, True)
                 continue
             record = self._parsed(rel, record, page_path, layout.options)
             if record.page is None or record.fragment is None:
-                diagnostics.append(FileProblem(rel, record.problem or "unreadable", True))
+                problems[rel] = FileProblem(rel, record.problem or "unreadable", True)
                 continue
             if strict and (reason := okf.invalid_reason(record.page)):
                 # One invalid document rejects the whole bundle; the first one is named.
                 raise okf_invalid(f"{self.root_str}: {reason}")
             if record.page.degraded:
-                diagnostics.append(FileProblem(rel, record.page.degraded, False))
+                problems[rel] = FileProblem(rel, record.page.degraded, False)
             parsed.append((record.page, record.fragment))
-        for rel, reason in sorted(self.ignored.items()):
-            diagnostics.append(FileProblem(rel, reason, True))
-        self._report(diagnostics)
+        self._page_problems = problems
+        self._seen_shape()
+        diagnostics = self._diagnostics()
         if not parsed:
             if strict:
                 raise okf_invalid(f"{self.root_str}: OKF bundle has no serveable markdown pages")
@@ -359,11 +492,7 @@ class FolderMirror:
             if sidecar is not None and rel not in seen and not sidecar.skipped:
                 seen.add(rel)
                 sidecars.append(SidecarFile(rel, sidecar.sidecar))
-        page_root = layout.page_root
-        raw_labels = [
-            label for label in ("raw", "sources")
-            if (f"{page_root}/{label}" if page_root else label) in self.dirs
-        ]
+        raw_labels = self._raw_labels(layout)
         signature = self.signature()
         return Projection.build(
             layout=layout,
@@ -399,15 +528,34 @@ class FolderMirror:
 
     def signature(self) -> str:
         records = self.records
+        if self._lines is not None and self._line_changes:
+            # Files added, removed or re-read: the others' lines stay, in their order.
+            lines, order = self._lines, self._order
+            if order is None:
+                order = self._order = list(lines)
+            for rel in self._line_changes:
+                was, now = rel in lines, rel in records
+                if was and not now:
+                    del lines[rel]
+                    order.pop(bisect_left(order, walk_order_key(rel), key=walk_order_key))
+                elif now:
+                    if not was:
+                        insort(order, rel, key=walk_order_key)
+                    lines[rel] = f"{rel}\tfile\t{records[rel].stat.size}\t{records[rel].digest}"
+            self._line_changes = set()
         if self._lines is None:
             order = records if self.in_walk_order else sorted(records, key=walk_order_key)
             self._lines = {rel: f"{rel}\tfile\t{records[rel].stat.size}\t{records[rel].digest}"
                            for rel in order}
+            self._order = None
+            self._line_changes = set()
         elif self.dirty:
             for rel in self.dirty:  # content edits: same files, same order, new digests
                 self._lines[rel] = f"{rel}\tfile\t{records[rel].stat.size}\t{records[rel].digest}"
         markers = [f"{rel}\tdir\t{size}\t" for rel, size in sorted(self.markers.items())]
-        base = signature_of([*markers, *self._lines.values()])
+        lines = self._lines
+        body = map(lines.__getitem__, self._order) if self._order is not None else lines.values()
+        base = signature_of([*markers, *body])
         return okf.signature(base) if self.layout is not None and self.layout.options.okf else base
 
     def _report(self, diagnostics: list[FileProblem]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -329,3 +329,35 @@ def build_lookup(pages: Iterable[Page], fragments: Iterable[Fragment],
             if norm:
                 lookup[norm] = page
     return lookup
+
+
+def member_parts(page: Page, fragment: Fragment) -> Iterator[tuple[str, Node, str, Any]]:
+    """(node id, node, relation, edge metadata) of a page's members, as build_graph makes them."""
+    path = page.path
+    for nid, label, kind, relation, node_meta, edge_meta in _members(page, fragment):
+        yield nid, _node(nid, label, kind, path, node_meta), relation, edge_meta
+
+
+def edge_parts(page: Page, fragment: Fragment,
+               lookup: Mapping[str, Page]) -> Iterator[tuple[str, Node | None]]:
+    """Per link of a page: (target page node id, None) when it resolves, else (its
+    unresolved node's id, that node), as build_graph makes them."""
+    path = page.path
+    for key, raw in zip(fragment.link_keys, page.links, strict=True):
+        target = lookup.get(key) if key else None
+        if target is not None:
+            yield f"page:{target.id}", None
+        else:
+            node = unresolved_node(raw, path, "wikilink")
+            yield node.id, node
+
+
+def page_targets(page: Page, fragment: Fragment, lookup: Mapping[str, Page]) -> tuple[str, ...]:
+    """The distinct node ids a page's edges point at, in order. Each has one edge from the
+    page (a member id's prefix fixes its relation; links are links_to)."""
+    targets = dict.fromkeys(fragment.member_ids)
+    for key, raw in zip(fragment.link_keys, page.links, strict=True):
+        target = lookup.get(key) if key else None
+        targets[f"page:{target.id}" if target is not None
+                else unresolved_node(raw, "", "").id] = None
+    return tuple(targets)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
-from collections.abc import Iterable, Sequence
+import operator
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +37,16 @@ from serve.graph import (
     page_node,
     slug,
 )
-from serve.graph_view import GraphView, approved_view
+from serve.graph_view import ApprovedView, FullView, GraphView, approved_view
+from serve.link_index import (
+    LinkIndex,
+    Owners,
+    SidecarPart,
+    alias_keys,
+    changed_paths,
+    own_keys,
+    sidecar_part,
+)
 from serve.snapshot_caches import EvidenceMemo, SnapshotCaches
 from serve.source.layout import Layout
 from serve.source.page import ROLE_RANK, Page
@@ -93,6 +104,8 @@ LINEAGE_DEPTH = 32
 EVIDENCE_PAGES = 4096
 EVIDENCE_ITEMS = 100_000
 _SERIALS = itertools.count(1)
+_PATH = operator.attrgetter("path")
+_ID = operator.attrgetter("id")
 
 
 def _all_pages(page: Page) -> bool:
@@ -230,11 +243,180 @@ class Projection:
         # by construction, so the built graph, its views and its counts carry over.
         caches = self.caches.carried_over(changed)
         caches.approved_position = approved_position
+        if caches.lookup is not None:  # a read by name must find the new text
+            caches.lookup = self._relinked(caches.lookup, replaced, pages)
+        if caches.links is not None:
+            caches.links = caches.links.with_lookup(
+                caches.lookup if caches.links.lookup is self.caches.lookup and caches.lookup is not None
+                else self._relinked(caches.links.lookup, replaced, pages))
         return dataclasses.replace(
             self, pages=tuple(pages), fragments=tuple(fragments), approved_pages=tuple(approved),
             signature=signature, diagnostics=tuple(diagnostics), description=description,
             bundle_id=bundle_id_of(self.source_id, signature), serial=next(_SERIALS),
             lineage=((self.serial, changed), *self.lineage[: LINEAGE_DEPTH - 1]), caches=caches)
+
+    def derive_pages(self, gone: Iterable[str], added: Sequence[tuple[Page, Fragment]], signature: str,
+                     diagnostics: Sequence[FileProblem], raw_labels: Sequence[str],
+                     sort_key: Callable[[str], Any]) -> Projection | None:
+        """The next snapshot when pages were added, deleted, renamed or rewritten in any
+        way (`gone`: paths whose pages went, `added`: the pages that came, an edit being
+        both), without a pass over every page's links: the link index (link_index.py) is
+        derived from this one's, so the graph, link resolution, backlinks and owners of
+        only the touched pages and their neighbours are worked out again. None when a full
+        build is needed: the wiki's title changed, or the graph's rules need every page
+        (Dendron hierarchy, two pages with one id). This snapshot is only read."""
+        if not self.indexable:
+            return None
+        gone = set(gone)
+        pages, fragments = list(self.pages), list(self.fragments)
+        removed: list[tuple[Page, Fragment]] = []
+        for index in sorted((self.position[path] for path in gone), reverse=True):
+            removed.append((pages[index], fragments[index]))
+            del pages[index], fragments[index]
+        layout = self.layout
+        placed_added: list[tuple[Page, Fragment]] = []
+        ids: set[str] = set()
+        for page, fragment in added:
+            if page.path in self.position and page.path not in gone:
+                return None  # a path both kept and added: not a change set this can apply
+            index = self.by_key.get(page.id)
+            if page.id in ids or (index is not None and self.pages[index].id == page.id
+                                  and self.pages[index].path not in gone):
+                return None  # two pages would share an id: the graph's dedupe needs every page
+            ids.add(page.id)
+            if (role := layout.role_of(page.path)) != page.role:
+                page = page._replace(role=role)
+            key = sort_key(page.path)
+            at = bisect_left(pages, key, key=lambda p: sort_key(p.path))
+            pages.insert(at, page)
+            fragments.insert(at, fragment)
+            placed_added.append((page, fragment))
+        if not pages:
+            return None
+        title, description = title_and_description(pages, layout)
+        if title != self.title:
+            return None  # the title names the source: identity changes, build anew
+        placed = tuple(pages)
+        # The ids are unique (checked above), and an id wins over a path spelled the same.
+        position = dict(zip(map(_PATH, placed), itertools.count()))
+        by_key = dict(position)
+        by_key.update(zip(map(_ID, placed), itertools.count()))
+        touched = gone | {page.path for page, _ in placed_added}
+        parent = self.caches
+        page_json = dict(parent.page_json)  # one C-level copy: other threads may be filling it
+        for path in touched:
+            page_json.pop(path, None)
+        caches = SnapshotCaches(page_json=page_json, indexable=True)
+        if parent.approved_paths is not None:
+            caches.approved_paths = (parent.approved_paths - gone) | {
+                page.path for page, _ in placed_added if page.approved}
+        if parent.withheld is not None:
+            withheld = [path for path in parent.withheld if path not in gone]
+            for page, _ in placed_added:
+                if not page.approved:
+                    insort(withheld, page.path)
+            caches.withheld = withheld
+        if parent.links is not None:
+            links, changed_keys, changed_ids = parent.links.derived(removed, placed_added, placed,
+                                                                    fragments, position)
+            caches.links, caches.lookup = links, links.lookup
+
+            def page_path(nid: str) -> str | None:
+                found = by_key.get(nid[5:])
+                return placed[found].path if found is not None and placed[found].id == nid[5:] else None
+
+            stale = touched | changed_paths(links, changed_ids, page_path)
+            for key in changed_keys:
+                stale.update(links.linkers.get(key, ()))
+            if parent.sidecar_keys is None:
+                parent.sidecar_keys = frozenset(sidecar_keys(self.sidecars))
+            caches.sidecar_keys = parent.sidecar_keys
+            side = parent.sidecar
+            if (side is not None and not changed_keys & side.keys and not changed_ids & side.asked
+                    and not stale & self.facts.keys()):
+                caches.sidecar = side  # no fact's end resolves, or is proposed, differently
+            if self.sidecars and changed_keys & parent.sidecar_keys:
+                stale.update(self.facts)
+                stale.update(sidecar_facts(self.sidecars, links.lookup))
+            # Copied in one C-level step first: requests on the parent may be filling them.
+            caches.evidence = {key: EvidenceMemo(dict(memo)).without(frozenset(stale))
+                               for key, memo in dict(parent.evidence).items()}
+        return dataclasses.replace(
+            self, pages=placed, fragments=tuple(fragments), signature=signature,
+            raw_labels=tuple(raw_labels), diagnostics=tuple(diagnostics), description=description,
+            bundle_id=bundle_id_of(self.source_id, signature),
+            approved_pages=tuple(p for p in placed if p.approved), by_key=by_key,
+            position=position, serial=next(_SERIALS),
+            lineage=((self.serial, frozenset(touched)), *self.lineage[: LINEAGE_DEPTH - 1]),
+            caches=caches)
+
+    def _relinked(self, lookup: dict[str, Page], replaced: Sequence[tuple[Page, Fragment]],
+                  pages: Sequence[Page]) -> dict[str, Page]:
+        """`lookup` with the replaced pages' keys naming their new objects (in `pages`)."""
+        lookup = dict(lookup)
+        root = self.layout.metadata.get("source_root", ".")
+        for page, fragment in replaced:
+            at = self.position[page.path]
+            old, new = self.pages[at], pages[at]
+            for key in (*own_keys(new, fragment, root), *alias_keys(fragment)):
+                if lookup.get(key) is old:
+                    lookup[key] = new
+        return lookup
+
+    @property
+    def indexable(self) -> bool:
+        """Whether the graph can be answered from the link index: each page's graph edges
+        are its own (unique page ids) and no rule spans pages (the Dendron hierarchy)."""
+        caches = self.caches
+        if caches.indexable is None:
+            caches.indexable = self.layout.adapter != "dendron" and all(
+                self.pages[self.by_key[page.id]] is page for page in self.pages)
+        return caches.indexable
+
+    @property
+    def links(self) -> LinkIndex:
+        """The link index (built on first use, or derived from the parent snapshot's)."""
+        caches = self.caches
+        if caches.links is None:
+            caches.links = LinkIndex.build(self.pages, self.fragments,
+                                           self.layout.metadata.get("source_root", "."), self.lookup)
+        return caches.links
+
+    @property
+    def sidecar_part(self) -> SidecarPart:
+        caches = self.caches
+        if caches.sidecar is None:
+            links = self.links
+
+            def page_edge(key: tuple[str, str, str]) -> Edge | None:
+                found = self._page_of(key[0])
+                if found is None or key[1] not in links.targets.get(found[0].path, ()):
+                    return None
+                for edge in links.segment(*found).by_target.get(key[1], ()):
+                    if edge.relation == key[2]:
+                        return edge
+                return None
+
+            caches.sidecar = sidecar_part(self.sidecars, links.lookup, page_edge,
+                                          lambda nid: bool(links.refs.get(nid)))
+        return caches.sidecar
+
+    def _page_of(self, nid: str) -> tuple[Page, Fragment] | None:
+        """The page (and fragment) of page node `nid`."""
+        if not nid.startswith("page:"):
+            return None
+        index = self.by_key.get(nid[5:])
+        if index is None or self.pages[index].id != nid[5:]:
+            return None
+        return self.pages[index], self.fragments[index]
+
+    def _page_at(self, path: str) -> tuple[Page, Fragment] | None:
+        index = self.position.get(path)
+        return None if index is None else (self.pages[index], self.fragments[index])
+
+    def _approved_path(self, path: str) -> bool:
+        index = self.position.get(path)
+        return index is not None and self.pages[index].approved
 
     @property
     def approved_position(self) -> dict[str, int]:
@@ -260,6 +442,8 @@ class Projection:
     @property
     def lookup(self) -> dict[str, Page]:
         caches = self.caches
+        if caches.lookup is None and caches.links is not None:
+            caches.lookup = caches.links.lookup
         if caches.lookup is None:
             caches.lookup = build_lookup(self.pages, self.fragments,
                                          self.layout.metadata.get("source_root", "."))
@@ -323,10 +507,21 @@ class Projection:
             own = page_node(page)
             return SeedItems(own.id, own, (), ())
         pages = self.pages
-        return seed_items(page, self.fragments[position], self.lookup,
-                          (pages[i] for i in self.incoming.get(page.path, ())),
+        links = self.caches.links
+        if links is None or not self.indexable:  # the plain views (also what the restart cache holds)
+            return seed_items(page, self.fragments[position], self.lookup,
+                              (pages[i] for i in self.incoming.get(page.path, ())),
+                              self.facts.get(page.path, ()), approved_only=not include_drafts,
+                              owner=self.owners(include_drafts))
+        at = self.position
+        owner = self.caches.owner_views.get(include_drafts)
+        if owner is None:
+            owner = self.caches.owner_views[include_drafts] = Owners(
+                links, (lambda path: True) if include_drafts else self._approved_path)
+        return seed_items(page, self.fragments[position], links.lookup,
+                          (pages[at[path]] for path in links.refs.get(f"page:{page.id}", ())),
                           self.facts.get(page.path, ()), approved_only=not include_drafts,
-                          owner=self.owners(include_drafts))
+                          owner=owner)  # type: ignore[arg-type]
 
     @property
     def page_json(self) -> dict[str, str]:
@@ -355,6 +550,10 @@ class Projection:
         if caches.graph_counts is None:
             if caches.graph is not None:  # already built: count it
                 caches.graph_counts = len(caches.graph[0]), len(caches.graph[1])
+            elif caches.links is not None and self.indexable:
+                side = self.sidecar_part
+                caches.graph_counts = (len(self.pages) + caches.links.member_nodes + len(side.nodes),
+                                       caches.links.segment_edges + len(side.edges))
             else:
                 caches.graph_counts = graph_counts(self.pages, self.fragments, self.layout.adapter,
                                                    self.sidecars, self.lookup)
@@ -370,17 +569,46 @@ class Projection:
 
     @property
     def full_graph(self) -> GraphView:
+        """The draft-inclusive view: node by node from the link index when the graph allows
+        (its full lists only built when asked for), else built whole."""
         caches = self.caches
         if caches.full_graph is None:
-            caches.full_graph = GraphView(self.nodes, self.edges, self.base_meta)
+            if self.indexable:
+                caches.full_graph = FullView(self.links, self._page_of, self._page_at, self.sidecar_part,
+                                             self.base_meta, self._graph, self.pages)
+            else:
+                caches.full_graph = GraphView(self.nodes, self.edges, self.base_meta)
         return caches.full_graph
 
     @property
     def approved_graph(self) -> GraphView:
         caches = self.caches
         if caches.approved_graph is None:
-            caches.approved_graph = approved_view(self.nodes, self.edges, self.pages, self.base_meta)
+            full = self.full_graph
+            if isinstance(full, FullView):
+                caches.approved_graph = ApprovedView(full, self._approved_path, self._approved_paths,
+                                                     self._withheld, self._approved_lists,
+                                                     self.approved_pages)
+            else:
+                caches.approved_graph = approved_view(self.nodes, self.edges, self.pages, self.base_meta)
         return caches.approved_graph
+
+    def _approved_lists(self) -> tuple[list[Node], list[Edge]]:
+        view = approved_view(self.nodes, self.edges, self.pages, self.base_meta)
+        return view.nodes, view.edges
+
+    def _approved_paths(self) -> set[str]:
+        caches = self.caches
+        if caches.approved_paths is None:
+            caches.approved_paths = {p.path for p in self.approved_pages}
+        return caches.approved_paths
+
+    def _withheld(self) -> list[str]:
+        """Paths of withheld pages (approved_view's), whose mention a view drops."""
+        caches = self.caches
+        if caches.withheld is None:
+            caches.withheld = sorted({p.path for p in self.pages if not p.approved} - self._approved_paths())
+        return caches.withheld
 
     def graph(self, include_drafts: bool) -> GraphView:
         return self.full_graph if include_drafts else self.approved_graph
@@ -423,6 +651,12 @@ class Projection:
             hubs = [p for p in self.visible_pages(include_drafts) if p.role != "topic"]
             found = self.caches.entry[include_drafts] = tuple(orientation_order(hubs))
         return found
+
+
+def sidecar_keys(sidecars: Sequence[SidecarFile]) -> set[str]:
+    """The lookup keys of every sidecar fact's ends."""
+    return {lookup_key(value) for sidecar in sidecars for fact in sidecar.edges
+            for value in (fact.source, fact.target)}
 
 
 def _positions(pages: Sequence[Page]) -> dict[str, int]:

@@ -379,9 +379,12 @@ class KnowledgeSource:
                     self.index_build_seconds = time.perf_counter() - started
                     self.index_builds += 1
                     self.index_origin = self.index_origin or "built"
-                else:  # an edit of a few pages: only they are looked at
+                else:  # a few pages changed: only they are looked at
                     pages, position = projection.pages, projection.position
-                    self.index.update([pages[position[path]] for path in sorted(changed)])
+                    if all(path in position for path in changed):
+                        self.index.update([pages[position[path]] for path in sorted(changed)])
+                    else:  # some went: sync drops their documents (and keeps the others)
+                        self.index.sync(pages)
                 self._indexed = projection
         return Searcher(projection, self.index, self._index_lock)
 

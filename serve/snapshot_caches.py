@@ -8,6 +8,7 @@ from typing import Any
 from serve.evidence import SeedItems, SidecarFact
 from serve.graph import Edge, Node
 from serve.graph_view import GraphView
+from serve.link_index import LinkIndex, Owners, SidecarPart
 from serve.source.page import Page
 
 
@@ -42,6 +43,15 @@ class SnapshotCaches:
     full_graph: GraphView | None = None
     approved_graph: GraphView | None = None
     owners: dict[bool, dict[str, str]] = field(default_factory=dict)
+    # The link index (serve/link_index.py): made on first use, or derived from the parent's
+    # when pages are added, deleted or renamed; the views answered from it.
+    links: LinkIndex | None = None
+    indexable: bool | None = None
+    sidecar_keys: frozenset[str] | None = None  # the lookup keys of the sidecar facts' ends
+    sidecar: SidecarPart | None = None
+    owner_views: dict[bool, Owners] = field(default_factory=dict)
+    withheld: list[str] | None = None
+    approved_paths: set[str] | None = None
     # Page path -> its graph node's JSON: shared (the same dict) with derived snapshots, as
     # a page node's JSON depends only on fields derive() keeps equal.
     page_json: dict[str, str] = field(default_factory=dict)
@@ -59,7 +69,10 @@ class SnapshotCaches:
             incoming=self.incoming, facts=self.facts, graph=self.graph,
             graph_counts=self.graph_counts, full_graph=self.full_graph,
             approved_graph=self.approved_graph, owners=dict(self.owners),
-            page_json=self.page_json,
+            page_json=self.page_json, links=self.links, indexable=self.indexable,
+            sidecar_keys=self.sidecar_keys, sidecar=self.sidecar,
+            withheld=self.withheld,
+            approved_paths=self.approved_paths,
             # Evidence items are JSON made from the graph, which is unchanged: all but the
             # edited pages' own carry over, so the first pack after an edit stays cheap.
             evidence={key: memo.without(changed) for key, memo in self.evidence.items()},

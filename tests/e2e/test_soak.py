@@ -201,8 +201,6 @@ def test_soak_with_churn_has_no_errors_no_stale_reads_and_bounded_rss(rounds: di
     assert figures["bridge_rss_mib"] * 1024 < RSS_BOUND_KIB, figures
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18: an add or a delete still rebuilds the whole projection "
-                                       "and its per-snapshot caches (about 140 ms at 2,000 pages)")
 def test_churn_does_not_collapse_throughput(rounds: dict[str, Any]) -> None:
     figures = rounds["figures"]
     assert figures["churn_rps"] >= 0.5 * figures["quiet_rps"], figures
