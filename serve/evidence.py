@@ -196,18 +196,17 @@ class Budgeted(NamedTuple):
     omitted_edges: int
 
 
-# An item as the budget takes it: (node id, node JSON, its cost, edge key, edge metadata JSON,
-# the edge's cost) for a link, tag, heading or source; a sidecar fact has a tuple of ids,
-# nodes and costs instead, and maybe no edge. Costs are UTF-8 bytes with the comma after.
-BudgetItem = tuple[Any, Any, Any, Any, Any, int]
+# An item as the budget takes it: (node id, node JSON, edge key, edge metadata JSON) for a
+# link, tag, heading or source; a sidecar fact has a tuple of ids and one of nodes instead,
+# and maybe no edge. Sizes are taken when the budget reaches an item (most are never reached).
+BudgetItem = tuple[Any, Any, Any, Any]
 
 
 class BudgetPlan(NamedTuple):
     """A rendered seed's items as budget_seeds() takes them, made once per seed (a snapshot
-    keeps its seeds): what a pack does not change is sized and sorted into tiers here, so a
-    pack only tells links and facts between its evidence pages from the others."""
+    keeps its seeds): sorted into the tiers a pack does not change, so a pack only tells
+    links and facts between its evidence pages from the others."""
 
-    own_cost: int
     node_ids: frozenset[str]  # every node id its items name, its own included
     edge_keys: frozenset[tuple[str, str, str]]
     fixed: tuple[tuple[BudgetItem, ...], ...]  # by tier; TIER_BETWEEN, TIER_LINKS, TIER_FACTS empty
@@ -232,29 +231,23 @@ def budget_plan(seed: SeedItems) -> BudgetPlan:
     out: list[BudgetItem] = []
     inc: list[BudgetItem] = []
     pairs = seed.pairs
-    node_ids = {seed.own_id}
-    edge_keys = set()
+    own = seed.own_id
     for at in range(0, len(pairs), 4):
-        nid, node, key, meta = pairs[at:at + 4]
-        node_ids.add(nid)
-        edge_keys.add(key)
-        item = (nid, node, _size(node) + 1, key, meta, _size(edge_text(key, meta)) + 1)
-        tier = TIER_OF.get(key[2], TIER_CITES)
+        item = pairs[at:at + 4]
+        tier = TIER_OF.get(item[2][2], TIER_CITES)
         if tier == TIER_LINKS:
-            (out if key[0] == seed.own_id else inc).append(item)
+            (out if item[2][0] == own else inc).append(item)
         else:
             fixed[tier].append(item)
-    facts: list[BudgetItem] = []
-    for ids, nodes, key, meta in seed.facts:
+    node_ids = {own, *pairs[::4]}
+    edge_keys = set(pairs[2::4])
+    for ids, _, key, _ in seed.facts:
         node_ids.update(ids)
         if key is not None:
             edge_keys.add(key)
-        facts.append((ids, nodes, tuple(_size(n) + 1 for n in nodes), key, meta,
-                      _size(edge_text(key, meta)) + 1 if key is not None else 0))
-    return BudgetPlan(_size(seed.own) + 1, frozenset(node_ids), frozenset(edge_keys),
-                      tuple(map(tuple, fixed)), tuple(out), tuple(inc),
-                      frozenset(item[0] for item in (*out, *inc)), tuple(facts),
-                      tuple(_alternate(out, inc)))
+    return BudgetPlan(frozenset(node_ids), frozenset(edge_keys), tuple(map(tuple, fixed)),
+                      tuple(out), tuple(inc), frozenset(item[0] for item in (*out, *inc)),
+                      seed.facts, tuple(_alternate(out, inc)))
 
 
 def _tiers(plan: BudgetPlan, evidence: set[str]) -> Sequence[Sequence[BudgetItem]]:
@@ -286,10 +279,11 @@ def budget_seeds(seeds: Sequence[SeedItems], limit: int, size: int) -> Budgeted:
     nodes: dict[str, str] = {}
     edges: dict[tuple[str, str, str], str] = {}
     used = EMPTY_GRAPH_BYTES
-    for seed, plan in zip(seeds, plans, strict=True):
-        if seed.own_id not in nodes and len(nodes) < limit and used + plan.own_cost <= size:
+    for seed in seeds:
+        cost = _size(seed.own) + 1
+        if seed.own_id not in nodes and len(nodes) < limit and used + cost <= size:
             nodes[seed.own_id] = seed.own
-            used += plan.own_cost
+            used += cost
     # What the neighbourhood holds, cut seeds included: `omitted` is the rest.
     seen_nodes = frozenset().union(*(plan.node_ids for plan in plans))
     seen_edges = frozenset().union(*(plan.edge_keys for plan in plans))
@@ -306,22 +300,22 @@ def budget_seeds(seeds: Sequence[SeedItems], limit: int, size: int) -> Budgeted:
             for queue in queues:
                 if position >= len(queue):
                     continue
-                ids, node_json, node_cost, key, meta, edge_cost = queue[position]
+                ids, node_json, key, meta = queue[position]
                 if isinstance(ids, str):  # one node
                     if ids in nodes:
                         new: Sequence[tuple[str, str]] = ()
                         cost = 0
                     else:
-                        new, cost = ((ids, node_json),), node_cost
+                        new, cost = ((ids, node_json),), _size(node_json) + 1
                 else:
                     new = [(i, n) for i, n in zip(ids, node_json, strict=True) if i not in nodes]
-                    cost = sum(c for i, c in zip(ids, node_cost, strict=True) if i not in nodes)
+                    cost = sum(_size(n) + 1 for _, n in new)
                 if used + cost > size or len(nodes) + len(new) > limit:
                     continue
                 if key is not None and key not in edges:
                     if len(edges) >= limit:
                         continue
-                    cost += edge_cost
+                    cost += _size(edge_text(key, meta)) + 1
                     if used + cost > size:
                         continue
                 nodes.update(new)
