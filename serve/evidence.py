@@ -47,7 +47,8 @@ class SeedItems(NamedTuple):
     def rendered(self, view: GraphView) -> SeedItems:
         """The same items with each node as its JSON in `view`, and each edge as its
         metadata's JSON: edge_text() writes the rest from the key when the edge is used, as
-        most edges have no metadata and their JSON would only repeat the key (memory)."""
+        most edges have no metadata and their JSON would only repeat the key (memory). With
+        the plan budget_seeds() takes them by."""
         pairs = list(self.pairs)
         for at in range(1, len(pairs), 4):
             pairs[at] = view.node_json(pairs[at])
