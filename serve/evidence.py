@@ -208,8 +208,6 @@ class BudgetPlan(NamedTuple):
     keeps its seeds): sorted into the tiers a pack does not change, so a pack only tells
     links and facts between its evidence pages from the others."""
 
-    node_ids: frozenset[str]  # every node id its items name, its own included
-    edge_keys: frozenset[tuple[str, str, str]]
     fixed: tuple[tuple[BudgetItem, ...], ...]  # by tier; TIER_BETWEEN, TIER_LINKS, TIER_FACTS empty
     out_links: tuple[BudgetItem, ...]
     in_links: tuple[BudgetItem, ...]
@@ -240,13 +238,7 @@ def budget_plan(seed: SeedItems) -> BudgetPlan:
             (out if item[2][0] == own else inc).append(item)
         else:
             fixed[tier].append(item)
-    node_ids = {own, *pairs[::4]}
-    edge_keys = set(pairs[2::4])
-    for ids, _, key, _ in seed.facts:
-        node_ids.update(ids)
-        if key is not None:
-            edge_keys.add(key)
-    return BudgetPlan(frozenset(node_ids), frozenset(edge_keys), tuple(map(tuple, fixed)),
+    return BudgetPlan(tuple(map(tuple, fixed)),
                       tuple(out), tuple(inc), frozenset(item[0] for item in (*out, *inc)),
                       seed.facts, tuple(_alternate(out, inc)))
 
@@ -286,8 +278,16 @@ def budget_seeds(seeds: Sequence[SeedItems], limit: int, size: int) -> Budgeted:
             nodes[seed.own_id] = seed.own
             used += cost
     # What the neighbourhood holds, cut seeds included: `omitted` is the rest.
-    seen_nodes = frozenset().union(*(plan.node_ids for plan in plans))
-    seen_edges = frozenset().union(*(plan.edge_keys for plan in plans))
+    seen_nodes: set[str] = set()
+    seen_edges: set[tuple[str, str, str]] = set()
+    for seed in seeds:
+        seen_nodes.add(seed.own_id)
+        seen_nodes.update(seed.pairs[::4])
+        seen_edges.update(seed.pairs[2::4])
+        for ids, _, key, _ in seed.facts:
+            seen_nodes.update(ids)
+            if key is not None:
+                seen_edges.add(key)
     evidence = {seed.own_id for seed in seeds}
     per_seed = [_tiers(plan, evidence) for seed, plan in zip(seeds, plans, strict=True)
                 if seed.own_id in nodes]
