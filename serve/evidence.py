@@ -209,7 +209,8 @@ class BudgetPlan(NamedTuple):
     links and facts between its evidence pages from the others."""
 
     fixed: tuple[tuple[BudgetItem, ...], ...]  # by tier; TIER_BETWEEN, TIER_LINKS, TIER_FACTS empty
-    out_links: tuple[BudgetItem, ...]
+    all_links: tuple[BudgetItem, ...]  # its links and the links to it, in graph order
+    out_links: tuple[BudgetItem, ...]  # the links from it (a link to itself among them)
     in_links: tuple[BudgetItem, ...]
     link_ids: frozenset[str]  # the pages its links name (either way)
     facts: tuple[BudgetItem, ...]
@@ -227,6 +228,7 @@ def _alternate(out: Sequence[BudgetItem], inc: Sequence[BudgetItem]) -> list[Bud
 def budget_plan(seed: SeedItems) -> BudgetPlan:
     """The plan of a rendered seed (nodes and edge metadata as JSON)."""
     fixed: list[list[BudgetItem]] = [[] for _ in range(TIER_HEADINGS + 1)]
+    links: list[BudgetItem] = []
     out: list[BudgetItem] = []
     inc: list[BudgetItem] = []
     pairs = seed.pairs
@@ -235,11 +237,12 @@ def budget_plan(seed: SeedItems) -> BudgetPlan:
         item = pairs[at:at + 4]
         tier = TIER_OF.get(item[2][2], TIER_CITES)
         if tier == TIER_LINKS:
+            links.append(item)
             (out if item[2][0] == own else inc).append(item)
         else:
             fixed[tier].append(item)
-    return BudgetPlan(tuple(map(tuple, fixed)),
-                      tuple(out), tuple(inc), frozenset(item[0] for item in (*out, *inc)),
+    return BudgetPlan(tuple(map(tuple, fixed)), tuple(links),
+                      tuple(out), tuple(inc), frozenset(item[0] for item in links),
                       seed.facts, tuple(_alternate(out, inc)))
 
 
@@ -249,7 +252,7 @@ def _tiers(plan: BudgetPlan, evidence: set[str]) -> Sequence[Sequence[BudgetItem
     between: list[BudgetItem] = []
     links: Sequence[BudgetItem] = plan.links
     if not plan.link_ids.isdisjoint(evidence):
-        between = [item for item in (*plan.out_links, *plan.in_links) if item[0] in evidence]
+        between = [item for item in plan.all_links if item[0] in evidence]
         links = _alternate([i for i in plan.out_links if i[0] not in evidence],
                            [i for i in plan.in_links if i[0] not in evidence])
     facts: list[BudgetItem] = []
