@@ -330,11 +330,17 @@ def _absent(value: Any) -> bool:
 
 
 class EvidenceSection(WireModel):
-    """The section of a page an evidence item cites (our addition)."""
+    """The section of a page an evidence item cites (our addition); its anchor is the
+    handle's fragment (a read of the handle answers it as `anchor`)."""
 
     handle: str  # llmwiki://<source_id>/pages/<page_id>#<anchor>; GET /read/{handle} resolves it
     heading_path: str  # "Release Checklist > Rollback"; "" for the text before any heading
-    anchor: str  # GitHub-style heading anchor, unique within the page ("" for the whole page)
+
+
+class SectionEntry(EvidenceSection):
+    """A section as a page handle's read lists it."""
+
+    anchor: str  # GitHub-style heading anchor, unique within the page
 
 
 class EvidenceOrigin(WireModel):
@@ -359,7 +365,8 @@ class SearchResult(WireModel):
     source_refs: list[str]
     route: str
     # Our additions (absent from the reference's items): the best-matching section, where its
-    # lines are, which page fields matched, and the passage around the matched terms.
+    # lines are, which page fields matched, and the passage around the matched terms (left
+    # out when the snippet holds it: docs/evidence.md).
     section: EvidenceSection | None = Field(default=None, exclude_if=_absent)
     origin: EvidenceOrigin | None = Field(default=None, exclude_if=_absent)
     matched_fields: list[MatchedField] | None = Field(default=None, exclude_if=_absent)
@@ -388,7 +395,7 @@ class SectionRead(WireModel):
     origin: EvidenceOrigin
     neighbours: SectionNeighbours
     # A page handle's read lists the page's sections, in document order.
-    sections: list[EvidenceSection] | None = Field(default=None, exclude_if=_absent)
+    sections: list[SectionEntry] | None = Field(default=None, exclude_if=_absent)
 
 
 class SearchResponse(WireModel):

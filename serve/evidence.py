@@ -37,6 +37,7 @@ class SeedItems(NamedTuple):
     own: Any
     pairs: tuple[Any, ...]
     facts: tuple[tuple[tuple[str, ...], tuple[Any, ...], tuple[str, str, str] | None, Any], ...]
+    plan: BudgetPlan | None = None  # set by rendered()
 
     @property
     def size(self) -> int:
@@ -46,7 +47,8 @@ class SeedItems(NamedTuple):
     def rendered(self, view: GraphView) -> SeedItems:
         """The same items with each node as its JSON in `view`, and each edge as its
         metadata's JSON: edge_text() writes the rest from the key when the edge is used, as
-        most edges have no metadata and their JSON would only repeat the key (memory)."""
+        most edges have no metadata and their JSON would only repeat the key (memory). With
+        the plan budget_seeds() takes them by."""
         pairs = list(self.pairs)
         for at in range(1, len(pairs), 4):
             pairs[at] = view.node_json(pairs[at])
@@ -54,7 +56,8 @@ class SeedItems(NamedTuple):
         facts = tuple((ids, tuple(view.node_json(n) for n in nodes), key,
                        edge_meta_json(edge) if edge is not None else None)
                       for ids, nodes, key, edge in self.facts)
-        return SeedItems(self.own_id, view.node_json(self.own), tuple(pairs), facts)
+        seed = SeedItems(self.own_id, view.node_json(self.own), tuple(pairs), facts)
+        return seed._replace(plan=budget_plan(seed))
 
 
 def seed_items(page: Page, fragment: Fragment, lookup: dict[str, Page], incoming: Iterable[Page],
@@ -194,29 +197,72 @@ class Budgeted(NamedTuple):
     omitted_edges: int
 
 
-def _tiers(seed: SeedItems, evidence: set[str]) -> list[list[tuple[Any, ...]]]:
-    """The seed's items as (node ids, node JSONs, edge key, edge JSON), by tier; outgoing and
-    incoming links alternate, so neither direction is dropped wholesale."""
-    tiers: list[list[tuple[Any, ...]]] = [[] for _ in range(TIER_HEADINGS + 1)]
-    out: list[tuple[Any, ...]] = []
-    inc: list[tuple[Any, ...]] = []
-    pairs = seed.pairs
-    for at in range(0, len(pairs), 4):
-        nid, node, key, meta = pairs[at:at + 4]
-        item = ((nid,), (node,), key, meta)
-        tier = TIER_OF.get(key[2], TIER_CITES)
-        if tier == TIER_LINKS:
-            if nid in evidence:
-                tiers[TIER_BETWEEN].append(item)
-            else:
-                (out if key[0] == seed.own_id else inc).append(item)
-        else:
-            tiers[tier].append(item)
+# An item as the budget takes it: (node id, node JSON, edge key, edge metadata JSON) for a
+# link, tag, heading or source; a sidecar fact has a tuple of ids and one of nodes instead,
+# and maybe no edge. Sizes are taken when the budget reaches an item (most are never reached).
+BudgetItem = tuple[Any, Any, Any, Any]
+
+
+class BudgetPlan(NamedTuple):
+    """A rendered seed's items as budget_seeds() takes them, made once per seed (a snapshot
+    keeps its seeds): sorted into the tiers a pack does not change, so a pack only tells
+    links and facts between its evidence pages from the others."""
+
+    fixed: tuple[tuple[BudgetItem, ...], ...]  # by tier; TIER_BETWEEN, TIER_LINKS, TIER_FACTS empty
+    all_links: tuple[BudgetItem, ...]  # its links and the links to it, in graph order
+    out_links: tuple[BudgetItem, ...]  # the links from it (a link to itself among them)
+    in_links: tuple[BudgetItem, ...]
+    link_ids: frozenset[str]  # the pages its links name (either way)
+    facts: tuple[BudgetItem, ...]
+    links: tuple[BudgetItem, ...]  # out and in links taken in turn (no evidence page among them)
+
+
+def _alternate(out: Sequence[BudgetItem], inc: Sequence[BudgetItem]) -> list[BudgetItem]:
+    """Outgoing and incoming links taken in turn, so neither direction is dropped wholesale."""
+    taken: list[BudgetItem] = []
     for position in range(max(len(out), len(inc))):
-        tiers[TIER_LINKS].extend(side[position] for side in (out, inc) if position < len(side))
-    for ids, nodes, key, meta in seed.facts:
-        between = key is not None and all(i in evidence for i in ids)
-        tiers[TIER_BETWEEN if between else TIER_FACTS].append((ids, nodes, key, meta))
+        taken.extend(side[position] for side in (out, inc) if position < len(side))
+    return taken
+
+
+def budget_plan(seed: SeedItems) -> BudgetPlan:
+    """The plan of a rendered seed (nodes and edge metadata as JSON)."""
+    fixed: list[list[BudgetItem]] = [[] for _ in range(TIER_HEADINGS + 1)]
+    links: list[BudgetItem] = []
+    out: list[BudgetItem] = []
+    inc: list[BudgetItem] = []
+    pairs = seed.pairs
+    own = seed.own_id
+    for at in range(0, len(pairs), 4):
+        item = pairs[at:at + 4]
+        tier = TIER_OF.get(item[2][2], TIER_CITES)
+        if tier == TIER_LINKS:
+            links.append(item)
+            (out if item[2][0] == own else inc).append(item)
+        else:
+            fixed[tier].append(item)
+    return BudgetPlan(tuple(map(tuple, fixed)), tuple(links),
+                      tuple(out), tuple(inc), frozenset(item[0] for item in links),
+                      seed.facts, tuple(_alternate(out, inc)))
+
+
+def _tiers(plan: BudgetPlan, evidence: set[str]) -> Sequence[Sequence[BudgetItem]]:
+    """The seed's items by tier for a pack whose evidence pages are `evidence`: links and
+    facts between them first (TIER_BETWEEN), the rest of its links taken in turn."""
+    between: list[BudgetItem] = []
+    links: Sequence[BudgetItem] = plan.links
+    if not plan.link_ids.isdisjoint(evidence):
+        between = [item for item in plan.all_links if item[0] in evidence]
+        links = _alternate([i for i in plan.out_links if i[0] not in evidence],
+                           [i for i in plan.in_links if i[0] not in evidence])
+    facts: list[BudgetItem] = []
+    for item in plan.facts:
+        if item[3] is not None and all(i in evidence for i in item[0]):
+            between.append(item)
+        else:
+            facts.append(item)
+    tiers: list[Sequence[BudgetItem]] = list(plan.fixed)
+    tiers[TIER_BETWEEN], tiers[TIER_LINKS], tiers[TIER_FACTS] = between, links, facts
     return tiers
 
 
@@ -225,42 +271,49 @@ def budget_seeds(seeds: Sequence[SeedItems], limit: int, size: int) -> Budgeted:
     bytes of JSON: the evidence pages' nodes first, then tier by tier (TIER_*),
     taking the pages' items in turn so the first page cannot use the whole budget. Seeds'
     items are rendered (SeedItems.rendered())."""
+    plans = [seed.plan if seed.plan is not None else budget_plan(seed) for seed in seeds]
     nodes: dict[str, str] = {}
     edges: dict[tuple[str, str, str], str] = {}
     used = EMPTY_GRAPH_BYTES
-    seen_nodes: set[str] = set()
-    seen_edges: set[tuple[str, str, str]] = set()
     for seed in seeds:
-        seen_nodes.add(seed.own_id)
         cost = _size(seed.own) + 1
         if seed.own_id not in nodes and len(nodes) < limit and used + cost <= size:
             nodes[seed.own_id] = seed.own
             used += cost
-    evidence = {seed.own_id for seed in seeds}
-    per_seed = []
+    # What the neighbourhood holds, cut seeds included: `omitted` is the rest.
+    seen_nodes: set[str] = set()
+    seen_edges: set[tuple[str, str, str]] = set()
     for seed in seeds:
-        tiers = _tiers(seed, evidence)
-        if seed.own_id in nodes:
-            per_seed.append(tiers)
-            continue
-        for ids, _, key, _ in (item for tier in tiers for item in tier):  # cut: only counted
+        seen_nodes.add(seed.own_id)
+        seen_nodes.update(seed.pairs[::4])
+        seen_edges.update(seed.pairs[2::4])
+        for ids, _, key, _ in seed.facts:
             seen_nodes.update(ids)
             if key is not None:
                 seen_edges.add(key)
+    evidence = {seed.own_id for seed in seeds}
+    per_seed = [_tiers(plan, evidence) for seed, plan in zip(seeds, plans, strict=True)
+                if seed.own_id in nodes]
     for tier in range(TIER_HEADINGS + 1):
+        if size - used < SMALLEST_ITEM:
+            break  # full
         queues = [tiers[tier] for tiers in per_seed]
         for position in range(max((len(q) for q in queues), default=0)):
+            if size - used < SMALLEST_ITEM:
+                break
             for queue in queues:
                 if position >= len(queue):
                     continue
                 ids, node_json, key, meta = queue[position]
-                seen_nodes.update(ids)
-                if key is not None:
-                    seen_edges.add(key)
-                if size - used < SMALLEST_ITEM:
-                    continue  # full: the rest is only counted
-                new = [(i, n) for i, n in zip(ids, node_json, strict=True) if i not in nodes]
-                cost = sum(_size(n) + 1 for _, n in new)
+                if isinstance(ids, str):  # one node
+                    if ids in nodes:
+                        new: Sequence[tuple[str, str]] = ()
+                        cost = 0
+                    else:
+                        new, cost = ((ids, node_json),), _size(node_json) + 1
+                else:
+                    new = [(i, n) for i, n in zip(ids, node_json, strict=True) if i not in nodes]
+                    cost = sum(_size(n) + 1 for _, n in new)
                 if used + cost > size or len(nodes) + len(new) > limit:
                     continue
                 if key is not None and key not in edges:
@@ -273,6 +326,8 @@ def budget_seeds(seeds: Sequence[SeedItems], limit: int, size: int) -> Budgeted:
                 if key is not None:
                     edges.setdefault(key, meta)
                 used += cost
+                if size - used < SMALLEST_ITEM:
+                    break
     return Budgeted(list(nodes.values()), edges, len(seen_nodes) - len(nodes),
                     len(seen_edges) - len(edges))
 

@@ -34,6 +34,7 @@ def page_handle(source_id: str, page_id: str) -> str:
     return f"{SCHEME}{_encode(source_id)}{PAGES}{_encode(page_id)}"
 
 
+@lru_cache(maxsize=8192)
 def section_handle(source_id: str, page_id: str, anchor: str) -> str:
     """A section's handle; the page's when `anchor` is empty."""
     base = page_handle(source_id, page_id)

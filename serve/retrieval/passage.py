@@ -1,5 +1,9 @@
 """Evidence at the grain of a section: which section of a page matched a query, where it is
-in the file, which of the page's fields matched, and the passage around the matched terms."""
+in the file, which of the page's fields matched, and the passage around the matched terms.
+
+An item is compact on the wire (docs/evidence.md): its `section` is the handle and heading
+path (the anchor is the handle's fragment), and its `passage` is left out when the `snippet`
+it is sent with already holds it (without_repeated_passage())."""
 
 from __future__ import annotations
 
@@ -18,6 +22,17 @@ LEAD_CHARS = 60  # how much text before the first matched term a passage keeps
 MAX_POSITIONS = 48  # matched-term positions a passage window is chosen among
 MAX_KEPT = 4096  # pages whose outline and section offsets are kept
 FIELD_ORDER = ("title", "heading", "body", "tag", "path", "alias")
+ITEM_KEYS = ("section", "origin", "matched_fields", "passage")  # what locate() adds
+CUT = "..."  # how a passage or snippet cut short ends
+
+
+@lru_cache(maxsize=MAX_KEPT)
+def _lowered_fields(title: str, headings: tuple[str, ...], tags: tuple[str, ...], path: str,
+                    aliases: tuple[str, ...]) -> tuple[str, str, str, str, str]:
+    """A page's fields but the body, lower-cased, in FIELD_ORDER (made once per page: the
+    strings cache their hashes, so the key costs little)."""
+    return (title.lower(), "\n".join(headings).lower(), "\n".join(tags).lower(), path.lower(),
+            "\n".join(aliases).lower())
 
 
 def matched_fields(page: Page, needles: Sequence[str], lowered_text: str) -> list[str]:
@@ -25,15 +40,11 @@ def matched_fields(page: Page, needles: Sequence[str], lowered_text: str) -> lis
     literal phrase), in FIELD_ORDER; `lowered_text`: the body, lower-cased."""
     if not needles:
         return []
-    fields = {
-        "title": page.title.lower(),
-        "heading": "\n".join(page.headings).lower(),
-        "body": lowered_text,
-        "tag": "\n".join(page.tags).lower(),
-        "path": page.path.lower(),
-        "alias": "\n".join(page_aliases(page)).lower(),
-    }
-    return [name for name in FIELD_ORDER if any(n in fields[name] for n in needles)]
+    title, heading, tag, path, alias = _lowered_fields(page.title, page.headings, page.tags,
+                                                       page.path, page_aliases(page))
+    fields = (title, heading, lowered_text, tag, path, alias)
+    return [name for name, text in zip(FIELD_ORDER, fields, strict=True)
+            if any(n in text for n in needles)]
 
 
 @lru_cache(maxsize=MAX_KEPT)
@@ -137,7 +148,7 @@ def passage(text: str, needles: Sequence[str], size: int, lowered: str | None = 
     window = collapse(text[start:start + size * 2 + 64])
     if len(window) <= size:
         return window
-    return window[: size - 1].rstrip() + "..."
+    return window[: size - 1].rstrip() + CUT
 
 
 def file_path(page_root: str, page_path: str) -> str:
@@ -147,12 +158,15 @@ def file_path(page_root: str, page_path: str) -> str:
 
 
 def locate(page: Page, needles: Sequence[str], size: int, *, source_id: str, bundle_id: str,
-           page_root: str = "", text: str | None = None) -> dict[str, Any]:
-    """The keys an evidence item adds for its page: `section`, `origin`, `matched_fields` and
-    `passage` (needles: lower-case query terms, or one case-folded literal phrase)."""
+           page_root: str = "", text: str | None = None, lowered: str | None = None) -> dict[str, Any]:
+    """The keys an evidence item adds for its page (ITEM_KEYS: `section`, `origin`,
+    `matched_fields` and `passage`); needles: lower-case query terms, or one case-folded
+    literal phrase; `text` and `lowered`: the page's text and text.lower(), when the caller
+    has them."""
     body = page.text if text is None else text
     table = page.section_table
-    lowered = body.lower()
+    if lowered is None:
+        lowered = body.lower()
     if len(lowered) != len(body):  # lower-casing changed lengths: offsets would drift
         lowered = body
     sections, heads = _outline(table)
@@ -164,9 +178,20 @@ def locate(page: Page, needles: Sequence[str], size: int, *, source_id: str, bun
         chosen, start, end = S.page_span(table), 0, len(body)
     return {
         "section": {"handle": section_handle(source_id, page.id, chosen.anchor),
-                    "heading_path": chosen.path_text, "anchor": chosen.anchor},
+                    "heading_path": chosen.path_text},
         "origin": {"path": file_path(page_root, page.path), "line_start": chosen.line_start,
                    "line_end": chosen.line_end, "sha256": chosen.sha256, "bundle_id": bundle_id},
         "matched_fields": matched_fields(page, needles, lowered),
         "passage": passage(body[start:end], needles, size, lowered[start:end]),
     }
+
+
+def without_repeated_passage(item: dict[str, Any]) -> dict[str, Any]:
+    """The item without its `passage` when its `snippet` holds it word for word (the
+    passage, less the `...` of a cut one, is part of the snippet): most passages of a page's
+    first sections are, and an agent reads them there. An item without a snippet (`fields`
+    leaving it out) keeps its passage."""
+    text, snippet = item.get("passage"), item.get("snippet")
+    if text is None or snippet is None or text.removesuffix(CUT) not in snippet:
+        return item
+    return {key: value for key, value in item.items() if key != "passage"}

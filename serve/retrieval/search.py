@@ -22,7 +22,7 @@ from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import Hit, LexicalIndex
 from serve.retrieval.literal_bounds import literal_bounds, upper_scores
 from serve.retrieval.pairs import literal_haystack
-from serve.retrieval.passage import locate
+from serve.retrieval.passage import ITEM_KEYS, locate, without_repeated_passage
 from serve.retrieval.question import asked_terms, question_terms
 from serve.retrieval.scoring import ROLE_MULTIPLIER
 from serve.source.page import ROLE_RANK, Page, collapse
@@ -84,14 +84,17 @@ def snippet_size(limit: int | None) -> int:
 
 
 def snippet(page: Page, needles: Sequence[str], limit: int | None, *, literal: str = "",
-            text: str | None = None) -> str:
+            text: str | None = None, lowered: str | None = None) -> str:
     """A window of the page around the first hit, whitespace-collapsed, at most `limit`
-    (`text`: the page's text when the caller has it already)."""
+    (`text`, `lowered`: the page's text and text.lower() when the caller has them already)."""
     size = snippet_size(limit)
     if size == 0:
         return ""
     base = (page.text if text is None else text) or page.summary
-    lowered = base.casefold() if literal else base.lower()
+    if literal:
+        lowered = base.casefold()
+    elif lowered is None or base is not text:
+        lowered = base.lower()
     positions = []
     if literal:
         found = lowered.find(literal)
@@ -124,23 +127,32 @@ def result(page: Page, score: float, route: str, snippet_text: str) -> dict[str,
 
 def section_item(page: Page, score: float, route: str, needles: Sequence[str],
                  snippet_chars: int | None, *, source_id: str, bundle_id: str,
-                 page_root: str = "", literal: str = "") -> dict[str, Any]:
+                 page_root: str = "", literal: str = "",
+                 fields: Sequence[str] | None = None) -> dict[str, Any]:
     """A result with the section it cites: the page fields (the page-level snippet as the
-    contract has it), then section, origin, matched_fields and passage (passage.locate)."""
-    text = page.text  # one decompression for the snippet and the section
+    contract has it), then section, origin, matched_fields and passage (passage.locate).
+    With `fields`, what project_fields() would drop is not made (a snippet left out is "")."""
+    wanted = None if fields is None else set(fields)
+    with_snippet = wanted is None or "snippet" in wanted
+    with_section = wanted is None or not wanted.isdisjoint(ITEM_KEYS)
+    text = page.text if with_snippet or with_section else ""  # one decompression for both
+    lowered = text.lower() if with_section and not literal else None  # and one lower-casing
     item = result(page, score, route, snippet(page, needles, snippet_chars, literal=literal,
-                                              text=text))
-    item.update(locate(page, (literal,) if literal else needles, snippet_size(snippet_chars),
-                       source_id=source_id, bundle_id=bundle_id, page_root=page_root, text=text))
+                                              text=text, lowered=lowered) if with_snippet else "")
+    if with_section:
+        item.update(locate(page, (literal,) if literal else needles, snippet_size(snippet_chars),
+                           source_id=source_id, bundle_id=bundle_id, page_root=page_root,
+                           text=text, lowered=lowered))
     return item
 
 
 def project_fields(item: dict[str, Any], fields: Sequence[str] | None) -> dict[str, Any]:
-    """Keep the requested fields in canonical order; page_id always stays."""
-    if fields is None:
-        return item
-    wanted = set(fields) | {"page_id"}
-    return {k: v for k, v in item.items() if k in wanted}
+    """Keep the requested fields in canonical order; page_id always stays. A passage its
+    snippet holds is left out (passage.without_repeated_passage)."""
+    if fields is not None:
+        wanted = set(fields) | {"page_id"}
+        item = {k: v for k, v in item.items() if k in wanted}
+    return without_repeated_passage(item)
 
 
 def _excluded_paths(projection: Projection, entries: Sequence[str]) -> set[str]:
@@ -184,10 +196,12 @@ class Searcher:
         return self.projection.visible_pages(include_drafts)
 
     def item(self, page: Page, score: float, route: str, needles: Sequence[str],
-             snippet_chars: int | None, literal: str = "") -> dict[str, Any]:
+             snippet_chars: int | None, literal: str = "",
+             fields: Sequence[str] | None = None) -> dict[str, Any]:
         p = self.projection
         return section_item(page, score, route, needles, snippet_chars, source_id=p.source_id,
-                            bundle_id=p.bundle_id, page_root=p.layout.page_root, literal=literal)
+                            bundle_id=p.bundle_id, page_root=p.layout.page_root, literal=literal,
+                            fields=fields)
 
     def overview(self, req: SearchRequest, route: str = "overview") -> list[dict[str, Any]]:
         pages = self.projection.ordered(req.include_drafts)
@@ -197,7 +211,7 @@ class Searcher:
             if page.path in excluded:
                 continue
             score = round(1.0 - 0.01 * len(items), 4)
-            items.append(self.item(page, score, route, (), req.snippet_chars))
+            items.append(self.item(page, score, route, (), req.snippet_chars, fields=req.fields))
             if len(items) >= req.limit:
                 break
         return items
@@ -215,7 +229,8 @@ class Searcher:
 
     def lexical(self, query: str, req: SearchRequest) -> list[dict[str, Any]]:
         hits, needles = self._lexical_hits(query, req)
-        return [self.item(h.page, round(h.score, 4), "search", needles, req.snippet_chars)
+        return [self.item(h.page, round(h.score, 4), "search", needles, req.snippet_chars,
+                          fields=req.fields)
                 for h in hits]
 
     def _lexical_hits(self, query: str, req: SearchRequest) -> tuple[list[Hit], list[str]]:
@@ -259,7 +274,7 @@ class Searcher:
         order = sorted(fused, key=lambda p: (-fused[p], primary.get(p, 1_000_000), best_rank[p],
                                              ROLE_RANK.get(first_of[p][0].page.role, 3), p))
         return [self.item(first_of[p][0].page, round(fused[p], 6), "search", first_of[p][1],
-                          req.snippet_chars)
+                          req.snippet_chars, fields=req.fields)
                 for p in order[: req.limit]]
 
     def literal(self, req: SearchRequest) -> list[dict[str, Any]]:
@@ -313,12 +328,13 @@ class Searcher:
                 floor = round(hits[-1].score, 4)
         hits.sort(key=_literal_order)
         return [self.item(h.page, round(h.score, 4), "literal", (), req.snippet_chars,
-                          literal=needle)
+                          literal=needle, fields=req.fields)
                 for h in hits[: req.limit]]
 
     def orientation(self, req: SearchRequest) -> list[dict[str, Any]]:
         """Entry pages (hot, index, overview, quickstart) for navigation: at most three,
-        never evidence by themselves."""
+        never evidence by themselves, so with the reference's keys only (no section: the
+        same in every pack, and not what the question matched)."""
         # The same for every query: made once per snapshot and snippet size (a few sizes
         # at most), then copied (a caller may change what it is given).
         memo = self.projection.caches.results
@@ -326,14 +342,12 @@ class Searcher:
         items: list[dict[str, Any]] | None = memo.get(key)
         if items is None:
             hubs = self.projection.entry_pages(req.include_drafts)
-            items = [self.item(page, round(1.0 - 0.01 * i, 4), "orientation", (),
-                               req.snippet_chars)
+            items = [result(page, round(1.0 - 0.01 * i, 4), "orientation",
+                            snippet(page, (), req.snippet_chars))
                      for i, page in enumerate(hubs[:3])]
             if len(memo) < MEMO_ENTRIES:
                 memo[key] = items
-        return [{**item, "source_refs": list(item["source_refs"]), "section": dict(item["section"]),
-                 "origin": dict(item["origin"]), "matched_fields": list(item["matched_fields"])}
-                for item in items]
+        return [{**item, "source_refs": list(item["source_refs"])} for item in items]
 
     def context(self, req: SearchRequest, *, graph_limit: int) -> dict[str, Any]:
         """The context pack: orientation, ranked evidence, limitations, the graph around

@@ -58,8 +58,6 @@ def test_questions_the_evidence_covers_stay_answerable(served: Service, question
     assert size <= PACK_CEILING
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16: items with their section fields make the median "
-                   "pack about 17.9 KB; a compact item is to come")
 def test_the_median_pack_of_the_judged_questions_fits_the_target(served: Service) -> None:
     judged = [json.loads(line) for line in JUDGED.read_text(encoding="utf-8").splitlines() if line.strip()]
     questions = [j["query"] for j in judged if j["folder"] == "sample-wiki"]

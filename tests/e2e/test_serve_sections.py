@@ -84,7 +84,7 @@ def mcp_tool(base: str, path: str, name: str, arguments: dict[str, Any]) -> Any:
 
 
 def cited(items: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    return [tuple(json.dumps(item[key], sort_keys=True) for key in SECTION_KEYS) for item in items]
+    return [tuple(json.dumps(item.get(key), sort_keys=True) for key in SECTION_KEYS) for item in items]
 
 
 def file_lines(root: Path, origin: dict[str, Any]) -> bytes:
@@ -99,14 +99,23 @@ def test_every_protocol_cites_the_same_lines(served: Service, stdio: Any, wiki: 
     pack = answer.json()
     evidence = pack["evidence"]
     assert evidence and pack["evidence"][0]["page_id"] == "runbooks/rollback"
-    for item in evidence:
+    # Without the snippet, every item gives its passage; with it, a passage the snippet
+    # holds is left out.
+    bare = post_json(served.url, "/query", {"query": QUESTION, "fields": ["origin", "passage"]})
+    passages = [item["passage"] for item in bare.json()["evidence"]]
+    assert len(passages) == len(evidence)
+    for item, passage in zip(evidence, passages, strict=True):
         origin = item["origin"]
         chunk = file_lines(wiki, origin)
         assert hashlib.sha256(chunk).hexdigest() == origin["sha256"]
         text = chunk.decode()
-        assert all(word.removesuffix("...") in text for word in item["passage"].split())
+        assert all(word.removesuffix("...") in text for word in passage.split())
+        held = passage.removesuffix("...") in item["snippet"]
+        assert item.get("passage") == (None if held else passage)
+        assert list(item["section"]) == ["handle", "heading_path"]
         assert item["snippet"] and set(item["matched_fields"]) <= {
             "title", "heading", "body", "tag", "path", "alias"}
+    assert any("passage" not in item for item in evidence)  # the rollback page's first section
     expected = cited(evidence)
     assert cited(mcp_tool(served.url, "/mcp", "llmwiki_context", {"query": QUESTION})["evidence"]) == expected
     assert cited(mcp_tool(served.url, "/mcp/stream", "llmwiki_context",

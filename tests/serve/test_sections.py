@@ -1,7 +1,8 @@
 """Sections cite the file to the line: for every evidence item of every judged query over
 every fixture shape, the file's lines line_start..line_end hold the item's passage and hash to
-its sha256; handles resolve to the same lines; odd files (CRLF, BOM, bytes not UTF-8, headings
-in fences) are counted as they are on disk."""
+its sha256 (a passage the item leaves out is in its snippet); handles resolve to the same
+lines; odd files (CRLF, BOM, bytes not UTF-8, headings in fences) are counted as they are on
+disk."""
 
 from __future__ import annotations
 
@@ -48,19 +49,31 @@ def passage_words(passage: str) -> list[str]:
     return [w for w in words if w]
 
 
-def check_item(root: Path, item: dict[str, Any], bundle_id: str) -> None:
+REFERENCE_ITEM_KEYS = ["page_id", "title", "path", "score", "snippet", "role", "source_refs", "route"]
+# Every key but the snippet: the passage is then always there.
+NO_SNIPPET = ("title", "path", "score", "role", "source_refs", "route", "section", "origin",
+              "matched_fields", "passage")
+
+
+def check_item(root: Path, item: dict[str, Any], bundle_id: str, passage: str) -> None:
+    """`passage`: the item's passage as a request without the snippet gets it."""
+    assert list(item) == [*REFERENCE_ITEM_KEYS, "section", "origin", "matched_fields",
+                          *(["passage"] if "passage" in item else [])]
+    if "passage" in item:
+        assert item["passage"] == passage and passage.removesuffix("...") not in item["snippet"]
+    else:  # left out: the snippet holds it
+        assert passage.removesuffix("...") in item["snippet"]
     origin = item["origin"]
     assert origin["path"].endswith(item["path"]) and origin["bundle_id"] == bundle_id
     assert 1 <= origin["line_start"] <= origin["line_end"]
     chunk = file_lines(root, origin)
     assert hashlib.sha256(chunk).hexdigest() == origin["sha256"], (item["path"], origin)
     text = chunk.decode("utf-8", "replace")
-    for word in passage_words(item["passage"]):
+    for word in passage_words(passage):
         assert word in text, (item["path"], origin, word)
     section = item["section"]
+    assert list(section) == ["handle", "heading_path"]
     assert section["handle"].startswith("llmwiki://") and "/pages/" in section["handle"]
-    _, _, fragment = section["handle"].partition("#")
-    assert unquote(fragment) == section["anchor"]
     if section["heading_path"]:  # the section starts at its own heading line
         assert text.lstrip("\ufeff").startswith("#"), (item["path"], text[:80])
     assert set(item["matched_fields"]) <= {"title", "heading", "body", "tag", "path", "alias"}
@@ -87,16 +100,23 @@ def test_every_evidence_item_cites_lines_that_hold_its_passage(folder: str, tmp_
             req = source.request(**body)
             pack = source.context(req)
             found = source.search(req).results
-            for item in [*pack["orientation"], *pack["evidence"], *found]:
-                check_item(root, item, bundle_id)
+            passages = {i["page_id"]: i["passage"]
+                        for i in source.search(source.request(**body, fields=NO_SNIPPET)).results}
+            # Orientation items are the reference's: navigation, not what the question matched.
+            assert all(list(item) == REFERENCE_ITEM_KEYS for item in pack["orientation"])
+            for item in [*pack["evidence"], *found]:
+                check_item(root, item, bundle_id, passages[item["page_id"]])
                 checked += 1
             for item in pack["evidence"][:2]:  # the handle reads back the cited lines
-                read = source.read(item["section"]["handle"])
+                handle = item["section"]["handle"]
+                read = source.read(handle)
                 assert read.outcome == "found", item["section"]
                 payload = read.payload
                 assert isinstance(payload, dict)
                 assert payload["origin"] == item["origin"]
                 assert payload["heading_path"] == item["section"]["heading_path"]
+                assert payload["handle"] == handle
+                assert payload["anchor"] == unquote(handle.partition("#")[2])  # the fragment
                 lines = file_lines(root, payload["origin"]).decode("utf-8", "replace")
                 assert payload["text"].strip() in lines.replace("\r\n", "\n")
         assert checked >= 10, checked  # the folder's queries found evidence to check
@@ -200,21 +220,29 @@ def test_the_passage_is_around_the_matched_terms_of_the_best_section(tmp_path: P
         f"the zanzibar flag lives here\n\n## Rollback\n\nundo it\n", encoding="utf-8")
     source = KnowledgeSource(ServeSettings(root=root, page_cache=False, inotify=False))
     try:
-        [item] = [i for i in source.search(source.request(query="zanzibar flag")).results
+        [item] = [i for i in source.search(source.request(query="zanzibar flag",
+                                                          fields=NO_SNIPPET)).results
                   if i["page_id"] == "guide"]
-        assert item["section"]["heading_path"] == "Guide > Setup"
-        assert item["section"]["anchor"] == "setup"
+        assert item["section"] == {"handle": "llmwiki://home/pages/guide#setup",
+                                   "heading_path": "Guide > Setup"}
         # Around the terms, and within the section (the page-level snippet runs on past it).
         assert "zanzibar flag" in item["passage"] and "Rollback" not in item["passage"]
-        assert "Rollback" in item["snippet"]
+        # With the snippet, which holds that passage, the item leaves the passage out.
+        [whole] = [i for i in source.search(source.request(query="zanzibar flag")).results
+                   if i["page_id"] == "guide"]
+        assert "Rollback" in whole["snippet"] and item["passage"] in whole["snippet"]
+        assert "passage" not in whole and whole == {k: v for k, v in item.items() if k != "passage"} | {
+            "page_id": "guide", "snippet": whole["snippet"]}
         assert len(item["passage"]) <= 280
         assert item["matched_fields"] == ["body"]
         assert (item["origin"]["line_start"], item["origin"]["line_end"]) == (9, 12)
-        [named] = [i for i in source.search(source.request(query="handbook rollback")).results
+        [named] = [i for i in source.search(source.request(query="handbook rollback",
+                                                           fields=NO_SNIPPET)).results
                    if i["page_id"] == "guide"]
         assert named["section"]["heading_path"] == "Guide > Rollback"
         assert named["matched_fields"] == ["heading", "body", "alias"]
-        short = source.search(source.request(query="zanzibar", snippet_chars=40)).results[0]
+        short = source.search(source.request(query="zanzibar", snippet_chars=40,
+                                             fields=NO_SNIPPET)).results[0]
         assert "zanzibar" in short["passage"] and len(short["passage"]) <= 40
     finally:
         source.close()

@@ -41,8 +41,18 @@ PACK_KEYS = ["query", "wiki_title", "description", "adapter", "implementation", 
              "graph", "retrieval_guidance"]
 REFERENCE_ITEM_KEYS = ["page_id", "title", "path", "score", "snippet", "role", "source_refs",
                        "route"]
-# The reference's keys first and in its order, then the section an item cites (ours).
+# The reference's keys first and in its order, then the section an item cites (ours); the
+# passage is left out when the snippet holds it (docs/evidence.md). Orientation items are
+# the reference's.
 ITEM_KEYS = [*REFERENCE_ITEM_KEYS, "section", "origin", "matched_fields", "passage"]
+
+
+def assert_item_keys(item: dict[str, Any]) -> None:
+    if "passage" in item:
+        assert list(item) == ITEM_KEYS
+        assert item["passage"].removesuffix("...") not in item["snippet"]
+    else:
+        assert list(item) == ITEM_KEYS[:-1]
 ROLE_RANK = {"hot": 0, "index": 1, "overview": 2}
 
 SAMPLE_TITLE = "Sample Operations Wiki"
@@ -150,8 +160,11 @@ async def test_query_pack_keys_order_and_models(client: Client) -> None:
     assert pack["answerable"] is True
     assert pack["limitations"] == [WITHHELD_LINE]
     assert 0 < len(pack["evidence"]) <= 8
-    for item in pack["orientation"] + pack["evidence"]:
-        assert list(item) == ITEM_KEYS
+    for item in pack["orientation"]:
+        assert list(item) == REFERENCE_ITEM_KEYS
+        roundtrips(SearchResult, item)
+    for item in pack["evidence"]:
+        assert_item_keys(item)
         roundtrips(SearchResult, item)
     assert {item["route"] for item in pack["evidence"]} == {"search"}
     assert [item["score"] for item in pack["orientation"]] == [1.0, 0.99, 0.98]
@@ -169,7 +182,7 @@ async def test_search_response_shape(client: Client) -> None:
     results = payload["results"]
     assert 0 < len(results) <= 8
     for item in results:
-        assert list(item) == ITEM_KEYS
+        assert_item_keys(item)
         roundtrips(SearchResult, item)
         assert item["route"] == "search"
         assert item["page_id"] in SAMPLE_APPROVED_IDS
@@ -687,34 +700,54 @@ FIELD_CASES = [
     pytest.param("", ["page_id"], id="empty-string"),
     pytest.param(["unknown", "page_id.x"], ["page_id"], id="only-unknown"),
     pytest.param(5, ["page_id"], id="not-a-list"),
-    pytest.param(None, ITEM_KEYS, id="null"),
+    pytest.param(None, None, id="null"),  # every key, as without `fields`
 ]
 
 
 @pytest.mark.parametrize(("fields", "keys"), FIELD_CASES)
-async def test_fields_projection_on_search(client: Client, fields: Any, keys: list[str]) -> None:
+async def test_fields_projection_on_search(client: Client, fields: Any, keys: list[str] | None) -> None:
     full = await search(client, {"query": "release"})
     projected = await search(client, {"query": "release", "fields": fields})
     assert len(projected) == len(full) > 0
     for item, whole in zip(projected, full, strict=True):
-        assert list(item) == keys
-        assert item == {k: whole[k] for k in keys}
+        wanted = list(whole) if keys is None else keys
+        assert list(item) == wanted
+        assert item == {k: whole[k] for k in wanted}
 
 
 @pytest.mark.parametrize(("fields", "keys"), FIELD_CASES)
 async def test_fields_projection_on_query_evidence_and_orientation(
-        client: Client, fields: Any, keys: list[str]) -> None:
+        client: Client, fields: Any, keys: list[str] | None) -> None:
     full = await context(client, {"query": "release"})
     pack = await context(client, {"query": "release", "fields": fields})
     for part in ("orientation", "evidence"):
         assert len(pack[part]) == len(full[part]) > 0
         for item, whole in zip(pack[part], full[part], strict=True):
-            assert list(item) == keys
-            assert item == {k: whole[k] for k in keys}
+            wanted = list(whole) if keys is None else keys
+            assert list(item) == wanted
+            assert item == {k: whole[k] for k in wanted}
     # Top-level keys and the guidance are never projected.
     assert {k: v for k, v in pack.items() if k not in ("orientation", "evidence")} == {
         k: v for k, v in full.items() if k not in ("orientation", "evidence")}
     assert_serve_guidance(pack["retrieval_guidance"])
+
+
+async def test_a_passage_is_left_out_only_beside_a_snippet_that_holds_it(client: Client) -> None:
+    question = "How do we roll back a release?"
+    full = await context(client, {"query": question})
+    alone = await context(client, {"query": question, "fields": ["passage"]})
+    both = await context(client, {"query": question, "fields": ["snippet", "passage"]})
+    assert full["evidence"] and all(list(i) == ["page_id", "passage"] for i in alone["evidence"])
+    held = 0
+    for whole, bare, pair in zip(full["evidence"], alone["evidence"], both["evidence"], strict=True):
+        inside = bare["passage"].removesuffix("...") in whole["snippet"]
+        held += inside
+        assert ("passage" in whole) is (not inside) and ("passage" in pair) is (not inside)
+        if not inside:
+            assert whole["passage"] == pair["passage"] == bare["passage"]
+    assert held > 0  # the sample wiki's first sections sit in their snippets
+    orientation = await context(client, {"query": question, "fields": ["page_id", "origin"]})
+    assert [list(i) for i in orientation["orientation"]] == [["page_id"]] * 3
 
 
 def within_snippet_budget(snippet: str, limit: int) -> bool:
@@ -1057,7 +1090,7 @@ async def test_withheld_pages_do_not_influence_anything_visible(
     # its files, withheld ones included, as it always has: the rest must not differ.
     for pack, client in ((pack_a, a), (pack_b, b)):
         bundle = (await (await client.get("/source-bundle")).json())["bundle_id"]
-        for item in pack["orientation"] + pack["evidence"]:
+        for item in pack["evidence"]:  # orientation items have no origin
             assert item["origin"].pop("bundle_id") == bundle
     for key in PACK_KEYS:
         if key not in ("page_count", "limitations"):

@@ -11,7 +11,7 @@ from serve.graph_view import compact_json
 from serve.retrieval import guidance
 from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import LexicalIndex
-from serve.retrieval.search import MEMO_ENTRIES, Searcher, SearchRequest, section_item
+from serve.retrieval.search import MEMO_ENTRIES, Searcher, SearchRequest, result, snippet
 from tests.support.folders import copy_fixture
 
 
@@ -23,16 +23,12 @@ def test_orientation_is_computed_once_and_handed_out_as_copies(tmp_path: Path) -
         searcher = Searcher(p, LexicalIndex())
         for size in (None, 0, 40, 2000, 5000):
             req = SearchRequest(query="release", snippet_chars=size)
-            fresh = [section_item(page, round(1.0 - 0.01 * i, 4), "orientation", (), size,
-                                  source_id=p.source_id, bundle_id=p.bundle_id)
+            fresh = [result(page, round(1.0 - 0.01 * i, 4), "orientation", snippet(page, (), size))
                      for i, page in enumerate(p.entry_pages(False)[:3])]
             first = searcher.orientation(req)
             assert first == fresh
             first[0]["title"] = "changed"
             first[0]["source_refs"].append("changed")
-            first[0]["section"]["anchor"] = "changed"
-            first[0]["origin"]["line_start"] = -1
-            first[0]["matched_fields"].append("changed")
             assert searcher.orientation(req) == fresh  # the kept items are untouched
         for size in range(3 * MEMO_ENTRIES):  # any number of sizes keeps a bounded memo
             searcher.orientation(SearchRequest(snippet_chars=size))
