@@ -330,17 +330,11 @@ def _absent(value: Any) -> bool:
 
 
 class EvidenceSection(WireModel):
-    """The section of a page an evidence item cites (our addition); its anchor is the
-    handle's fragment (a read of the handle answers it as `anchor`)."""
+    """The section of a page an evidence item cites (our addition)."""
 
     handle: str  # llmwiki://<source_id>/pages/<page_id>#<anchor>; GET /read/{handle} resolves it
     heading_path: str  # "Release Checklist > Rollback"; "" for the text before any heading
-
-
-class SectionEntry(EvidenceSection):
-    """A section as a page handle's read lists it."""
-
-    anchor: str  # GitHub-style heading anchor, unique within the page
+    anchor: str  # GitHub-style heading anchor, unique within the page (the handle's fragment)
 
 
 class EvidenceOrigin(WireModel):
@@ -395,7 +389,7 @@ class SectionRead(WireModel):
     origin: EvidenceOrigin
     neighbours: SectionNeighbours
     # A page handle's read lists the page's sections, in document order.
-    sections: list[SectionEntry] | None = Field(default=None, exclude_if=_absent)
+    sections: list[EvidenceSection] | None = Field(default=None, exclude_if=_absent)
 
 
 class SearchResponse(WireModel):

@@ -1,9 +1,8 @@
 """Evidence at the grain of a section: which section of a page matched a query, where it is
 in the file, which of the page's fields matched, and the passage around the matched terms.
 
-An item is compact on the wire (docs/evidence.md): its `section` is the handle and heading
-path (the anchor is the handle's fragment), and its `passage` is left out when the `snippet`
-it is sent with already holds it (without_repeated_passage())."""
+An item is compact on the wire (docs/evidence.md): its `passage` is left out when the
+`snippet` it is sent with already holds it (without_repeated_passage())."""
 
 from __future__ import annotations
 
@@ -178,7 +177,7 @@ def locate(page: Page, needles: Sequence[str], size: int, *, source_id: str, bun
         chosen, start, end = S.page_span(table), 0, len(body)
     return {
         "section": {"handle": section_handle(source_id, page.id, chosen.anchor),
-                    "heading_path": chosen.path_text},
+                    "heading_path": chosen.path_text, "anchor": chosen.anchor},
         "origin": {"path": file_path(page_root, page.path), "line_start": chosen.line_start,
                    "line_end": chosen.line_end, "sha256": chosen.sha256, "bundle_id": bundle_id},
         "matched_fields": matched_fields(page, needles, lowered),

@@ -30,6 +30,9 @@ PATH_SEPARATOR = " > "
 CLOSING_HASHES_RE = re.compile(r"[ \t]+#+$")
 # GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens.
 ANCHOR_DROP_RE = re.compile(r"[^\w\- ]")
+# An explicit heading id at the end of the line: `{#id}` (Pandoc, kramdown, Docusaurus, Hugo)
+# or MDX's `{/*id*/}` (the React docs); it is the anchor and not part of the heading's text.
+HEADING_ID_RE = re.compile(r"[ \t]+\{(?:#([\w.:-]+)|/\*([\w.:-]+)\*/)\}$")
 
 
 class Section(NamedTuple):
@@ -126,10 +129,10 @@ def rehash(table: tuple[Any, ...], data: bytes) -> tuple[Any, ...]:
     return _pack(out)
 
 
-def anchor_of(heading: str, used: set[str]) -> str:
-    """A heading's anchor as GitHub writes it, made unique with -1, -2, ... suffixes."""
-    base = ANCHOR_DROP_RE.sub("", unicodedata.normalize("NFC", heading).lower()).replace(" ", "-")
-    base = base or "section"
+def anchor_of(heading: str, used: set[str], explicit: str = "") -> str:
+    """A heading's anchor: its explicit id when it has one, else as GitHub writes it; made
+    unique with -1, -2, ... suffixes."""
+    base = explicit or _github_anchor(heading) or "section"
     anchor, n = base, 0
     while anchor in used:
         n += 1
@@ -138,9 +141,18 @@ def anchor_of(heading: str, used: set[str]) -> str:
     return anchor
 
 
-def heading_text(heading: str) -> str:
-    """A heading without its closing '#'s (CommonMark: only after a space or tab)."""
-    return CLOSING_HASHES_RE.sub("", heading)
+def _github_anchor(heading: str) -> str:
+    return ANCHOR_DROP_RE.sub("", unicodedata.normalize("NFC", heading).lower()).replace(" ", "-")
+
+
+def heading_text(heading: str) -> tuple[str, str]:
+    """A heading without its closing '#'s (CommonMark: only after a space or tab) and its
+    explicit id, and that id ("" when it has none)."""
+    heading = CLOSING_HASHES_RE.sub("", heading)
+    found = HEADING_ID_RE.search(heading)
+    if found is None:
+        return heading, ""
+    return heading[:found.start()], found.group(1) or found.group(2)
 
 
 def page_span(table: tuple[Any, ...], position: int = -1) -> Section:
@@ -163,12 +175,12 @@ def sections_of(table: tuple[Any, ...]) -> list[Section]:
             preamble_at = position
             found.append(Section(position, "", 0, first, last, digest.hex(), "", ()))
             continue
-        heading = heading_text(heading)
+        heading, explicit = heading_text(heading)
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, heading))
         found.append(Section(position, heading, level, first, last, digest.hex(),
-                             anchor_of(heading, used), tuple(h for _, h in stack)))
+                             anchor_of(heading, used, explicit), tuple(h for _, h in stack)))
     if preamble_at >= 0:  # named after the headings, so theirs stay GitHub's
         found[preamble_at] = found[preamble_at]._replace(anchor=anchor_of(PREAMBLE_ANCHOR, used))
     return found

@@ -112,7 +112,7 @@ def test_every_protocol_cites_the_same_lines(served: Service, stdio: Any, wiki: 
         assert all(word.removesuffix("...") in text for word in passage.split())
         held = passage.removesuffix("...") in item["snippet"]
         assert item.get("passage") == (None if held else passage)
-        assert list(item["section"]) == ["handle", "heading_path"]
+        assert list(item["section"]) == ["handle", "heading_path", "anchor"]
         assert item["snippet"] and set(item["matched_fields"]) <= {
             "title", "heading", "body", "tag", "path", "alias"}
     assert any("passage" not in item for item in evidence)  # the rollback page's first section

@@ -72,8 +72,10 @@ def check_item(root: Path, item: dict[str, Any], bundle_id: str, passage: str) -
     for word in passage_words(passage):
         assert word in text, (item["path"], origin, word)
     section = item["section"]
-    assert list(section) == ["handle", "heading_path"]
+    assert list(section) == ["handle", "heading_path", "anchor"]
     assert section["handle"].startswith("llmwiki://") and "/pages/" in section["handle"]
+    _, _, fragment = section["handle"].partition("#")
+    assert unquote(fragment) == section["anchor"]
     if section["heading_path"]:  # the section starts at its own heading line
         assert text.lstrip("\ufeff").startswith("#"), (item["path"], text[:80])
     assert set(item["matched_fields"]) <= {"title", "heading", "body", "tag", "path", "alias"}
@@ -176,6 +178,18 @@ def test_heading_paths_anchors_and_fences() -> None:
         ("", "preamble", 0), ("One", "one", 1), ("One > Two", "two", 2)]
 
 
+def test_an_explicit_heading_id_is_the_anchor_and_not_the_heading() -> None:
+    text = ("# Guide {#start}\n\n## Naming event handlers {/*naming-event-handler-props*/}\n\n"
+            "## Again {#start}\n\n## Not an id{#glued}\n\n## Braces {#}\n")
+    page = parse_page(text, "guide.md", ParseOptions())
+    assert [(s.path_text, s.anchor) for s in S.sections_of(page.section_table)] == [
+        ("Guide", "start"),
+        ("Guide > Naming event handlers", "naming-event-handler-props"),
+        ("Guide > Again", "start-1"),  # still unique within the page
+        ("Guide > Not an id{#glued}", "not-an-idglued"),  # an id follows a space or tab
+        ("Guide > Braces {#}", "braces-")]
+
+
 def test_handles_of_withheld_or_unknown_sections_answer_like_pages(tmp_path: Path) -> None:
     root = copy_fixture("sample-wiki", tmp_path / "wiki")
     source = KnowledgeSource(ServeSettings(root=root, page_cache=False, inotify=False))
@@ -224,7 +238,7 @@ def test_the_passage_is_around_the_matched_terms_of_the_best_section(tmp_path: P
                                                           fields=NO_SNIPPET)).results
                   if i["page_id"] == "guide"]
         assert item["section"] == {"handle": "llmwiki://home/pages/guide#setup",
-                                   "heading_path": "Guide > Setup"}
+                                   "heading_path": "Guide > Setup", "anchor": "setup"}
         # Around the terms, and within the section (the page-level snippet runs on past it).
         assert "zanzibar flag" in item["passage"] and "Rollback" not in item["passage"]
         # With the snippet, which holds that passage, the item leaves the passage out.
