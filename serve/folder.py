@@ -544,9 +544,9 @@ class FolderMirror:
                     lines[rel] = f"{rel}\tfile\t{records[rel].stat.size}\t{records[rel].digest}"
             self._line_changes = set()
         if self._lines is None:
-            order = records if self.in_walk_order else sorted(records, key=walk_order_key)
+            walk = records if self.in_walk_order else sorted(records, key=walk_order_key)
             self._lines = {rel: f"{rel}\tfile\t{records[rel].stat.size}\t{records[rel].digest}"
-                           for rel in order}
+                           for rel in walk}
             self._order = None
             self._line_changes = set()
         elif self.dirty:

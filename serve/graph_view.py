@@ -197,14 +197,14 @@ class IndexedView(GraphView):
         self._built: tuple[list[Node], list[Edge]] | None = None
         self._memo: dict[str, Node | None] = {}
 
-    @property  # type: ignore[override]
-    def nodes(self) -> list[Node]:
+    @property
+    def nodes(self) -> list[Node]:  # type: ignore[override]
         if self._built is None:
             self._built = self._lists()
         return self._built[0]
 
-    @property  # type: ignore[override]
-    def edges(self) -> list[Edge]:
+    @property
+    def edges(self) -> list[Edge]:  # type: ignore[override]
         if self._built is None:
             self._built = self._lists()
         return self._built[1]
@@ -241,16 +241,14 @@ class IndexedView(GraphView):
         raise NotImplementedError
 
     def node(self, nid: str) -> Node | None:
-        found = self._memo.get(nid, _UNSEEN)
-        if found is _UNSEEN:
-            found = self._memo[nid] = self._node(nid)
-        return found  # type: ignore[return-value]
+        if nid not in self._memo:
+            self._memo[nid] = self._node(nid)
+        return self._memo[nid]
 
     def _node(self, nid: str) -> Node | None:
         raise NotImplementedError
 
 
-_UNSEEN: Any = object()
 
 
 class FullView(IndexedView):

@@ -109,12 +109,12 @@ def page_segment(page: Page, fragment: Fragment, lookup: Mapping[str, Page]) -> 
             g.edge(pid, nid, relation, edge_meta)
         elif (pid, nid, relation) not in g.edges:
             g.edges[(pid, nid, relation)] = Edge(pid, nid, relation, None)
-    for target_id, node in edge_parts(page, fragment, lookup):
-        if node is None:
+    for target_id, target in edge_parts(page, fragment, lookup):
+        if target is None:
             g.edge(pid, target_id, "links_to", None)
         else:
-            g.node(node)
-            g.edge(pid, node.id, "links_to", UNRESOLVED_LINK)
+            g.node(target)
+            g.edge(pid, target.id, "links_to", UNRESOLVED_LINK)
     edges = tuple(g.edges.values())
     by_target: dict[str, list[Edge]] = {}
     for edge in edges:
@@ -340,7 +340,8 @@ class LinkIndex:
         return found
 
     def first_visible(self, nid: str, visible: Callable[[str], bool]) -> str | None:
-        for path in self.refs.get(nid, ()):
+        paths: tuple[str, ...] = self.refs.get(nid, ())
+        for path in paths:
             if visible(path):
                 return path
         return None

@@ -279,9 +279,9 @@ class Projection:
         for page, fragment in added:
             if page.path in self.position and page.path not in gone:
                 return None  # a path both kept and added: not a change set this can apply
-            index = self.by_key.get(page.id)
-            if page.id in ids or (index is not None and self.pages[index].id == page.id
-                                  and self.pages[index].path not in gone):
+            held = self.by_key.get(page.id)
+            if page.id in ids or (held is not None and self.pages[held].id == page.id
+                                  and self.pages[held].path not in gone):
                 return None  # two pages would share an id: the graph's dedupe needs every page
             ids.add(page.id)
             if (role := layout.role_of(page.path)) != page.role:
