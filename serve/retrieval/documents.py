@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 from collections.abc import Sequence
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from serve.retrieval.analyzer import analyze
 from serve.retrieval.pairs import literal_haystack
-from serve.retrieval.pairs import signatures as pair_signatures
+from serve.retrieval.pairs import signature_columns
 from serve.source.page import Page
 from serve.workers import cpu_count, die_with_parent, fork_pool
 
@@ -18,7 +19,7 @@ from serve.workers import cpu_count, die_with_parent, fork_pool
 TITLE_COPIES = 2
 FIELD_COPIES = 1
 LEAD_COPIES = 2
-SIGNATURE_BATCH = 512  # pages whose pair signatures are computed in one numpy pass
+SIGNATURE_BATCH = 512  # pages whose pair signatures are computed in one numpy pass (8 | it)
 PARALLEL_BULK_MIN = 2000
 
 
@@ -33,7 +34,7 @@ def page_terms(page: Page, text: str | None = None) -> list[str]:
 
 
 # A slice of pages analysed: its local vocabulary, per-posting term ids and frequencies,
-# per-document posting counts and lengths, and pair signatures.
+# per-document posting counts and lengths, and pair signatures (signature_columns' layout).
 Slice = tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
@@ -52,7 +53,7 @@ def analyse_range(pages: Sequence[Page], bounds: tuple[int, int]) -> Slice:
         counts = Counter(page_terms(page, text))
         haystacks.append(literal_haystack(page, text))
         if len(haystacks) >= SIGNATURE_BATCH:
-            signatures.append(pair_signatures(haystacks))
+            signatures.append(signature_columns(haystacks))
             haystacks = []
         term_ids.extend(vocab.setdefault(term, len(vocab)) for term in counts)
         tfs.extend(counts.values())
@@ -61,7 +62,7 @@ def analyse_range(pages: Sequence[Page], bounds: tuple[int, int]) -> Slice:
     return (list(vocab), np.array(term_ids, dtype=np.int32),
             np.minimum(np.array(tfs, dtype=np.int64), 65535).astype(np.uint16),
             np.array(doc_terms, dtype=np.int64), np.array(doc_lengths, dtype=np.int64),
-            np.concatenate([*signatures, pair_signatures(haystacks)]))
+            np.concatenate([*signatures, signature_columns(haystacks)], axis=1))
 
 
 # Set in each analysis worker by its initializer: the pages, inherited through fork (never
@@ -70,7 +71,10 @@ _worker_pages: Sequence[Page] = ()
 
 
 def _start_worker(parent: int, pages: Sequence[Page]) -> None:
+    """As a parse worker starts (serve/parse_pool.py): what the analysis builds is acyclic, and
+    a collection would traverse the parent's whole heap, forked with it, copying its pages."""
     global _worker_pages
+    gc.disable()
     die_with_parent(parent)
     _worker_pages = pages
 
@@ -84,7 +88,8 @@ def analyse_slices(pages: Sequence[Page]) -> list[Slice]:
     workers = cpu_count()
     if len(pages) < PARALLEL_BULK_MIN or workers < 2:
         return [analyse_range(pages, (0, len(pages)))]
-    step = -(-len(pages) // workers)
+    # Each slice but the last holds whole bytes of signature columns: they are appended as is.
+    step = -(-len(pages) // workers // 8) * 8
     bounds = [(i, min(len(pages), i + step)) for i in range(0, len(pages), step)]
     with fork_pool(workers, _start_worker, pages) as pool:
         return list(pool.map(_analyse_in_worker, bounds))

@@ -161,9 +161,10 @@ class LexicalIndex:
         tf_parts: list[np.ndarray] = []
         lengths: list[np.ndarray] = []
         slices.reverse()
+        self.pair_signatures.reserve(len(pages))
         while slices:
             local_vocab, term_ids, tfs, doc_terms, doc_lengths, signatures = slices.pop()
-            self.pair_signatures.extend(signatures)
+            self.pair_signatures.extend_columns(signatures, len(doc_lengths))
             mapping = np.array([vocab.setdefault(t, len(vocab)) for t in local_vocab], dtype=np.int32)
             term_parts.append(mapping[term_ids] if len(term_ids) else term_ids)
             tf_parts.append(tfs)
