@@ -30,7 +30,7 @@ from serve.source.page import Page
 log = structlog.get_logger("llmwiki.serve.cache")
 
 # Bump when what the index holds for a page changes (analysis, fields, signatures).
-INDEX_FORMAT = 2  # 2: the link views after the arrays
+INDEX_FORMAT = 3  # 3: SHA-1 section checksums (page_cache); 2: the link views after the arrays
 ARRAYS = ("indptr", "main_docs", "main_tfs", "df_all", "df_approved", "doc_len", "pair_columns")
 DTYPES = frozenset({"int64", "int32", "uint16", "uint8", "float32"})
 TERM_SEPARATOR = "\0"  # never part of an analysed term (see save)

@@ -150,6 +150,26 @@ class LexicalIndex:
             self.len_approved += length
         return doc
 
+    def _documents(self, pages: Sequence[Page], lengths: Sequence[float]) -> None:
+        """_document of each page in turn, with list and array operations instead of a call
+        per page (a bulk build and its restore add 20,000s): the same sums in the same order."""
+        first = len(self.pages)
+        approved = bytes(1 if page.approved else 0 for page in pages)
+        self.pages.extend(pages)
+        self.doc_len.extend(lengths)
+        self.alive.extend(b"\1" * len(pages))
+        self.approved.extend(approved)
+        self.role_mult.extend([ROLE_MULTIPLIER.get(page.role, 1.0) for page in pages])
+        self.by_path.update(zip([page.path for page in pages], range(first, first + len(pages))))
+        len_all, len_approved = self.len_all, self.len_approved
+        for length, ok in zip(lengths, approved):
+            len_all += length
+            if ok:
+                len_approved += length
+        self.len_all, self.len_approved = len_all, len_approved
+        self.n_all += len(pages)
+        self.n_approved += approved.count(1)
+
     def _bulk(self, pages: Sequence[Page]) -> None:
         """Index many pages at once into the main segment. Analysis runs in forked worker
         processes when there are many pages: it is CPU-bound, and the temporary objects
@@ -169,8 +189,9 @@ class LexicalIndex:
             term_parts.append(mapping[term_ids] if len(term_ids) else term_ids)
             tf_parts.append(tfs)
             lengths.append(doc_terms)
-            for page, length in zip(pages[len(self.pages):], doc_lengths.tolist(), strict=False):
-                self._document(page, float(length))
+            start = len(self.pages)
+            self._documents(pages[start: start + len(doc_lengths)],
+                            [float(length) for length in doc_lengths.tolist()])
             del local_vocab, term_ids, tfs, signatures, mapping
         all_terms = np.concatenate(term_parts) if term_parts else np.zeros(0, np.int32)
         del term_parts
@@ -293,8 +314,7 @@ class LexicalIndex:
         index.df_approved = np.zeros(capacity, np.int32)
         index.df_all[:size] = arrays["df_all"]
         index.df_approved[:size] = arrays["df_approved"]
-        for page, length in zip(pages, doc_len.tolist(), strict=True):
-            index._document(page, float(length))  # the same sums, in the same order, as _bulk
+        index._documents(pages, doc_len.tolist())  # the same sums, in the same order, as _bulk
         signatures = index.pair_signatures
         width = columns.shape[1]
         signatures.columns = np.zeros((SIGNATURE_BITS, width + width // 16 + 8), dtype=np.uint8)
