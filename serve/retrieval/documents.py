@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 
 from serve.retrieval.analyzer import analyze
-from serve.retrieval.pairs import literal_haystack
-from serve.retrieval.pairs import signature_columns
+from serve.retrieval.pairs import literal_haystack, signature_columns
 from serve.source.page import Page
 from serve.workers import cpu_count, die_with_parent, fork_pool
 
@@ -31,6 +31,16 @@ def page_terms(page: Page, text: str | None = None) -> list[str]:
     # what a page says first, which the judged sets show helps (the reference does it too).
     return (analyze(page.title) * TITLE_COPIES + analyze(meta) * FIELD_COPIES
             + analyze(page.summary) * LEAD_COPIES + analyze(page.text if text is None else text))
+
+
+def fingerprint(page: Page) -> bytes:
+    """A digest of everything the index takes from a page: page_terms' and literal_haystack's
+    fields and the document's approval and role. Two pages with equal fingerprints are indexed
+    alike, so a kept index's document can stand for a page of a later snapshot."""
+    digest = hashlib.sha1(page.text_z, usedforsecurity=False)
+    digest.update(repr((page.path, page.title, page.summary, page.headings, page.tags,
+                        page.source_refs, page.approved, page.role)).encode("utf-8", "surrogatepass"))
+    return digest.digest()[:16]
 
 
 # A slice of pages analysed: its local vocabulary, per-posting term ids and frequencies,
