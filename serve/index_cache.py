@@ -7,8 +7,10 @@ the first context pack needs (JSON: who links to each page, the owner of each sh
 link lookup), which take about as long to compute as loading the index. Nothing in it is executable
 (no pickle): a tampered file can only fail a check, which makes it a miss, and the index is
 built again. The head names the projection's signature (every file's path, size and digest)
-and a digest of the page paths in index order, so an index is used only for the snapshot it
-was built from."""
+and a digest of the page paths in index order: the index and the views are used as they are
+only for the snapshot they were built from. For a later snapshot in which few pages changed,
+each document's fingerprint (documents.fingerprint) says which pages it still stands for; the
+others are dead, and the changed pages are indexed as edits are."""
 
 from __future__ import annotations
 
@@ -24,14 +26,17 @@ import structlog
 
 from common.version import __version__
 from serve.page_cache import cache_key, section, sections, write_atomically
-from serve.retrieval.index import LexicalIndex
+from serve.retrieval.documents import fingerprint
+from serve.retrieval.index import COMPACT_DEAD_SHARE, LexicalIndex
 from serve.source.page import Page
 
 log = structlog.get_logger("llmwiki.serve.cache")
 
 # Bump when what the index holds for a page changes (analysis, fields, signatures).
-INDEX_FORMAT = 2  # 2: the link views after the arrays
-ARRAYS = ("indptr", "main_docs", "main_tfs", "df_all", "df_approved", "doc_len", "pair_columns")
+INDEX_FORMAT = 4  # 4: approvals and fingerprints; 3: SHA-1 section checksums (page_cache)
+ARRAYS = ("indptr", "main_docs", "main_tfs", "df_all", "df_approved", "doc_len", "pair_columns",
+          "approved", "fingerprints")
+FINGERPRINT_BYTES = 16
 DTYPES = frozenset({"int64", "int32", "uint16", "uint8", "float32"})
 TERM_SEPARATOR = "\0"  # never part of an analysed term (see save)
 
@@ -51,13 +56,18 @@ class IndexCache:
         self.root = str(root)
         self.saved_signature = ""  # the snapshot whose index the file holds, once known
 
-    def _head(self, signature: str, pages: Sequence[Page]) -> dict[str, object]:
-        return {"format": INDEX_FORMAT, "version": __version__, "root": self.root,
-                "signature": signature, "documents": len(pages), "paths": paths_digest(pages)}
+    def _base(self) -> dict[str, object]:
+        return {"format": INDEX_FORMAT, "version": __version__, "root": self.root}
 
-    def load(self, signature: str, pages: Sequence[Page]) -> tuple[LexicalIndex, Views] | None:
-        """The index and link views built for the snapshot with this signature and pages, or
-        None (logged) when the file is absent, for another snapshot, damaged or altered."""
+    def _head(self, signature: str, pages: Sequence[Page]) -> dict[str, object]:
+        return {**self._base(), "signature": signature, "documents": len(pages),
+                "paths": paths_digest(pages)}
+
+    def load(self, signature: str, pages: Sequence[Page]) -> Loaded | None:
+        """The index (and link views) built for the snapshot with this signature and pages, or
+        for an earlier one most of whose pages it still holds (no views then, and the pages it
+        lacks are to be indexed); None (logged) when the file is absent, for a snapshot too
+        different, damaged or altered."""
         started = time.perf_counter()
         try:
             data = self.path.read_bytes()
@@ -67,28 +77,32 @@ class IndexCache:
             log.warning("index_cache_unreadable", error=type(exc).__name__)
             return None
         try:
-            index, views = self._decode(memoryview(data), signature, pages)
+            loaded = self._decode(memoryview(data), signature, pages)
         except _Stale:
             log.info("index_cache_stale")
             return None
         except Exception as exc:  # damaged or altered: a miss, never served
             log.warning("index_cache_rejected", error=type(exc).__name__, reason=str(exc)[:200])
             return None
-        self.saved_signature = signature
-        log.info("index_cache_loaded", documents=len(pages), terms=len(index.vocab),
-                 seconds=round(time.perf_counter() - started, 3))
-        return index, views
+        seconds = round(time.perf_counter() - started, 3)
+        if loaded.views is not None:
+            self.saved_signature = signature
+            log.info("index_cache_loaded", documents=len(pages), terms=len(loaded.index.vocab),
+                     seconds=seconds)
+        else:
+            log.info("index_cache_reused", documents=len(pages), kept=loaded.index.n_all,
+                     dead=loaded.index.dead, to_index=len(loaded.missing), seconds=seconds)
+        return loaded
 
-    def _decode(self, view: memoryview, signature: str,
-                pages: Sequence[Page]) -> tuple[LexicalIndex, Views]:
+    def _decode(self, view: memoryview, signature: str, pages: Sequence[Page]) -> Loaded:
         parts = sections(view)
         head_bytes = next(parts, None)
         if head_bytes is None:
             raise ValueError("the head is missing or fails its checksum")
         head = json.loads(bytes(head_bytes))
-        expected = self._head(signature, pages)
-        if not isinstance(head, dict) or any(head.get(k) != v for k, v in expected.items()):
+        if not isinstance(head, dict) or any(head.get(k) != v for k, v in self._base().items()):
             raise _Stale
+        exact = all(head.get(k) == v for k, v in self._head(signature, pages).items())
         shapes = head.get("arrays")
         if not isinstance(shapes, dict) or set(shapes) != set(ARRAYS):
             raise ValueError("the head does not list the arrays")
@@ -111,10 +125,29 @@ class IndexCache:
         views_bytes = next(parts, None)
         if views_bytes is None:
             raise ValueError("the link views fail their checksum")
-        views = Views.decoded(json.loads(bytes(views_bytes)), pages)
         if next(parts, None) is not None:
             raise ValueError("trailing sections")
-        return LexicalIndex.restored(pages, terms, arrays), views
+        if exact:
+            views = Views.decoded(json.loads(bytes(views_bytes)), pages)
+            return Loaded(LexicalIndex.restored(pages, terms, arrays), views, [])
+        return self._reused(pages, terms, arrays)
+
+    @staticmethod
+    def _reused(pages: Sequence[Page], terms: list[str], arrays: dict[str, np.ndarray]) -> Loaded:
+        """The file's index for a later snapshot, when few of its documents died and few pages
+        are new to it (else _Stale: a bulk build is quicker than that many edits)."""
+        prints = arrays["fingerprints"]
+        if prints.shape != (len(arrays["doc_len"]), FINGERPRINT_BYTES):
+            raise ValueError("the fingerprints do not fit the documents")
+        position = {fingerprint(page): i for i, page in enumerate(pages)}
+        kept = [position.get(row, -1) for row in map(bytes, prints)]
+        standing = len(kept) - kept.count(-1)
+        limit = COMPACT_DEAD_SHARE * max(len(kept), len(pages))
+        if not standing or len(kept) - standing > limit or len(pages) - standing > limit:
+            raise _Stale
+        index = LexicalIndex.reused(pages, terms, arrays, kept)
+        covered = set(kept)
+        return Loaded(index, None, [page for i, page in enumerate(pages) if i not in covered])
 
     def prepare(self, signature: str, pages: Sequence[Page], index: LexicalIndex,
                 views: Views) -> Pending | None:
@@ -129,7 +162,10 @@ class IndexCache:
     def write(self, pending: Pending) -> bool:
         """Write the file (atomically), one section at a time so that no more than one
         section's bytes are held at once; whether it was written."""
-        terms, arrays, pages = pending.terms, pending.arrays, pending.pages
+        terms, pages = pending.terms, pending.pages
+        prints = b"".join(map(fingerprint, pages))
+        arrays = {**pending.arrays, "fingerprints": np.frombuffer(prints, dtype=np.uint8).reshape(
+            len(pages), FINGERPRINT_BYTES)}
         if any(TERM_SEPARATOR in term for term in terms):
             log.warning("index_cache_not_written", reason="a term holds the separator")
             return False
@@ -156,6 +192,16 @@ class IndexCache:
         self.saved_signature = pending.signature
         log.info("index_cache_written", documents=len(pages), bytes=written[0])
         return True
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """What IndexCache.load found: the index; the link views when it is the snapshot's own
+    (else None); the pages it lacks, to be indexed with LexicalIndex.update."""
+
+    index: LexicalIndex
+    views: Views | None
+    missing: list[Page]
 
 
 @dataclass(frozen=True, slots=True)

@@ -367,8 +367,10 @@ class KnowledgeSource:
                 cached = (self.index_cache.load(projection.signature, projection.pages)
                           if self.index_cache is not None else None)
                 if cached is not None:
-                    self.index, views = cached
-                    projection.adopt_link_views(views.incoming, views.owners, views.lookup)
+                    self.index, views = cached.index, cached.views
+                    if views is not None:  # the snapshot's own index
+                        projection.adopt_link_views(views.incoming, views.owners, views.lookup)
+                    self.index.update(cached.missing)  # pages changed since it was written
                     indexed = self._indexed = projection
                     self.index_origin = "cache"
             if indexed is not projection:

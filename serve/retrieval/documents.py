@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+import hashlib
 from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 
 from serve.retrieval.analyzer import analyze
-from serve.retrieval.pairs import literal_haystack
-from serve.retrieval.pairs import signatures as pair_signatures
+from serve.retrieval.pairs import literal_haystack, signature_columns
 from serve.source.page import Page
 from serve.workers import cpu_count, die_with_parent, fork_pool
 
@@ -18,7 +19,7 @@ from serve.workers import cpu_count, die_with_parent, fork_pool
 TITLE_COPIES = 2
 FIELD_COPIES = 1
 LEAD_COPIES = 2
-SIGNATURE_BATCH = 512  # pages whose pair signatures are computed in one numpy pass
+SIGNATURE_BATCH = 512  # pages whose pair signatures are computed in one numpy pass (8 | it)
 PARALLEL_BULK_MIN = 2000
 
 
@@ -32,8 +33,18 @@ def page_terms(page: Page, text: str | None = None) -> list[str]:
             + analyze(page.summary) * LEAD_COPIES + analyze(page.text if text is None else text))
 
 
+def fingerprint(page: Page) -> bytes:
+    """A digest of everything the index takes from a page: page_terms' and literal_haystack's
+    fields and the document's approval and role. Two pages with equal fingerprints are indexed
+    alike, so a kept index's document can stand for a page of a later snapshot."""
+    digest = hashlib.sha1(page.text_z, usedforsecurity=False)
+    digest.update(repr((page.path, page.title, page.summary, page.headings, page.tags,
+                        page.source_refs, page.approved, page.role)).encode("utf-8", "surrogatepass"))
+    return digest.digest()[:16]
+
+
 # A slice of pages analysed: its local vocabulary, per-posting term ids and frequencies,
-# per-document posting counts and lengths, and pair signatures.
+# per-document posting counts and lengths, and pair signatures (signature_columns' layout).
 Slice = tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
@@ -52,7 +63,7 @@ def analyse_range(pages: Sequence[Page], bounds: tuple[int, int]) -> Slice:
         counts = Counter(page_terms(page, text))
         haystacks.append(literal_haystack(page, text))
         if len(haystacks) >= SIGNATURE_BATCH:
-            signatures.append(pair_signatures(haystacks))
+            signatures.append(signature_columns(haystacks))
             haystacks = []
         term_ids.extend(vocab.setdefault(term, len(vocab)) for term in counts)
         tfs.extend(counts.values())
@@ -61,7 +72,7 @@ def analyse_range(pages: Sequence[Page], bounds: tuple[int, int]) -> Slice:
     return (list(vocab), np.array(term_ids, dtype=np.int32),
             np.minimum(np.array(tfs, dtype=np.int64), 65535).astype(np.uint16),
             np.array(doc_terms, dtype=np.int64), np.array(doc_lengths, dtype=np.int64),
-            np.concatenate([*signatures, pair_signatures(haystacks)]))
+            np.concatenate([*signatures, signature_columns(haystacks)], axis=1))
 
 
 # Set in each analysis worker by its initializer: the pages, inherited through fork (never
@@ -70,7 +81,10 @@ _worker_pages: Sequence[Page] = ()
 
 
 def _start_worker(parent: int, pages: Sequence[Page]) -> None:
+    """As a parse worker starts (serve/parse_pool.py): what the analysis builds is acyclic, and
+    a collection would traverse the parent's whole heap, forked with it, copying its pages."""
     global _worker_pages
+    gc.disable()
     die_with_parent(parent)
     _worker_pages = pages
 
@@ -84,7 +98,8 @@ def analyse_slices(pages: Sequence[Page]) -> list[Slice]:
     workers = cpu_count()
     if len(pages) < PARALLEL_BULK_MIN or workers < 2:
         return [analyse_range(pages, (0, len(pages)))]
-    step = -(-len(pages) // workers)
+    # Each slice but the last holds whole bytes of signature columns: they are appended as is.
+    step = -(-len(pages) // workers // 8) * 8
     bounds = [(i, min(len(pages), i + step)) for i in range(0, len(pages), step)]
     with fork_pool(workers, _start_worker, pages) as pool:
         return list(pool.map(_analyse_in_worker, bounds))

@@ -150,6 +150,27 @@ class LexicalIndex:
             self.len_approved += length
         return doc
 
+    def _documents(self, pages: Sequence[Page], lengths: Sequence[float]) -> None:
+        """_document of each page in turn, with list and array operations instead of a call
+        per page (a bulk build and its restore add 20,000s): the same sums in the same order."""
+        first = len(self.pages)
+        approved = bytes(1 if page.approved else 0 for page in pages)
+        self.pages.extend(pages)
+        self.doc_len.extend(lengths)
+        self.alive.extend(b"\1" * len(pages))
+        self.approved.extend(approved)
+        self.role_mult.extend([ROLE_MULTIPLIER.get(page.role, 1.0) for page in pages])
+        self.by_path.update(zip([page.path for page in pages], range(first, first + len(pages)),
+                                strict=True))
+        len_all, len_approved = self.len_all, self.len_approved
+        for length, ok in zip(lengths, approved, strict=True):
+            len_all += length
+            if ok:
+                len_approved += length
+        self.len_all, self.len_approved = len_all, len_approved
+        self.n_all += len(pages)
+        self.n_approved += approved.count(1)
+
     def _bulk(self, pages: Sequence[Page]) -> None:
         """Index many pages at once into the main segment. Analysis runs in forked worker
         processes when there are many pages: it is CPU-bound, and the temporary objects
@@ -161,15 +182,17 @@ class LexicalIndex:
         tf_parts: list[np.ndarray] = []
         lengths: list[np.ndarray] = []
         slices.reverse()
+        self.pair_signatures.reserve(len(pages))
         while slices:
             local_vocab, term_ids, tfs, doc_terms, doc_lengths, signatures = slices.pop()
-            self.pair_signatures.extend(signatures)
+            self.pair_signatures.extend_columns(signatures, len(doc_lengths))
             mapping = np.array([vocab.setdefault(t, len(vocab)) for t in local_vocab], dtype=np.int32)
             term_parts.append(mapping[term_ids] if len(term_ids) else term_ids)
             tf_parts.append(tfs)
             lengths.append(doc_terms)
-            for page, length in zip(pages[len(self.pages):], doc_lengths.tolist(), strict=False):
-                self._document(page, float(length))
+            start = len(self.pages)
+            self._documents(pages[start: start + len(doc_lengths)],
+                            [float(length) for length in doc_lengths.tolist()])
             del local_vocab, term_ids, tfs, signatures, mapping
         all_terms = np.concatenate(term_parts) if term_parts else np.zeros(0, np.int32)
         del term_parts
@@ -259,6 +282,7 @@ class LexicalIndex:
             "df_all": self.df_all[:size].copy(), "df_approved": self.df_approved[:size].copy(),
             "doc_len": np.frombuffer(self.doc_len, dtype=np.float32).copy(),
             "pair_columns": signatures.columns[:, : -(-signatures.count // 8)],
+            "approved": np.frombuffer(self.approved, dtype=np.uint8).copy(),
         }
 
     @classmethod
@@ -267,13 +291,69 @@ class LexicalIndex:
         """The index a bulk build of `pages` made, from exported() state. The arrays come from
         a file someone may have altered: every shape and id is checked against the pages, so
         a search can never index out of bounds (ValueError when anything does not fit)."""
-        n, size = len(pages), len(terms)
+        index = cls._segments(len(pages), terms, arrays)
+        index._documents(pages, arrays["doc_len"].tolist())  # the same sums, in the same order, as _bulk
+        return index
+
+    @classmethod
+    def reused(cls, pages: Sequence[Page], terms: list[str], arrays: dict[str, np.ndarray],
+               kept: Sequence[int]) -> LexicalIndex:
+        """The index of exported() state for a later snapshot: document d stands for
+        pages[kept[d]], indexed alike (see documents.fingerprint), or is dead when kept[d] is
+        -1 (its page changed or is gone). The caller indexes the pages no document stands for
+        with update(), as after edits. ValueError when the arrays do not fit."""
+        n = len(kept)
+        index = cls._segments(n, terms, arrays)
+        approved = arrays["approved"]
+        standing = [k for k in kept if k != -1]
+        if any(not 0 <= k < len(pages) for k in standing) or len(set(standing)) != len(standing):
+            raise ValueError("a kept document is not a page of its own")
+        if bool(np.any(approved > 1)):
+            raise ValueError("index approvals are not flags")
+        lengths = arrays["doc_len"].tolist()
+        index.pages = [pages[k] if k >= 0 else None for k in kept]
+        # A kept document's approval is its page's (the fingerprint holds it); a dead one keeps
+        # the file's, which its share of the file's document frequencies was counted with.
+        flags = [(1 if p.approved else 0) if p is not None else a
+                 for p, a in zip(index.pages, approved.tolist(), strict=True)]
+        index.doc_len.extend(lengths)
+        index.alive.extend(bytes(1 if k >= 0 else 0 for k in kept))
+        index.approved.extend(bytes(flags))
+        index.role_mult.extend([ROLE_MULTIPLIER.get(p.role, 1.0) if p is not None else 0.0
+                                for p in index.pages])
+        index.by_path = {p.path: d for d, p in enumerate(index.pages) if p is not None}
+        for page, length, ok in zip(index.pages, lengths, flags, strict=True):
+            if page is not None:
+                index.n_all += 1
+                index.len_all += length
+                if ok:
+                    index.n_approved += 1
+                    index.len_approved += length
+        index.dead = n - index.n_all
+        if index.dead:  # the dead documents' terms no longer count in the document frequencies
+            size = len(terms)
+            docs = index.main_docs
+            dead_posting = np.frombuffer(index.alive, dtype=np.uint8)[docs] == 0
+            dead_approved = dead_posting & (np.frombuffer(index.approved, dtype=np.uint8)[docs] == 1)
+            term_of = np.repeat(np.arange(size), np.diff(index.indptr))
+            for df, dead in ((index.df_all, dead_posting), (index.df_approved, dead_approved)):
+                df[:size] -= np.bincount(term_of[dead], minlength=size).astype(np.int32)
+        return index
+
+    @classmethod
+    def _segments(cls, n: int, terms: list[str], arrays: dict[str, np.ndarray]) -> LexicalIndex:
+        """An index holding the main segment, document frequencies and pair signatures of `n`
+        documents from exported() state, and no documents yet. The arrays come from a file
+        someone may have altered: every shape and id is checked, so a search can never index
+        out of bounds (ValueError when anything does not fit)."""
+        size = len(terms)
         indptr, docs, tfs = arrays["indptr"], arrays["main_docs"], arrays["main_tfs"]
         doc_len, columns = arrays["doc_len"], arrays["pair_columns"]
         checks = (
             len(set(terms)) == size, indptr.shape == (size + 1,), docs.ndim == 1,
             tfs.shape == docs.shape, arrays["df_all"].shape == (size,),
             arrays["df_approved"].shape == (size,), doc_len.shape == (n,),
+            arrays["approved"].shape == (n,), arrays["approved"].dtype == np.uint8,
             columns.shape == (SIGNATURE_BITS, -(-n // 8)),
             docs.dtype in (np.uint16, np.int32), tfs.dtype in (np.uint8, np.uint16),
         )
@@ -292,8 +372,6 @@ class LexicalIndex:
         index.df_approved = np.zeros(capacity, np.int32)
         index.df_all[:size] = arrays["df_all"]
         index.df_approved[:size] = arrays["df_approved"]
-        for page, length in zip(pages, doc_len.tolist(), strict=True):
-            index._document(page, float(length))  # the same sums, in the same order, as _bulk
         signatures = index.pair_signatures
         width = columns.shape[1]
         signatures.columns = np.zeros((SIGNATURE_BITS, width + width // 16 + 8), dtype=np.uint8)

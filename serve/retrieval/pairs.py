@@ -98,10 +98,11 @@ def signature(haystack: str) -> np.ndarray:
     return packed
 
 
-def signatures(haystacks: Sequence[str]) -> np.ndarray:
-    """`signature` of many texts at once (one row each): the texts are joined with a newline,
-    which is not a word byte, so no run spans two texts, and pairs across a join are dropped.
-    A few numpy passes over the whole batch instead of a dozen small ones per page."""
+def _rows(haystacks: Sequence[str]) -> np.ndarray:
+    """`signature` of many texts at once, unpacked (one row of bits each): the texts are joined
+    with a newline, which is not a word byte, so no run spans two texts, and pairs across a
+    join are dropped. A few numpy passes over the whole batch instead of a dozen small ones
+    per page."""
     rows = np.zeros((len(haystacks), SIGNATURE_BITS), dtype=bool)
     encoded = [text.encode("utf-8") for text in haystacks]
     data = np.frombuffer(b"\n".join(encoded), dtype=np.uint8)
@@ -115,8 +116,21 @@ def signatures(haystacks: Sequence[str]) -> np.ndarray:
             keys = _all_keys(data, starts, ends)[np.concatenate((same, same))]
             owners = owner[:-1][same]
             rows[np.concatenate((owners, owners, owners, owners)), _bits(keys)] = True
-    packed: np.ndarray = np.packbits(rows, axis=1, bitorder="little")
+    return rows
+
+
+def signatures(haystacks: Sequence[str]) -> np.ndarray:
+    """`signature` of many texts at once: one row of SIGNATURE_BYTES bytes each."""
+    packed: np.ndarray = np.packbits(_rows(haystacks), axis=1, bitorder="little")
     return packed
+
+
+def signature_columns(haystacks: Sequence[str]) -> np.ndarray:
+    """The same filters laid out as PairSignatures keeps them (row b: bit b of each text's
+    filter, 8 texts a byte), so that a bulk build appends them without transposing."""
+    columns: np.ndarray = np.ascontiguousarray(
+        np.packbits(_rows(haystacks), axis=0, bitorder="little").T)
+    return columns
 
 
 def needle_bits(needle: str) -> list[int]:
@@ -146,24 +160,38 @@ def needle_bits(needle: str) -> list[int]:
 class PairSignatures:
     """The filters of every document id, stored bit by bit: row b holds bit b of each
     document's filter, packed 8 documents a byte. A needle's test then reads a few rows of
-    n/8 bytes instead of one byte in every document's filter. Rows are widened by an eighth
-    or more when full, with room to spare (an edit adds one document)."""
+    n/8 bytes instead of one byte in every document's filter."""
 
     def __init__(self) -> None:
         self.columns = np.zeros((SIGNATURE_BITS, 0), dtype=np.uint8)
         self.count = 0
 
-    def extend(self, rows: Sequence[np.ndarray] | np.ndarray) -> None:
-        """Append documents' filters (SIGNATURE_BYTES bytes each, as signature() makes them)."""
-        block = np.asarray(rows, dtype=np.uint8).reshape(-1, SIGNATURE_BYTES)
-        needed = -(-(self.count + len(block)) // 8)
+    def reserve(self, count: int) -> None:
+        """Room for `count` documents; rows are widened by an eighth or more when full, with
+        room to spare, so the first edits after a build copy nothing."""
+        needed = -(-count // 8)
         width = self.columns.shape[1]
         if needed > width:
-            # Room for more documents either way: the first edits after a build copy nothing.
             grown = np.zeros((SIGNATURE_BITS, max(needed + needed // 16, width + width // 8) + 8),
                              dtype=np.uint8)
             grown[:, :width] = self.columns
             self.columns = grown
+
+    def extend_columns(self, columns: np.ndarray, count: int) -> None:
+        """Append `count` documents' filters in signature_columns' layout; the documents so far
+        must fill whole bytes (ValueError otherwise)."""
+        width = -(-count // 8)
+        if self.count % 8 or columns.shape != (SIGNATURE_BITS, width):
+            raise ValueError("signature columns do not start at a byte or do not fit the count")
+        self.reserve(self.count + count)
+        first = self.count // 8
+        self.columns[:, first: first + width] = columns
+        self.count += count
+
+    def extend(self, rows: Sequence[np.ndarray] | np.ndarray) -> None:
+        """Append documents' filters (SIGNATURE_BYTES bytes each, as signature() makes them)."""
+        block = np.asarray(rows, dtype=np.uint8).reshape(-1, SIGNATURE_BYTES)
+        self.reserve(self.count + len(block))
         done = 0
         while done < len(block) and (self.count % 8 or len(block) - done < 8):
             self._set_one(block[done])  # up to the next byte boundary, or a few documents

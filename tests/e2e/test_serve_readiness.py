@@ -155,20 +155,27 @@ def test_health_says_ready_only_when_queries_answer_and_a_restart_uses_the_cache
     assert the_event(warm, "ready")["index_origin"] == "cache"
 
 
-def test_a_changed_folder_does_not_use_the_old_index(tmp_path: Path, folder: Path) -> None:
+def test_a_changed_folder_keeps_the_unchanged_pages_of_the_old_index_only(tmp_path: Path,
+                                                                         folder: Path) -> None:
     cache = tmp_path / "cache"
     first = start(tmp_path / "first", folder, cache)
     try:
         readiness_answers(first)
+        status, before = post(first.url, "/search", {"query": "42"})
+        assert status == 200 and "topics/topic-0042.md" in [r["path"] for r in before["results"]]
     finally:
         stop_checked(first)
     page = folder / "topics" / "topic-0042.md"
-    page.write_text(page.read_text(encoding="utf-8") + "\nNew: quetzalcoatl.\n", encoding="utf-8")
+    page.write_text("---\ntitle: Quetzal\n---\n# Quetzal\n\nNew: quetzalcoatl.\n", encoding="utf-8")
     second = start(tmp_path / "second", folder, cache)
     try:
-        assert check_ready(second, readiness_answers(second))["index_origin"] == "built"
+        # The cached index stands for the unchanged pages; the changed one is indexed anew, and
+        # what it said before ("Topic 42", "item 42") is no longer found in it.
+        assert check_ready(second, readiness_answers(second))["index_origin"] == "cache"
         status, found = post(second.url, "/search", {"query": "quetzalcoatl"})
         assert status == 200 and [r["path"] for r in found["results"]] == ["topics/topic-0042.md"]
+        status, gone = post(second.url, "/search", {"query": "42"})
+        assert status == 200 and "topics/topic-0042.md" not in [r["path"] for r in gone["results"]]
     finally:
         stop_checked(second)
 

@@ -78,14 +78,36 @@ def test_a_restart_answers_from_the_cached_index_as_a_fresh_build_does(folder: t
     second.close()
 
 
-def test_a_changed_folder_rebuilds_the_index(folder: tuple[Path, Path]) -> None:
+def test_a_slightly_changed_folder_reuses_the_documents_of_unchanged_pages(
+        folder: tuple[Path, Path], tmp_path: Path) -> None:
     root, cache = folder
     started(root, cache).close()
     page = root / "wiki" / "page-0003.md"
     page.write_text(page.read_text() + "\nA new word: zanzibar.\n")
+    (root / "wiki" / "page-0007.md").unlink()
+    (root / "wiki" / "page-new.md").write_text("---\ntitle: New\n---\n# New\n\nrefund zanzibar queue\n")
+    again = started(root, cache)
+    assert again.index_origin == "cache"
+    assert again.index.dead == 2  # the edited page's old document and the deleted page's
+    assert sorted(r["path"] for r in again.search(again.request(query="zanzibar")).results) == [
+        "page-0003.md", "page-new.md"]
+    fresh = started(root, tmp_path / "fresh-cache")
+    assert fresh.index_origin == "built"
+    assert answers(again) == answers(fresh)
+    again.close()
+    fresh.close()
+
+
+def test_a_much_changed_folder_rebuilds_the_index(folder: tuple[Path, Path]) -> None:
+    root, cache = folder
+    started(root, cache).close()
+    for i in range(0, PAGES - 1, 2):  # half the pages
+        page = root / "wiki" / f"page-{i:04d}.md"
+        page.write_text(page.read_text() + "\nzanzibar\n")
     again = started(root, cache)
     assert again.index_origin == "built"
-    assert [r["path"] for r in again.search(again.request(query="zanzibar")).results] == ["page-0003.md"]
+    found = [r["path"] for r in again.search(again.request(query="zanzibar")).results]
+    assert found and all(int(path[5:9]) % 2 == 0 for path in found)
     again.close()
 
 
@@ -156,3 +178,20 @@ def test_restored_refuses_arrays_that_do_not_fit_the_pages(folder: tuple[Path, P
     with pytest.raises(ValueError):
         LexicalIndex.restored(pages, terms[:-1], copies)
     source.close()
+
+
+def test_altered_fingerprints_are_rejected_when_a_later_snapshot_would_use_them(
+        folder: tuple[Path, Path]) -> None:
+    root, cache = folder
+    started(root, cache).close()
+
+    def doubled(values: np.ndarray) -> None:
+        values[1] = values[0]  # two documents would stand for one page
+
+    rewrite_array(IndexCache(cache, root.resolve()).path, "fingerprints", doubled)
+    page = root / "wiki" / "page-0003.md"
+    page.write_text(page.read_text() + "\nzanzibar\n")
+    again = started(root, cache)
+    assert again.index_origin == "built"
+    assert [r["path"] for r in again.search(again.request(query="zanzibar")).results] == ["page-0003.md"]
+    again.close()

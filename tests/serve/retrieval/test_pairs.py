@@ -5,8 +5,9 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 
-from serve.retrieval.pairs import PairSignatures, needle_bits, signature
+from serve.retrieval.pairs import PairSignatures, needle_bits, signature, signature_columns, signatures
 
 TEXTS = [
     "The release train is cut on Fridays; run publish.yml after REFUND_WINDOW_DAYS changes.",
@@ -71,3 +72,19 @@ def test_filters_added_in_blocks_of_any_size_test_as_added_one_by_one() -> None:
         expected = [set(np.flatnonzero(np.unpackbits(row, bitorder="little")).tolist()) >= set(bits)
                     for row in rows]
         assert in_blocks.matching(bits).tolist() == expected == one_by_one.matching(bits).tolist()
+
+
+def test_signature_columns_are_the_rows_bit_by_bit_and_append_only_at_a_byte_boundary() -> None:
+    texts = ["release train notes", "no payout today", "publish.yml steps", "x", "is on"] * 3
+    by_columns = PairSignatures()
+    by_columns.extend_columns(signature_columns(texts[:8]), 8)
+    by_columns.extend_columns(signature_columns(texts[8:]), len(texts) - 8)
+    by_rows = PairSignatures()
+    by_rows.extend(signatures(texts))
+    for needle in ("release train", "no payout", "is on", "publish.yml steps", "train notes x"):
+        bits = needle_bits(needle)
+        assert np.array_equal(by_columns.matching(bits), by_rows.matching(bits)), needle
+    with pytest.raises(ValueError):  # 15 documents so far: the next would start inside a byte
+        by_columns.extend_columns(signature_columns(texts[:2]), 2)
+    with pytest.raises(ValueError):
+        PairSignatures().extend_columns(signature_columns(texts[:3]), 9)  # columns of 3, not 9
