@@ -196,8 +196,8 @@ class Projection:
         return len(self.approved_pages)
 
     def changed_since(self, ancestor: Projection) -> set[str] | None:
-        """Paths whose pages may differ from `ancestor`'s, when this snapshot was derived from
-        it (same paths, in the same positions); None when it was not, or too long ago."""
+        """Paths whose pages may differ from `ancestor`'s (edited, added or gone), when this
+        snapshot was derived from it; None when it was not, or too long ago."""
         if ancestor.serial == self.serial:
             return set()
         changed: set[str] = set()

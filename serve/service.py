@@ -381,12 +381,11 @@ class KnowledgeSource:
                     self.index_build_seconds = time.perf_counter() - started
                     self.index_builds += 1
                     self.index_origin = self.index_origin or "built"
-                else:  # a few pages changed: only they are looked at
+                else:  # a few pages changed, came or went: only they are looked at
                     pages, position = projection.pages, projection.position
-                    if all(path in position for path in changed):
-                        self.index.update([pages[position[path]] for path in sorted(changed)])
-                    else:  # some went: sync drops their documents (and keeps the others)
-                        self.index.sync(pages)
+                    self.index.remove([path for path in changed if path not in position])
+                    self.index.update([pages[position[path]] for path in sorted(changed)
+                                       if path in position])
                 self._indexed = projection
         return Searcher(projection, self.index, self._index_lock)
 

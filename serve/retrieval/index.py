@@ -108,6 +108,18 @@ class LexicalIndex:
         self._compact_if_needed()
         return changed
 
+    def remove(self, paths: Iterable[str]) -> int:
+        """Drop the documents at `paths` (pages that went), leaving every other document as
+        it is. Returns how many documents went."""
+        gone = 0
+        for path in paths:
+            doc = self.by_path.pop(path, None)
+            if doc is not None:
+                self._remove(doc)
+                gone += 1
+        self._compact_if_needed()
+        return gone
+
     def _put(self, page: Page) -> bool:
         doc = self.by_path.get(page.path)
         if doc is not None and self.pages[doc] is page:

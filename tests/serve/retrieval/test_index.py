@@ -57,6 +57,28 @@ def test_incremental_sync_equals_a_fresh_index(tmp_path: Path) -> None:
                 fresh, query, approved_only=approved_only)
 
 
+def test_removing_and_updating_pages_equals_a_fresh_index(tmp_path: Path) -> None:
+    p = _projection(copy_fixture("sample-wiki", tmp_path))
+    index = LexicalIndex()
+    index.sync(p.pages)
+    gone = [page.path for page in p.pages if "release" in page.path or "incident" in page.path]
+    assert gone
+    assert index.remove([*gone, "no/such-page.md"]) == len(gone)
+    assert index.remove(gone) == 0  # already gone
+    kept = [page for page in p.pages if page.path not in gone]
+    fresh = LexicalIndex()
+    fresh.update(kept)
+    for query in QUERIES:
+        for approved_only in (True, False):
+            assert _ranked(index, query, approved_only=approved_only) == _ranked(
+                fresh, query, approved_only=approved_only)
+    assert index.update([page for page in p.pages if page.path in gone]) == len(gone)
+    whole = LexicalIndex()
+    whole.update(p.pages)
+    for query in QUERIES:
+        assert _ranked(index, query) == _ranked(whole, query)
+
+
 def test_unchanged_pages_are_not_reindexed(tmp_path: Path) -> None:
     p = _projection(copy_fixture("sample-wiki", tmp_path))
     index = LexicalIndex()
