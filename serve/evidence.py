@@ -172,7 +172,7 @@ def merge_seeds(seeds: Sequence[SeedItems], limit: int) -> tuple[list[Any], dict
 # The size of a context pack's graph, in bytes of its JSON: the graph was most of a pack,
 # and an agent pays for every byte in its context window. Fixed, so that a question gets
 # the same graph whatever `fields` or `snippet_chars` make of its evidence items.
-GRAPH_BYTES = 5632  # 5.5 KB: docs/context-packs.md
+GRAPH_BYTES = 6144
 EMPTY_GRAPH_BYTES = len(b'{"nodes":[],"edges":[]}')
 SMALLEST_ITEM = len(b'{"source":"","target":"","relation":"","metadata":{}}')  # an edge at least
 
