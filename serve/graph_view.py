@@ -38,17 +38,17 @@ def _contains_text(value: Any, needles: Sequence[str], shortest: int = 0) -> boo
 def bare_node_json(node: Node) -> str:
     """compact_json(GraphView.node_dict(node)) of a node without metadata (headings, tags,
     source refs: most of a context pack's nodes), written with json.dumps' own string
-    encoder, whose escapes are json_bytes' (a lone surrogate, which json_bytes writes
-    otherwise, goes to compact_json)."""
+    encoder, whose escapes are json_bytes'. What it cannot write the same (a lone
+    surrogate, a label that is not a string) goes to compact_json."""
     enc = encode_basestring
-    text = (f'{{"id":{enc(node.id)},"label":{enc(node.label)},"kind":{enc(node.kind)},'
-            f'"path":{enc(node.path)},"metadata":{{}}}}')
-    if not text.isascii():
-        try:
+    try:
+        text = (f'{{"id":{enc(node.id)},"label":{enc(node.label)},"kind":{enc(node.kind)},'
+                f'"path":{enc(node.path)},"metadata":{{}}}}')
+        if not text.isascii():
             text.encode("utf-8")
-        except UnicodeEncodeError:
-            return compact_json({"id": node.id, "label": node.label, "kind": node.kind,
-                                 "path": node.path, "metadata": {}})
+    except (TypeError, UnicodeEncodeError):
+        return compact_json({"id": node.id, "label": node.label, "kind": node.kind,
+                             "path": node.path, "metadata": {}})
     return text
 
 
