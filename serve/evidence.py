@@ -204,12 +204,10 @@ class Budgeted(NamedTuple):
     omitted_edges: int
 
 
-# An item as the budget takes it: [node id, node or its JSON, edge key, edge metadata JSON]
-# for a link, tag, heading or source (the node's JSON is written, and kept in the item, when
-# the budget first reaches it); a sidecar fact is a tuple with a tuple of ids and one of node
-# JSON instead, and maybe no edge. Sizes are taken when the budget reaches an item (most are
-# never reached).
-BudgetItem = Sequence[Any]
+# An item as the budget takes it: (node id, node JSON, edge key, edge metadata JSON) for a
+# link, tag, heading or source; a sidecar fact has a tuple of ids and one of nodes instead,
+# and maybe no edge. Sizes are taken when the budget reaches an item (most are never reached).
+BudgetItem = tuple[Any, Any, Any, Any]
 
 
 class BudgetPlan(NamedTuple):
@@ -235,7 +233,7 @@ def _alternate(out: Sequence[BudgetItem], inc: Sequence[BudgetItem]) -> list[Bud
 
 
 def budget_plan(seed: SeedItems) -> BudgetPlan:
-    """The plan of a rendered seed (SeedItems.rendered())."""
+    """The plan of a rendered seed (nodes and edge metadata as JSON)."""
     fixed: list[list[BudgetItem]] = [[] for _ in range(TIER_HEADINGS + 1)]
     links: list[BudgetItem] = []
     out: list[BudgetItem] = []
@@ -243,7 +241,7 @@ def budget_plan(seed: SeedItems) -> BudgetPlan:
     pairs = seed.pairs
     own = seed.own_id
     for at in range(0, len(pairs), 4):
-        item = list(pairs[at:at + 4])  # a list: budget_seeds() writes its node's JSON in
+        item = pairs[at:at + 4]
         tier = TIER_OF.get(item[2][2], TIER_CITES)
         if tier == TIER_LINKS:
             links.append(item)
@@ -321,8 +319,8 @@ def budget_seeds(seeds: Sequence[SeedItems], limit: int, size: int,
                         new: Sequence[tuple[str, str]] = ()
                         cost = 0
                     else:
-                        if not isinstance(node_json, str):  # kept for the next pack
-                            node_json = queue[position][1] = render(node_json)
+                        if not isinstance(node_json, str):
+                            node_json = render(node_json)
                         new, cost = ((ids, node_json),), _size(node_json) + 1
                 else:
                     new = [(i, n) for i, n in zip(ids, node_json, strict=True) if i not in nodes]
