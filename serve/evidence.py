@@ -31,7 +31,7 @@ class SeedItems(NamedTuple):
     key and the edge (its headings, OKF members, source refs and tags, its links, the
     visible pages linking to it); `facts` the sidecar facts touching it as (node ids,
     nodes, edge key, edge), with no edge when the other end is withheld. Nodes and edges
-    are the tuples, or their JSON (rendered())."""
+    are the tuples, or (rendered()) edges' metadata and most nodes as JSON."""
 
     own_id: str
     own: Any
@@ -45,19 +45,27 @@ class SeedItems(NamedTuple):
         return len(self.pairs) // 4 + len(self.facts)
 
     def rendered(self, view: GraphView) -> SeedItems:
-        """The same items with each node as its JSON in `view`, and each edge as its
-        metadata's JSON: edge_text() writes the rest from the key when the edge is used, as
-        most edges have no metadata and their JSON would only repeat the key (memory). With
-        the plan budget_seeds() takes them by."""
+        """The same items with each edge as its metadata's JSON: edge_text() writes the rest
+        from the key when the edge is used, as most edges have no metadata and their JSON
+        would only repeat the key (memory). Nodes become their JSON in `view`, but for the
+        pages it links to and is linked from: they stay nodes, written (`render`, from the
+        snapshot's JSON of each page node) when a pack takes them, as a pack's size budget
+        takes a few of each page's. With the plan budget_seeds() takes them by."""
         pairs = list(self.pairs)
         for at in range(1, len(pairs), 4):
-            pairs[at] = view.node_json(pairs[at])
+            node = pairs[at]
+            if not isinstance(node.meta, Page):  # a page's is kept by path in `view`
+                pairs[at] = view.node_json(node)
             pairs[at + 2] = sys.intern(edge_meta_json(pairs[at + 2]))  # a few distinct ones
         facts = tuple((ids, tuple(view.node_json(n) for n in nodes), key,
                        edge_meta_json(edge) if edge is not None else None)
                       for ids, nodes, key, edge in self.facts)
         seed = SeedItems(self.own_id, view.node_json(self.own), tuple(pairs), facts)
         return seed._replace(plan=budget_plan(seed))
+
+
+def _as_is(node: Any) -> Any:
+    return node
 
 
 def seed_items(page: Page, fragment: Fragment, lookup: dict[str, Page], incoming: Iterable[Page],
@@ -129,11 +137,13 @@ def seed_items(page: Page, fragment: Fragment, lookup: dict[str, Page], incoming
     return SeedItems(own.id, own, tuple(pairs), tuple(fact_items))
 
 
-def merge_seeds(seeds: Sequence[SeedItems], limit: int) -> tuple[list[Any], dict[tuple[str, str, str], Any]]:
+def merge_seeds(seeds: Sequence[SeedItems], limit: int,
+                render: Callable[[Any], Any] = _as_is) -> tuple[list[Any], dict[tuple[str, str, str], Any]]:
     """The evidence pages' nodes first, then each page's items in order: at most `limit`
     nodes (first come, first kept) and `limit` edges, each edge between two kept nodes. A
     shared node keeps the first page's version (its path is the first visible owner's).
-    Returns the nodes and the edges by key as the items hold them. This runs on every
+    Returns the nodes (`render`: what a kept page node a seed links to or is linked from
+    becomes) and the edges by key as the items hold them. This runs on every
     context pack, so it is flat loops over ready-made items that stop once both bounds are
     reached."""
     nodes: dict[str, Any] = {}
@@ -152,7 +162,8 @@ def merge_seeds(seeds: Sequence[SeedItems], limit: int) -> tuple[list[Any], dict
             if nid not in nodes:
                 if len(nodes) >= limit:
                     continue
-                nodes[nid] = pairs[at + 1]
+                node = pairs[at + 1]
+                nodes[nid] = node if isinstance(node, str) else render(node)
             if len(edges) < limit:
                 key = pairs[at + 2]
                 if key not in edges:
@@ -266,11 +277,13 @@ def _tiers(plan: BudgetPlan, evidence: set[str]) -> Sequence[Sequence[BudgetItem
     return tiers
 
 
-def budget_seeds(seeds: Sequence[SeedItems], limit: int, size: int) -> Budgeted:
+def budget_seeds(seeds: Sequence[SeedItems], limit: int, size: int,
+                 render: Callable[[Any], Any] = _as_is) -> Budgeted:
     """The neighbourhood of the evidence pages within `limit` nodes, `limit` edges and `size`
     bytes of JSON: the evidence pages' nodes first, then tier by tier (TIER_*),
     taking the pages' items in turn so the first page cannot use the whole budget. Seeds'
-    items are rendered (SeedItems.rendered())."""
+    items are rendered (SeedItems.rendered()); `render` writes the JSON of a page node a
+    seed links to or is linked from when the budget reaches it."""
     plans = [seed.plan if seed.plan is not None else budget_plan(seed) for seed in seeds]
     nodes: dict[str, str] = {}
     edges: dict[tuple[str, str, str], str] = {}
@@ -310,6 +323,8 @@ def budget_seeds(seeds: Sequence[SeedItems], limit: int, size: int) -> Budgeted:
                         new: Sequence[tuple[str, str]] = ()
                         cost = 0
                     else:
+                        if not isinstance(node_json, str):
+                            node_json = render(node_json)
                         new, cost = ((ids, node_json),), _size(node_json) + 1
                 else:
                     new = [(i, n) for i, n in zip(ids, node_json, strict=True) if i not in nodes]

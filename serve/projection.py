@@ -497,8 +497,8 @@ class Projection:
                 memo.item_count += found.size
             parts.append(found)
         if size is not None:
-            return budgeted_json(budget_seeds(parts, limit, size))
-        nodes, edges = merge_seeds(parts, limit)
+            return budgeted_json(budget_seeds(parts, limit, size, view.node_json))
+        nodes, edges = merge_seeds(parts, limit, view.node_json)
         return graph_json(nodes, [edge_text(key, meta) for key, meta in edges.items()])
 
     def _seed_items(self, page: Page, include_drafts: bool) -> SeedItems:
