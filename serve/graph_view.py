@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
 from common.json_wire import json_bytes
@@ -33,23 +32,6 @@ def _contains_text(value: Any, needles: Sequence[str], shortest: int = 0) -> boo
     if isinstance(value, list):
         return any(_contains_text(v, needles, shortest) for v in value)
     return False
-
-
-def bare_node_json(node: Node) -> str:
-    """compact_json(GraphView.node_dict(node)) of a node without metadata (headings, tags,
-    source refs: most of a context pack's nodes), written with json.dumps' own string
-    encoder, whose escapes are json_bytes'. What it cannot write the same (a lone
-    surrogate, a label that is not a string) goes to compact_json."""
-    enc = encode_basestring
-    try:
-        text = (f'{{"id":{enc(node.id)},"label":{enc(node.label)},"kind":{enc(node.kind)},'
-                f'"path":{enc(node.path)},"metadata":{{}}}}')
-        if not text.isascii():
-            text.encode("utf-8")
-    except (TypeError, UnicodeEncodeError):
-        return compact_json({"id": node.id, "label": node.label, "kind": node.kind,
-                             "path": node.path, "metadata": {}})
-    return text
 
 
 class GraphView:
@@ -115,9 +97,7 @@ class GraphView:
         is kept in `page_json` (by path) when the view has one."""
         meta = node.meta
         if not isinstance(meta, Page):
-            if meta:
-                return compact_json(self.node_dict(node))
-            return bare_node_json(node)
+            return compact_json(self.node_dict(node))
         cache = self.page_json if self.page_json is not None else {}
         text = cache.get(meta.path)
         if text is None:

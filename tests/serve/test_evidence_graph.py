@@ -268,12 +268,3 @@ def test_a_content_edit_carries_the_other_pages_evidence_items_over(tmp_path: Pa
                 GraphView(*expected, after.base_meta).payload(*expected))
     finally:
         freshness.close()
-
-
-def test_a_node_without_metadata_is_written_as_json_bytes_writes_it() -> None:
-    view = GraphView([], [], {})
-    labels = ['plain', 'quote " and \\ back', 'line\nbreak\ttab\x00\x1f\x7f', '한국어 제목',
-              '\u2028 sep', 'emoji 😀 </script>', 'lone \ud800 surrogate']
-    for label in labels:
-        node = Node(f"heading:{label}", label, "heading", f"{label}.md", None)
-        assert view.node_json(node) == compact_json(view.node_dict(node)), label
