@@ -20,7 +20,7 @@ from bridge.sources.base import BundleRead, ClientFor, SourceCallError, SourceCl
 from bridge.support.clock import elapsed_ms, now_iso
 from bridge.support.fanout import task_group
 from bridge.support.text import safe_id
-from common.bridge_schemas import Diagnostic, SourceBundle, TraceStep
+from common.bridge_schemas import CitationRef, Diagnostic, SourceBundle, TraceStep
 
 log = structlog.get_logger("llmwiki.bridge.run")
 RUN_DEADLINE_MESSAGE = "Run deadline passed before the source answered."
@@ -73,12 +73,27 @@ async def gather_source(calls: SourceCalls, source: SourceDescriptor, discovered
 
 
 @dataclass(frozen=True)
+class _Cited:
+    """What the source's tool step says of its evidence."""
+
+    detail: str
+    ids: list[str]
+    refs: list[CitationRef]
+
+
+def _cited(evidence: SourceEvidence) -> _Cited:
+    return _Cited(artifact.tool_detail(evidence), [c.id for c in evidence.citations],
+                  artifact.citation_refs(evidence.citations[:5]))
+
+
+@dataclass(frozen=True)
 class _Context:
     """The source's context call answered, and what was made of it as the answers came."""
 
     payload: dict[str, Any]
     evidence: SourceEvidence
     guidance: GuidanceCheck
+    cited: _Cited
 
 
 async def _gather(calls: SourceCalls, source: SourceDescriptor, discovered: BundleRead | None,
@@ -109,10 +124,9 @@ async def _gather(calls: SourceCalls, source: SourceDescriptor, discovered: Bund
                                         source.protocol, answered.guidance)
     if guidance_note is not None:
         diagnostics.append(guidance_note)
-    tool = _tool_step(source, "done", begun, detail=artifact.tool_detail(evidence),
-                      citation_ids=[c.id for c in evidence.citations],
-                      citation_refs=artifact.citation_refs(evidence.citations[:5]),
-                      diagnostic=plan.diagnostic if plan is not None else None,
+    cited = answered.cited
+    tool = _tool_step(source, "done", begun, detail=cited.detail, citation_ids=cited.ids,
+                      citation_refs=cited.refs, diagnostic=plan.diagnostic if plan is not None else None,
                       latency_ms=elapsed_ms(started))
     return SourceOutcome(source, (tool, *bundle_steps), tuple(diagnostics), bundle, evidence)
 
@@ -120,20 +134,25 @@ async def _gather(calls: SourceCalls, source: SourceDescriptor, discovered: Bund
 async def _context(client: SourceClient, calls: SourceCalls, source: SourceDescriptor,
                    fields: Mapping[str, Any], fallback: str | None) -> _Context | SourceCallError:
     """The run's context, or the source's failure as a value (a sibling call goes on regardless).
-    The context's evidence and guidance check are made as soon as it answers, while the calls
-    sent with it (searches) are still out; their new items are added once they are done."""
+    What is made of the context (evidence, guidance check, the tool step's citations) is made as
+    soon as it answers, while the calls sent with it (searches) are still out; their new items,
+    if any, are added once they are done."""
     try:
         async with asyncio.timeout_at(calls.deadline):
             async with task_group() as sent_with:  # a failed context call cancels them
                 answer = await client.run_context(calls.query, fields, fallback, sent_with)
                 evidence = artifact.evidence_from(answer.payload, source)
                 guidance = check_guidance(answer.payload)
+                cited = _cited(evidence)
     except SourceCallError as exc:
         return exc.with_traceback(None)  # kept in the outcome: no frames (or buffers) with it
     except TimeoutError:
         return deadline_passed()
-    artifact.add_citations(evidence, answer.payload, answer.added(), source)
-    return _Context(answer.payload, evidence, guidance)
+    added = answer.added()
+    if added:
+        artifact.add_citations(evidence, answer.payload, added, source)
+        cited = _cited(evidence)
+    return _Context(answer.payload, evidence, guidance, cited)
 
 
 async def _bundle(calls: SourceCalls, source: SourceDescriptor, client: SourceClient) -> BundlePart:
