@@ -97,6 +97,21 @@ def citations_from(payload: JsonObject, source: SourceDescriptor) -> list[Citati
             if isinstance(item, dict)]
 
 
+def add_citations(evidence: SourceEvidence, payload: JsonObject, added: Sequence[JsonObject],
+                  source: SourceDescriptor) -> None:
+    """`evidence`, made from `payload` before `added` were merged into it, as if made after: the
+    new items' citations follow, numbered by their place (as `citations_from` numbers them).
+    Items merged anywhere but at the end make every citation again."""
+    if not added:
+        return
+    items = _citation_items(payload)
+    start = len(items) - len(added)
+    if start >= 0 and all(item is new for item, new in zip(items[start:], added, strict=True)):
+        evidence.citations += [_citation(item, start + offset, source) for offset, item in enumerate(added)]
+    else:
+        evidence.citations = citations_from(payload, source)
+
+
 def _graph_items(payload: JsonObject, source_id: str) -> tuple[list[JsonObject], list[JsonObject]]:
     """The source's graph nodes and edges in their wire form, ids namespaced by the source, every
     field normalised to its type (the usual case, a non-empty string, skips the fallbacks)."""

@@ -14,13 +14,13 @@ from bridge.config.registry import SourceDescriptor
 from bridge.core import artifact
 from bridge.core.artifact import SourceEvidence, step
 from bridge.core.bundle import source_bundle
-from bridge.core.guidance import guidance_diagnostic
+from bridge.core.guidance import GuidanceCheck, check_guidance, guidance_diagnostic
 from bridge.core.retrieval import GUIDED_LEXICAL, SourceRetrievalPlan
 from bridge.sources.base import BundleRead, ClientFor, SourceCallError, SourceClient, bundle_capabilities
 from bridge.support.clock import elapsed_ms, now_iso
 from bridge.support.fanout import task_group
 from bridge.support.text import safe_id
-from common.bridge_schemas import Diagnostic, SourceBundle, TraceStep
+from common.bridge_schemas import CitationRef, Diagnostic, SourceBundle, TraceStep
 
 log = structlog.get_logger("llmwiki.bridge.run")
 RUN_DEADLINE_MESSAGE = "Run deadline passed before the source answered."
@@ -72,6 +72,30 @@ async def gather_source(calls: SourceCalls, source: SourceDescriptor, discovered
         return _failed(calls, source, failure, begun, started)
 
 
+@dataclass(frozen=True)
+class _Cited:
+    """What the source's tool step says of its evidence."""
+
+    detail: str
+    ids: list[str]
+    refs: list[CitationRef]
+
+
+def _cited(evidence: SourceEvidence) -> _Cited:
+    return _Cited(artifact.tool_detail(evidence), [c.id for c in evidence.citations],
+                  artifact.citation_refs(evidence.citations[:5]))
+
+
+@dataclass(frozen=True)
+class _Context:
+    """The source's context call answered, and what was made of it as the answers came."""
+
+    payload: dict[str, Any]
+    evidence: SourceEvidence
+    guidance: GuidanceCheck
+    cited: _Cited
+
+
 async def _gather(calls: SourceCalls, source: SourceDescriptor, discovered: BundleRead | None,
                   plan: SourceRetrievalPlan | None, begun: str, started: float) -> SourceOutcome:
     if asyncio.get_running_loop().time() >= calls.deadline:  # waited for a slot past the deadline
@@ -82,42 +106,53 @@ async def _gather(calls: SourceCalls, source: SourceDescriptor, discovered: Bund
     fallback = plan.fallback if plan is not None else None
     reading: asyncio.Task[BundlePart] | None = None
     async with task_group() as group:  # the query does not need the bundle: both go out at once
-        context = group.create_task(_context(client, calls, fields, fallback))
+        context = group.create_task(_context(client, calls, source, fields, fallback))
         if read is None and client.reads_bundle():
             reading = group.create_task(_bundle(calls, source, client))
     diagnostics = [plan.diagnostic] if plan is not None and plan.diagnostic is not None else []
     bundle_steps, bundle, bundle_note = (reading.result() if reading is not None
                                          else _bundle_part(calls, source, read, client.bundle_kind))
-    payload = context.result()
-    if isinstance(payload, SourceCallError):  # the bundle's own warning goes with the source's failure
-        return _failed(calls, source, payload, begun, started, bundle_steps, diagnostics, bundle)
+    answered = context.result()
+    if isinstance(answered, SourceCallError):  # the bundle's own warning goes with the source's failure
+        return _failed(calls, source, answered, begun, started, bundle_steps, diagnostics, bundle)
     if bundle_note is not None:
         diagnostics.append(bundle_note)
-    evidence = artifact.evidence_from(payload, source)
-    advertised = {*source.capabilities, *bundle_capabilities(payload), *client.run_capabilities(),
+    evidence = answered.evidence
+    advertised = {*source.capabilities, *bundle_capabilities(answered.payload), *client.run_capabilities(),
                   *((bundle.capabilities or ()) if bundle is not None else ())}
-    guidance_note = guidance_diagnostic(payload, GUIDED_LEXICAL in advertised, safe_id(source.id),
-                                        source.protocol)
+    guidance_note = guidance_diagnostic(answered.payload, GUIDED_LEXICAL in advertised, safe_id(source.id),
+                                        source.protocol, answered.guidance)
     if guidance_note is not None:
         diagnostics.append(guidance_note)
-    tool = _tool_step(source, "done", begun, detail=artifact.tool_detail(evidence),
-                      citation_ids=[c.id for c in evidence.citations],
-                      citation_refs=artifact.citation_refs(evidence.citations[:5]),
-                      diagnostic=plan.diagnostic if plan is not None else None,
+    cited = answered.cited
+    tool = _tool_step(source, "done", begun, detail=cited.detail, citation_ids=cited.ids,
+                      citation_refs=cited.refs, diagnostic=plan.diagnostic if plan is not None else None,
                       latency_ms=elapsed_ms(started))
     return SourceOutcome(source, (tool, *bundle_steps), tuple(diagnostics), bundle, evidence)
 
 
-async def _context(client: SourceClient, calls: SourceCalls, fields: Mapping[str, Any],
-                   fallback: str | None) -> dict[str, Any] | SourceCallError:
-    """The run's context, or the source's failure as a value (a sibling call goes on regardless)."""
+async def _context(client: SourceClient, calls: SourceCalls, source: SourceDescriptor,
+                   fields: Mapping[str, Any], fallback: str | None) -> _Context | SourceCallError:
+    """The run's context, or the source's failure as a value (a sibling call goes on regardless).
+    What is made of the context (evidence, guidance check, the tool step's citations) is made as
+    soon as it answers, while the calls sent with it (searches) are still out; their new items,
+    if any, are added once they are done."""
     try:
         async with asyncio.timeout_at(calls.deadline):
-            return await client.run_context(calls.query, fields, fallback)
+            async with task_group() as sent_with:  # a failed context call cancels them
+                answer = await client.run_context(calls.query, fields, fallback, sent_with)
+                evidence = artifact.evidence_from(answer.payload, source)
+                guidance = check_guidance(answer.payload)
+                cited = _cited(evidence)
     except SourceCallError as exc:
         return exc.with_traceback(None)  # kept in the outcome: no frames (or buffers) with it
     except TimeoutError:
         return deadline_passed()
+    added = answer.added()
+    if added:
+        artifact.add_citations(evidence, answer.payload, added, source)
+        cited = _cited(evidence)
+    return _Context(answer.payload, evidence, guidance, cited)
 
 
 async def _bundle(calls: SourceCalls, source: SourceDescriptor, client: SourceClient) -> BundlePart:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Mapping
@@ -11,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 import structlog
 
 from bridge.config.registry import SourceDescriptor
-from bridge.sources.base import BundleRead, SourceCallError
+from bridge.sources.base import BundleRead, ContextAnswer, SourceCallError
 from bridge.sources.client import TransportClient
 from bridge.sources.transport import SourceTransport, call_json, endpoint_url
 from bridge.support.text import safe_id
@@ -201,14 +202,14 @@ class A2aSourceClient(TransportClient):
         self.card = discovered.raw if discovered is not None else None
         return None
 
-    async def run_context(self, query: str, fields: Mapping[str, Any],
-                          fallback: str | None) -> dict[str, Any]:
+    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None,
+                          group: asyncio.TaskGroup) -> ContextAnswer:
         """A2A forwards the intent itself, in camelCase, and takes no `limit` (and augments nothing)."""
         body: dict[str, Any] = {"query": query}
         retrieval = forwarded_retrieval(fields, fallback) if fallback is not None else None
         if retrieval is not None:
             body["retrieval"] = retrieval
-        return await self.context(body)
+        return ContextAnswer(await self.context(body))
 
     async def probe(self) -> BundleRead:
         try:

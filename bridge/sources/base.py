@@ -4,6 +4,7 @@ that call sources (bridge.sources.client and its siblings) implement this interf
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,19 @@ class BundleRead:
     error: SourceCallError | None = None
 
 
+@dataclass
+class ContextAnswer:
+    """The run's context call answered: its payload, the source's own JSON. Calls the client sent
+    with it (the HTTP client's augmentation searches) may still be out: `added()` is called
+    once they are done."""
+
+    payload: dict[str, Any]
+
+    def added(self) -> list[dict[str, Any]]:
+        """The items the calls sent with the context added to `payload` (in its item lists)."""
+        return []
+
+
 def bundle_capabilities(raw: dict[str, Any] | None) -> tuple[str, ...]:
     """The capability strings a bundle (or a context payload) advertises, trimmed."""
     caps = (raw or {}).get("capabilities")
@@ -92,11 +106,13 @@ class SourceClient:
         """Capabilities the client learnt on the way (beyond the descriptor, bundle and payload)."""
         return ()
 
-    async def run_context(self, query: str, fields: Mapping[str, Any],
-                          fallback: str | None) -> dict[str, Any]:
+    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None,
+                          group: asyncio.TaskGroup) -> ContextAnswer:
         """The run's context for the question with the retrieval plan's fields (`fallback` is the
-        intent's fallback when there is an intent): the payload, nothing made of it yet."""
-        return await self.context({"query": query, "limit": DEFAULT_QUERY_LIMIT, **fields})
+        intent's fallback when there is an intent): the payload, nothing made of it yet. Calls
+        sent with it go in the caller's `group`, so the caller can use the payload while they
+        are out, and a failed context call (raised) cancels them."""
+        return ContextAnswer(await self.context({"query": query, "limit": DEFAULT_QUERY_LIMIT, **fields}))
 
     async def bundle(self) -> BundleRead:
         """Source-bundle discovery; never raises for an unreachable source (the read says why)."""

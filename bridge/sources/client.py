@@ -3,15 +3,16 @@ table's lookup); the interface they implement is `bridge.sources.base.SourceClie
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from bridge.config.registry import SourceDescriptor
 from bridge.sources import http_source
-from bridge.sources.base import BundleRead, SourceCallError, SourceClient
+from bridge.sources.base import BundleRead, ContextAnswer, SourceCallError, SourceClient
 from bridge.sources.transport import SourceTransport, call_json, endpoint_url
-from bridge.support.fanout import task_group
 from bridge.support.text import safe_trace_text
 
 
@@ -21,6 +22,17 @@ class TransportClient(SourceClient):
     def __init__(self, transport: SourceTransport, source: SourceDescriptor) -> None:
         super().__init__(source)
         self.transport = transport
+
+
+@dataclass
+class AugmentedContext(ContextAnswer):
+    """The query's payload and the augmentation searches sent with it (contract 3.8-3.9)."""
+
+    searches: Sequence[asyncio.Task[list[dict[str, Any]]]] = field(default_factory=list)
+
+    def added(self) -> list[dict[str, Any]]:
+        """The searches' new results, merged after the query's, in search order."""
+        return http_source.merge_search_results(self.payload, [task.result() for task in self.searches])
 
 
 class HttpSourceClient(TransportClient):
@@ -47,19 +59,18 @@ class HttpSourceClient(TransportClient):
     async def discover(self) -> BundleRead | None:
         return await self.bundle()
 
-    async def run_context(self, query: str, fields: Mapping[str, Any],
-                          fallback: str | None) -> dict[str, Any]:
-        """The query, with the augmentation searches sent at the same time (contract 3.8-3.9);
-        their new results are merged after the query's, in search order. A failed query cancels
-        the searches (they never fail: a failed search only loses its extra evidence)."""
+    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None,
+                          group: asyncio.TaskGroup) -> AugmentedContext:
+        """The query, with the augmentation searches sent at the same time in `group` (contract
+        3.8-3.9). They never fail (a failed search only loses its extra evidence), and they are
+        queued before the query goes out, so every source's query and bundle calls go out before
+        any source's searches."""
         extra = dict(fields)
-        searches = [query] if "query_variants" in extra else http_source.augmentation_queries(query)
-        async with task_group() as group:
-            found = [group.create_task(http_source.search_augmentation(
-                self.transport, self.source.url, self.label, text, extra)) for text in searches]
-            payload = await super().run_context(query, extra, fallback)
-        http_source.merge_search_results(payload, [task.result() for task in found])
-        return payload
+        texts = [query] if "query_variants" in extra else http_source.augmentation_queries(query)
+        searches = [group.create_task(http_source.search_augmentation(
+            self.transport, self.source.url, self.label, text, extra)) for text in texts]
+        answer = await super().run_context(query, extra, fallback, group)
+        return AugmentedContext(answer.payload, searches)
 
     async def bundle(self) -> BundleRead:
         return await http_source.read_bundle(self.transport, self.source.url, self.label)
@@ -110,8 +121,8 @@ class UnknownProtocolClient(TransportClient):
     async def bundle(self) -> BundleRead:
         return BundleRead(attempted=True, error=self._unsupported())
 
-    async def run_context(self, query: str, fields: Mapping[str, Any],
-                          fallback: str | None) -> dict[str, Any]:
+    async def run_context(self, query: str, fields: Mapping[str, Any], fallback: str | None,
+                          group: asyncio.TaskGroup) -> ContextAnswer:
         raise self._unsupported()
 
     async def context(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -125,8 +125,9 @@ async def search_augmentation(transport: SourceTransport, base_url: str, label: 
     return [item for item in (results if isinstance(results, list) else []) if isinstance(item, dict)]
 
 
-def merge_search_results(payload: dict[str, Any], found: list[list[dict[str, Any]]]) -> None:
-    """Add search results the payload does not have yet, in search order (contract 3.8 step 4)."""
+def merge_search_results(payload: dict[str, Any], found: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Add search results the payload does not have yet, in search order (contract 3.8 step 4);
+    returns them."""
     seen: set[str] = set()
     for key in ("evidence", "citations"):
         items = payload.get(key)
@@ -145,3 +146,4 @@ def merge_search_results(payload: dict[str, Any], found: list[list[dict[str, Any
     if additions:
         current = payload.get(target)
         payload[target] = [*(current if isinstance(current, list) else []), *additions]
+    return additions

@@ -12,7 +12,7 @@ from typing import Any
 from prometheus_client import Counter, Histogram
 
 from bridge.runtime.chat import ChatRuntime
-from bridge.sources.base import SourceCallError, SourceClient
+from bridge.sources.base import ContextAnswer, SourceCallError, SourceClient
 from common.metrics import LATENCY_BUCKETS, ServiceMetrics
 
 NAMESPACE = "llmwiki_bridge"
@@ -40,14 +40,14 @@ class BridgeMetrics(ServiceMetrics):
         protocol = client.source.protocol if client.source.protocol in self.protocols else OTHER
         query = client.run_context
 
-        async def run_context(query_text: str, fields: Mapping[str, Any],
-                              fallback: str | None) -> dict[str, Any]:
+        async def run_context(query_text: str, fields: Mapping[str, Any], fallback: str | None,
+                              group: asyncio.TaskGroup) -> ContextAnswer:
             started = time.perf_counter()
             outcome = "error"
             try:
-                payload = await query(query_text, fields, fallback)
+                answer = await query(query_text, fields, fallback, group)
                 outcome = "ok"
-                return payload
+                return answer
             except SourceCallError as exc:
                 outcome = "timeout" if exc.timeout else "error"
                 raise

@@ -239,3 +239,26 @@ def test_the_result_dumped_once_equals_each_part_dumped_alone() -> None:
     assert "handle" not in result.wire()["citations"][0] and result.wire()["citations"][1]["handle"]
     # The one dump makes the graph JSON-safe, as dumping it alone does.
     assert result.wire()["graph"]["nodes"][0]["metadata"] == {"gone": None, "x": None, "connectionId": "kb-1"}
+
+
+@pytest.mark.parametrize("payload", [
+    {"evidence": [{"id": "a"}, {"title": "no id"}]},  # searches' items go after the evidence
+    {"citations": [{"id": "a"}, {"title": "no id"}]},  # ... or after the citations
+    {"evidence": "not a list", "citations": [{"id": "a"}]},
+    {"evidence": [{"id": "a"}], "citations": [{"title": "no id"}]},  # into the middle: all again
+    {},
+])
+def test_citations_of_merged_search_items_are_those_of_the_merged_payload(payload: dict[str, Any]) -> None:
+    """The evidence made before the searches answered, with their new items added, equals the
+    evidence made from the merged payload (ids of items without one are their place)."""
+    from bridge.sources.http_source import merge_search_results
+
+    merged = json.loads(json.dumps(payload))
+    early = artifact.evidence_from(merged, SOURCE)
+    added = merge_search_results(merged, [[{"page_id": "a"}, {"pageId": "n1", "title": "N1"}],
+                                          [{"path": "b.md"}]])
+    assert [item.get("pageId") or item.get("path") for item in added][-2:] == ["n1", "b.md"]
+    artifact.add_citations(early, merged, added, SOURCE)
+    made_after = artifact.evidence_from(merged, SOURCE).citations
+    assert [c.wire() for c in early.citations] == [c.wire() for c in made_after]
+    assert len(early.citations) == len(artifact.citations_from(payload, SOURCE)) + len(added)

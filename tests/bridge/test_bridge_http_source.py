@@ -20,6 +20,7 @@ from bridge.sources.http_source import augmentation_queries
 from bridge.sources.protocols import source_clients
 from bridge.sources.resolver import PolicyResolveError, PolicyResolver
 from bridge.sources.transport import SourceTransport, source_http_client
+from bridge.support.fanout import task_group
 from bridge.web.app import create_app
 from tests.support.bridge_sources import BridgeFactory, FakeDns, source
 
@@ -206,13 +207,43 @@ async def test_the_run_context_is_the_query_with_new_search_results_merged(aioht
     descriptor = normalize_inline([source("fake", str(server.make_url("")))])[0]
     async with source_http_client(SourcePolicy) as http:
         transport = SourceTransport(http, SourcePolicy(), 5.0, clients=source_clients())
-        payload = await client_for(transport, descriptor).run_context(
-            "Which release checklist steps need a second reviewer?", {}, None)
-    assert [e["page_id"] for e in payload["evidence"]] == ["a", "extra-release"]
+        async with asyncio.TaskGroup() as group:
+            answer = await client_for(transport, descriptor).run_context(
+                "Which release checklist steps need a second reviewer?", {}, None, group)
+    added = answer.added()
+    assert [e["page_id"] for e in added] == ["extra-release"]
+    assert [e["page_id"] for e in answer.payload["evidence"]] == ["a", "extra-release"]
+
+
+async def test_the_query_answers_while_its_searches_are_still_out(aiohttp_server: Any) -> None:
+    """The searches go in the caller's group: the query's payload is there before they answer."""
+    answered = asyncio.Event()
+
+    async def query(request: web.Request) -> web.Response:
+        return web.json_response({"evidence": [{"page_id": "a", "title": "A"}]})
+
+    async def search(request: web.Request) -> web.Response:
+        await asyncio.wait_for(answered.wait(), 10)  # only once the caller has the query's payload
+        return web.json_response({"results": [{"page_id": "b", "title": "B"}]})
+
+    app = web.Application()
+    app.router.add_post("/query", query)
+    app.router.add_post("/search", search)
+    server: TestServer = await aiohttp_server(app)
+    descriptor = normalize_inline([source("fake", str(server.make_url("")))])[0]
+    async with source_http_client(SourcePolicy) as http:
+        transport = SourceTransport(http, SourcePolicy(), 30.0, clients=source_clients())
+        async with asyncio.TaskGroup() as group:
+            answer = await client_for(transport, descriptor).run_context(
+                "Which release checklist steps need a second reviewer?", {}, None, group)
+            assert [e["page_id"] for e in answer.payload["evidence"]] == ["a"]
+            answered.set()
+    assert [e["page_id"] for e in answer.added()] == ["b"]
+    assert [e["page_id"] for e in answer.payload["evidence"]] == ["a", "b"]
 
 
 async def test_a_failed_query_is_its_own_error_and_cancels_the_searches(aiohttp_server: Any) -> None:
-    """The searches run in the query's task group: a failed query does not wait for them."""
+    """The searches run in the caller's task group: a failed query does not wait for them."""
     searching = asyncio.Event()
 
     async def query(request: web.Request) -> web.Response:
@@ -229,11 +260,16 @@ async def test_a_failed_query_is_its_own_error_and_cancels_the_searches(aiohttp_
     app.router.add_post("/search", search)
     server: TestServer = await aiohttp_server(app)
     descriptor = normalize_inline([source("fake", str(server.make_url("")))])[0]
+
+    async def run_context(transport: SourceTransport) -> None:
+        async with task_group() as group:
+            await client_for(transport, descriptor).run_context(
+                "Which release checklist steps need a second reviewer?", {}, None, group)
+
     async with source_http_client(SourcePolicy) as http:
         transport = SourceTransport(http, SourcePolicy(), 30.0, clients=source_clients())
         with pytest.raises(SourceCallError) as failed:
-            await asyncio.wait_for(client_for(transport, descriptor).run_context(
-                "Which release checklist steps need a second reviewer?", {}, None), 10)
+            await asyncio.wait_for(run_context(transport), 10)
     assert failed.value.http_status == 503
 
 
