@@ -247,23 +247,33 @@ def build_graph(pages: Sequence[Page], fragments: Sequence[Fragment], adapter: s
             g.edge(source, f"page:{page.id}", "parent_of", {"source": "dendron_hierarchy"})
     for sidecar in sidecars:
         for fact in sidecar.edges:
-            src_page = lookup.get(lookup_key(fact.source))
-            dst_page = lookup.get(lookup_key(fact.target))
-            ends: list[str] = []
-            end_page: Page | None
-            for value, end_page, other in ((fact.source, src_page, dst_page),
-                                           (fact.target, dst_page, src_page)):
-                if end_page is not None:
-                    ends.append(f"page:{end_page.id}")
-                else:
-                    node = unresolved_node(value, other.path if other else "", "graph.json")
-                    g.node(node)
-                    ends.append(node.id)
-            meta: dict[str, Any] = {"source": "graph.json", "path": sidecar.path}
-            if fact.confidence is not None:
-                meta["confidence"] = fact.confidence
-            g.edge(ends[0], ends[1], canonical_relation(fact.type), meta)
+            ends = fact_ends(fact, lookup)
+            for _, end_node in ends:
+                if end_node is not None:
+                    g.node(end_node)
+            g.edge(ends[0][0], ends[1][0], canonical_relation(fact.type), fact_meta(sidecar, fact))
     return list(nodes.values()), list(edges.values())
+
+
+def fact_ends(fact: SidecarEdge, lookup: Mapping[str, Page]) -> tuple[tuple[str, Node | None], ...]:
+    """A sidecar fact's source and target: each its page's node id, or, when no page holds
+    it, the id of the unresolved node made for it, with that node."""
+    src_page, dst_page = lookup.get(lookup_key(fact.source)), lookup.get(lookup_key(fact.target))
+    ends: list[tuple[str, Node | None]] = []
+    for value, end_page, other in ((fact.source, src_page, dst_page), (fact.target, dst_page, src_page)):
+        if end_page is not None:
+            ends.append((f"page:{end_page.id}", None))
+        else:
+            node = unresolved_node(value, other.path if other else "", "graph.json")
+            ends.append((node.id, node))
+    return tuple(ends)
+
+
+def fact_meta(sidecar: SidecarFile, fact: SidecarEdge) -> dict[str, Any]:
+    meta: dict[str, Any] = {"source": "graph.json", "path": sidecar.path}
+    if fact.confidence is not None:
+        meta["confidence"] = fact.confidence
+    return meta
 
 
 def graph_counts(pages: Sequence[Page], fragments: Sequence[Fragment], adapter: str,

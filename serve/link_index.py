@@ -25,10 +25,11 @@ from serve.graph import (
     SidecarFile,
     canonical_relation,
     edge_parts,
+    fact_ends,
+    fact_meta,
     lookup_key,
     member_parts,
     page_targets,
-    unresolved_node,
 )
 from serve.source.page import Page
 
@@ -156,24 +157,15 @@ def sidecar_part(sidecars: Sequence[SidecarFile], lookup: Mapping[str, Page],
     asked: set[str] = set()
     for sidecar in sidecars:
         for fact in sidecar.edges:
-            src_key, dst_key = lookup_key(fact.source), lookup_key(fact.target)
-            keys.update((src_key, dst_key))
-            src_page, dst_page = lookup.get(src_key), lookup.get(dst_key)
-            ends: list[str] = []
-            for value, end_page, other in ((fact.source, src_page, dst_page),
-                                           (fact.target, dst_page, src_page)):
-                if end_page is not None:
-                    ends.append(f"page:{end_page.id}")
-                else:
-                    node = unresolved_node(value, other.path if other else "", "graph.json")
-                    asked.add(node.id)
-                    if not proposed(node.id):
+            keys.update((lookup_key(fact.source), lookup_key(fact.target)))
+            ends = fact_ends(fact, lookup)
+            for nid, node in ends:
+                if node is not None:
+                    asked.add(nid)
+                    if not proposed(nid):
                         g.node(node)
-                    ends.append(node.id)
-            meta: dict[str, Any] = {"source": "graph.json", "path": sidecar.path}
-            if fact.confidence is not None:
-                meta["confidence"] = fact.confidence
-            key = (ends[0], ends[1], canonical_relation(fact.type))
+            meta = fact_meta(sidecar, fact)
+            key = (ends[0][0], ends[1][0], canonical_relation(fact.type))
             if key not in g.edges:
                 kept = page_edge(key)
                 if kept is not None:
