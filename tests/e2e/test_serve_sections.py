@@ -172,3 +172,31 @@ def test_source_bundle_reports_raw_origins_as_metadata(served: Service, wiki: Pa
     assert origins["enabled"] is True and origins["metadata_only"] is True
     assert origins["root_label"] == bundle["source_id"] and "commit" not in origins
     assert str(wiki) not in json.dumps(bundle)
+
+
+def test_an_explicit_heading_id_is_the_anchor_and_its_handle_reads_back(tmp_path: Path) -> None:
+    root = tmp_path / "wiki"
+    shutil.copytree(SAMPLE_WIKI, root)
+    (root / "runbooks" / "mdx-ids.md").write_text(
+        "---\ntitle: Naming Handlers\nstatus: approved\n---\n# Naming Handlers\n\n"
+        "## Naming event handler props {/*naming-event-handler-props*/}\n\n"
+        "Call the quokkaprop handler prop onSomething.\n\n"
+        "## Pandoc style {#pandoc-style}\n\nAnother quokkaprop line.\n", encoding="utf-8")
+    service = start_serve(tmp_path / "run", root)
+    try:
+        pack = post_json(service.url, "/query", {"query": "quokkaprop handler prop"}).json()
+        item = next(i for i in pack["evidence"] if i["page_id"] == "runbooks/mdx-ids")
+        section = item["section"]
+        assert section["anchor"] == "naming-event-handler-props"
+        assert section["heading_path"] == "Naming Handlers > Naming event handler props"
+        assert section["handle"].endswith("#naming-event-handler-props")
+        answer = call(service.url, "GET", "/read/" + quote(section["handle"], safe=""))
+        assert answer.status == 200, answer.body[:300]
+        read = answer.json()
+        assert read["anchor"] == "naming-event-handler-props"
+        assert "quokkaprop handler prop" in read["text"]
+        whole = call(service.url, "GET", "/read/" + quote(section["handle"].partition("#")[0], safe=""))
+        assert [s["anchor"] for s in whole.json()["sections"]] == [
+            "naming-handlers", "naming-event-handler-props", "pandoc-style"]
+    finally:
+        stop_checked(service)
