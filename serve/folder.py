@@ -226,10 +226,10 @@ class FolderMirror:
             self.records = {}
             self.in_walk_order = True
             new_dirs, new_markers, new_ignored = set(walk.dirs), dict(walk.marker_dirs), dict(walk.ignored)
-            assert touched is not None
-            touched.update(old.keys() - walk.files.keys())
+            gone = old.keys() - walk.files.keys()
+            touched = set(gone)
             changed = (new_dirs != self.dirs or new_markers != self.markers
-                       or new_ignored != self.ignored or bool(touched))
+                       or new_ignored != self.ignored or bool(gone))
             if new_markers != self.markers:
                 touched = None  # an editor marker: the adapter may switch
             self.dirs, self.markers, self.ignored = new_dirs, new_markers, new_ignored
