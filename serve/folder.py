@@ -164,8 +164,9 @@ class FolderMirror:
             return False
         return os.path.realpath(os.path.join(self.root_str, parent)) == os.path.join(self.root_str, parent)
 
-    def refresh_files(self, rels: Iterable[str]) -> None:
-        """Re-read individual files named by change notifications (added, edited, gone)."""
+    def refresh_files(self, rels: Iterable[str], distrust: Callable[[str], bool] | None = None) -> None:
+        """Re-read individual files named by change notifications (added, edited, gone); a read
+        that `distrust` refuses (asked right after it) is dropped, the file left as it was."""
         for rel in rels:
             path = os.path.join(self.root_str, rel)
             before = self.records.get(rel)
@@ -185,6 +186,8 @@ class FolderMirror:
             if rel not in self.records:
                 self.in_walk_order = False
             fresh = self._read(rel, FileStat.of(st))
+            if distrust is not None and distrust(rel):
+                continue
             if before is not None and before.digest == fresh.digest and before.page is not None:
                 fresh = before._replace(stat=fresh.stat, verified_ns=fresh.verified_ns)
             elif before is None or before.digest != fresh.digest or before.problem != fresh.problem:

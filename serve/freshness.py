@@ -68,6 +68,7 @@ class Freshness:
         self.watcher: inotify.Inotify | None = None
         self.watches: dict[int, str] = {}
         self.writing: dict[str, float] = {}  # files modified in place and not yet closed, since when
+        self.later: list[inotify.Event] = []  # read during a check's file reads: the next check's
         self.marker_state: tuple[object, ...] | None = None
         self.known_counts = dict(known_counts or {})
         self.walks = 0  # full walks done (observability and tests)
@@ -218,6 +219,7 @@ class Freshness:
         self.watcher = None
         self.watches = {}
         self.writing = {}
+        self.later = []
 
     def _modified_since(self, rel_dirs: list[str], since_ns: int) -> list[str]:
         touched = []
@@ -252,7 +254,8 @@ class Freshness:
 
     def _apply_events(self) -> None:
         assert self.watcher is not None
-        events = self.watcher.read_events()
+        events = [*self.later, *self.watcher.read_events()]
+        self.later = []
         if not events and not self.writing:
             return
         now = time.monotonic()
@@ -309,9 +312,26 @@ class Freshness:
             if new:  # files created before their directory's watch existed
                 self.mirror.rescan_dirs(new)
         if files:
-            self.mirror.refresh_files(files)
+            self.mirror.refresh_files(files, self._rewritten_while_read)
         if self._fingerprint() != before or self.current is None:
             self._project()
+
+    def _rewritten_while_read(self, rel: str) -> bool:
+        """Whether `rel` was modified again after the events that named it were read. A writer
+        that reopened it just then (truncated it, wrote part, was preempted) leaves a size and
+        times that stay put while it is read, so the read's own check passes; the truncation's
+        event is queued by then. Such a read is dropped: the file keeps its last whole version
+        until its writer closes it (the event is handled at the next check)."""
+        assert self.watcher is not None
+        self.later += self.watcher.read_events()
+        return any(event.mask & inotify.IN_MODIFY and self._event_rel(event) == rel
+                   for event in self.later)
+
+    def _event_rel(self, event: inotify.Event) -> str | None:
+        base = self.watches.get(event.wd)
+        if base is None or not event.name:
+            return None
+        return f"{base}/{event.name}" if base else event.name
 
     def _unwatch_subtree(self, rel_dir: str) -> None:
         assert self.watcher is not None

@@ -1046,3 +1046,43 @@ async def test_names_that_are_not_utf8_are_skipped_and_reported(serve_client: Cl
     shown = {d.path for d in source.snapshot().diagnostics if d.reason == "name_not_utf8"}
     assert "late\\xff.md" in shown
     assert (await client.post("/search", json={"query": "Late"})).status == 200
+
+
+def test_a_page_reopened_for_writing_while_it_is_read_keeps_its_whole_version(sample_root: Path) -> None:
+    """The race behind torn reads: the events of a whole write (modified, closed) are read, then
+    the writer reopens the file, truncates it, writes half and is preempted before the file is
+    read. The half file's size and times stay put while it is read, so only the truncation's
+    event, queued by then, can tell: the page keeps its last whole version until the writer
+    closes the file, and the next check after that reads the new one."""
+    fresh = Freshness(sample_root, use_inotify=True)
+    page = sample_root / "big.md"
+    old, new = "# Big\n\n" + "alpha line\n" * 2000, "# Big\n\n" + "omega line\n" * 2000
+    try:
+        page.write_text(old, encoding="utf-8")
+        fresh.snapshot(refresh=True)
+        assert fresh.watcher is not None, "inotify is needed for this case"
+        page.write_text(new, encoding="utf-8")  # a whole write: modified, then closed
+        watcher, real_read = fresh.watcher, fresh.watcher.read_events
+        writer: list[Any] = []
+
+        def events_then_reopened() -> list[Any]:
+            events = real_read()
+            if not writer:  # the writer's next turn starts right after the events were read
+                handle = open(page, "wb")  # noqa: SIM115 - held open: the writer is preempted
+                handle.write(old.encode()[: len(old) // 2])
+                handle.flush()
+                writer.append(handle)
+            return events
+
+        watcher.read_events = events_then_reopened  # type: ignore[method-assign]
+        during = fresh.snapshot().find_page("big")
+        assert during is not None
+        assert during.text in (old.strip(), new.strip()), "a half-written page was served"
+        writer[0].write(old.encode()[len(old) // 2:])
+        writer[0].close()
+        after = fresh.snapshot().find_page("big")
+        assert after is not None and after.text == old.strip()
+    finally:
+        for handle in writer:
+            handle.close()
+        fresh.close()
