@@ -163,7 +163,8 @@ class IndexCache:
         """What gives the pair signatures left at `ref` in this file, when a literal search first
         needs them: the section read and checked then; if it is gone, damaged or replaced since,
         they are made again from the documents' pages, as a bulk build makes them (never served
-        from a section that fails its check)."""
+        from a section that fails its check), and the file is to be written again (see
+        prepare): the next start would otherwise make them again."""
         path = self.path
 
         def read(documents: Sequence[Page | None]) -> np.ndarray:
@@ -176,6 +177,7 @@ class IndexCache:
                 return columns
             except (OSError, ValueError) as exc:
                 columns = page_signature_columns(documents)
+                self.saved_signature = ""
                 log.warning("index_cache_signatures_remade", error=type(exc).__name__,
                             reason=str(exc)[:200], documents=len(documents),
                             seconds=round(time.perf_counter() - started, 3))

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 import serve.records as records_module
 from serve.index_cache import ARRAYS, IndexCache
-from serve.page_cache import SectionRef, read_sections, section, sections
+from serve.page_cache import SectionRef, read_section, read_sections, section, sections
 from serve.retrieval.index import LexicalIndex
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
@@ -229,6 +229,9 @@ def test_damaged_pair_signatures_are_found_at_the_first_literal_search_and_made_
         assert again.index.pair_signatures.count == len(live) == PAGES + 1
     else:
         assert np.array_equal(signature_columns_of(again), signature_columns_of(fresh))
+        again.save_cache()  # as at shutdown: the file is whole again
+        assert read_section(path, section_named(path, "pair_columns")) == bytes(
+            np.ascontiguousarray(signature_columns_of(fresh)))
     again.close()
     fresh.close()
 
