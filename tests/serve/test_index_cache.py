@@ -100,6 +100,26 @@ def test_a_slightly_changed_folder_reuses_the_documents_of_unchanged_pages(
     fresh.close()
 
 
+def test_damaged_pair_signatures_of_a_reused_index_are_made_again_from_its_pages(
+        folder: tuple[Path, Path], tmp_path: Path) -> None:
+    root, cache = folder
+    started(root, cache).close()
+    path = IndexCache(cache, root.resolve()).path
+    ref = section_named(path, "pair_columns")
+    flip_byte(path, ref.offset + ref.length // 2)
+    page = root / "wiki" / "page-0003.md"
+    page.write_text(page.read_text() + "\nrelease window zanzibar\n")
+    (root / "wiki" / "page-0007.md").unlink()
+    again = started(root, cache)
+    assert again.index_origin == "cache" and again.index.dead == 2
+    fresh = started(root, tmp_path / "fresh-cache")
+    with capture_logs() as logs:
+        assert answers(again) == answers(fresh)
+    assert [e["documents"] for e in logs if e["event"] == "index_cache_signatures_remade"] == [PAGES]
+    again.close()
+    fresh.close()
+
+
 def test_a_much_changed_folder_rebuilds_the_index(folder: tuple[Path, Path]) -> None:
     root, cache = folder
     started(root, cache).close()
