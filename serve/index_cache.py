@@ -2,13 +2,15 @@
 snapshot it was built from.
 
 One file per root: checksummed sections (the page cache's framing) holding a JSON head, the
-terms, raw numpy arrays whose type and shape the head names, then the snapshot's link views
-the first context pack needs (JSON: who links to each page, the owner of each shared node, the
-link lookup), which take about as long to compute as loading the index. Nothing in it is executable
-(no pickle): a tampered file can only fail a check, which makes it a miss, and the index is
-built again. The head names the projection's signature (every file's path, size and digest)
-and a digest of the page paths in index order: the index and the views are used as they are
-only for the snapshot they were built from. For a later snapshot in which few pages changed,
+terms, raw numpy arrays whose type and shape the head names, then the snapshot's link views the
+first context pack needs (JSON: who links to each page, the owner of each shared node, the link
+lookup), which take about as long to compute as loading the index. The pair signatures' section,
+which only literal search reads, is left in the file (unread, unchecked) until a literal search
+first needs it. Nothing in it is executable (no pickle): a tampered file can only fail a check,
+which makes it a miss, and the index is built again (for that section, the signatures are made
+again from the pages). The head names the projection's signature (every file's path, size and
+digest) and a digest of the page paths in index order: the index and the views are used as they
+are only for the snapshot they were built from. For a later snapshot in which few pages changed,
 each document's fingerprint (documents.fingerprint) says which pages it still stands for; the
 others are dead, and the changed pages are indexed as edits are."""
 
@@ -207,7 +209,7 @@ class IndexCache:
                 views: Views) -> Pending | None:
         """What write() needs for the index of the snapshot with this signature (a bulk build
         of `pages`), or None when the file already holds it. Cheap (exported() copies only
-        what edits change in place): the caller holds the index lock for this alone."""
+        what edits change in place): a caller may hold the index lock for this alone."""
         if signature == self.saved_signature:
             return None
         terms, arrays = index.exported()
