@@ -2,13 +2,15 @@
 snapshot it was built from.
 
 One file per root: checksummed sections (the page cache's framing) holding a JSON head, the
-terms, raw numpy arrays whose type and shape the head names, then the snapshot's link views
-the first context pack needs (JSON: who links to each page, the owner of each shared node, the
-link lookup), which take about as long to compute as loading the index. Nothing in it is executable
-(no pickle): a tampered file can only fail a check, which makes it a miss, and the index is
-built again. The head names the projection's signature (every file's path, size and digest)
-and a digest of the page paths in index order: the index and the views are used as they are
-only for the snapshot they were built from. For a later snapshot in which few pages changed,
+terms, raw numpy arrays whose type and shape the head names, then the snapshot's link views the
+first context pack needs (JSON: who links to each page, the owner of each shared node, the link
+lookup), which take about as long to compute as loading the index. The pair signatures' section,
+which only literal search reads, is left in the file (unread, unchecked) until a literal search
+first needs it. Nothing in it is executable (no pickle): a tampered file can only fail a check,
+which makes it a miss, and the index is built again (for that section, the signatures are made
+again from the pages). The head names the projection's signature (every file's path, size and
+digest) and a digest of the page paths in index order: the index and the views are used as they
+are only for the snapshot they were built from. For a later snapshot in which few pages changed,
 each document's fingerprint (documents.fingerprint) says which pages it still stands for; the
 others are dead, and the changed pages are indexed as edits are."""
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -25,9 +28,17 @@ import numpy as np
 import structlog
 
 from common.version import __version__
-from serve.page_cache import cache_key, section, sections, write_atomically
+from serve.page_cache import (
+    SectionRef,
+    cache_key,
+    read_section,
+    read_sections,
+    section_header,
+    write_atomically,
+)
 from serve.retrieval.documents import fingerprint
-from serve.retrieval.index import COMPACT_DEAD_SHARE, LexicalIndex
+from serve.retrieval.index import COMPACT_DEAD_SHARE, LexicalIndex, PairColumns
+from serve.retrieval.pairs import SIGNATURE_BITS, PairSignatures, page_signature_columns
 from serve.source.page import Page
 
 log = structlog.get_logger("llmwiki.serve.cache")
@@ -36,6 +47,7 @@ log = structlog.get_logger("llmwiki.serve.cache")
 INDEX_FORMAT = 4  # 4: approvals and fingerprints; 3: SHA-1 section checksums (page_cache)
 ARRAYS = ("indptr", "main_docs", "main_tfs", "df_all", "df_approved", "doc_len", "pair_columns",
           "approved", "fingerprints")
+PAIR_SECTION = 2 + ARRAYS.index("pair_columns")  # after the head and the terms
 FINGERPRINT_BYTES = 16
 DTYPES = frozenset({"int64", "int32", "uint16", "uint8", "float32"})
 TERM_SEPARATOR = "\0"  # never part of an analysed term (see save)
@@ -55,6 +67,8 @@ class IndexCache:
         self.path = cache_dir / f"index-{cache_key(root)}.bin"
         self.root = str(root)
         self.saved_signature = ""  # the snapshot whose index the file holds, once known
+        # The snapshot last written and where its pair signatures sit in the file.
+        self.written_pairs: tuple[str, SectionRef | None] | None = None
 
     def _base(self) -> dict[str, object]:
         return {"format": INDEX_FORMAT, "version": __version__, "root": self.root}
@@ -70,14 +84,15 @@ class IndexCache:
         different, damaged or altered."""
         started = time.perf_counter()
         try:
-            data = self.path.read_bytes()
+            handle = self.path.open("rb")
         except FileNotFoundError:
             return None
         except OSError as exc:
             log.warning("index_cache_unreadable", error=type(exc).__name__)
             return None
         try:
-            loaded = self._decode(memoryview(data), signature, pages)
+            with handle:
+                loaded = self._decode(read_sections(handle, unread={PAIR_SECTION}), signature, pages)
         except _Stale:
             log.info("index_cache_stale")
             return None
@@ -94,10 +109,10 @@ class IndexCache:
                      dead=loaded.index.dead, to_index=len(loaded.missing), seconds=seconds)
         return loaded
 
-    def _decode(self, view: memoryview, signature: str, pages: Sequence[Page]) -> Loaded:
-        parts = sections(view)
+    def _decode(self, parts: Iterator[bytearray | SectionRef | None], signature: str,
+                pages: Sequence[Page]) -> Loaded:
         head_bytes = next(parts, None)
-        if head_bytes is None:
+        if not isinstance(head_bytes, bytearray):
             raise ValueError("the head is missing or fails its checksum")
         head = json.loads(bytes(head_bytes))
         if not isinstance(head, dict) or any(head.get(k) != v for k, v in self._base().items()):
@@ -107,33 +122,74 @@ class IndexCache:
         if not isinstance(shapes, dict) or set(shapes) != set(ARRAYS):
             raise ValueError("the head does not list the arrays")
         terms_bytes = next(parts, None)
-        if terms_bytes is None:
+        if not isinstance(terms_bytes, bytearray):
             raise ValueError("the terms fail their checksum")
-        text = bytes(terms_bytes).decode("utf-8", "surrogatepass")
+        text = terms_bytes.decode("utf-8", "surrogatepass")
+        del terms_bytes
         terms = text.split(TERM_SEPARATOR) if text else []
+        del text
         arrays: dict[str, np.ndarray] = {}
+        pairs: SectionRef | None = None
         for name in ARRAYS:
             payload = next(parts, None)
-            if payload is None:
-                raise ValueError(f"{name} is missing or fails its checksum")
             dtype, shape = shapes[name]
             if dtype not in DTYPES or not isinstance(shape, list) or not all(
                     isinstance(d, int) and d >= 0 for d in shape):
                 raise ValueError(f"{name} has an unknown type or shape")
-            # A copy: the arrays must not keep the whole file's bytes alive.
-            arrays[name] = np.frombuffer(payload, dtype=np.dtype(dtype)).reshape(shape).copy()
+            if name == "pair_columns" and isinstance(payload, SectionRef):
+                # Left in the file, its checksum unchecked until a literal search reads it.
+                if dtype != "uint8" or payload.length != math.prod(shape):
+                    raise ValueError("pair_columns does not fit its section")
+                pairs = payload
+            elif isinstance(payload, bytearray):
+                # Each section is a buffer of its own, writable: the array keeps only that alive.
+                arrays[name] = np.frombuffer(payload, dtype=np.dtype(dtype)).reshape(shape)
+            else:
+                raise ValueError(f"{name} is missing or fails its checksum")
+        if pairs is None:
+            raise ValueError("pair_columns is missing")
         views_bytes = next(parts, None)
-        if views_bytes is None:
+        if not isinstance(views_bytes, bytearray):
             raise ValueError("the link views fail their checksum")
         if next(parts, None) is not None:
             raise ValueError("trailing sections")
+        if shapes["pair_columns"][1] != [SIGNATURE_BITS, -(-len(arrays["doc_len"]) // 8)]:
+            raise ValueError("pair_columns does not fit the documents")
+        columns = self._pair_columns(pairs)
         if exact:
-            views = Views.decoded(json.loads(bytes(views_bytes)), pages)
-            return Loaded(LexicalIndex.restored(pages, terms, arrays), views, [])
-        return self._reused(pages, terms, arrays)
+            views = Views.decoded(json.loads(views_bytes), pages)
+            return Loaded(LexicalIndex.restored(pages, terms, arrays, columns), views, [])
+        return self._reused(pages, terms, arrays, columns)
+
+    def _pair_columns(self, ref: SectionRef) -> PairColumns:
+        """What gives the pair signatures left at `ref` in this file, when a literal search first
+        needs them: the section read and checked then; if it is gone, damaged or replaced since,
+        they are made again from the documents' pages, as a bulk build makes them (never served
+        from a section that fails its check), and the file is to be written again (see
+        prepare): the next start would otherwise make them again."""
+        path = self.path
+
+        def read(documents: Sequence[Page | None]) -> np.ndarray:
+            started = time.perf_counter()
+            try:
+                payload = read_section(path, ref)
+                columns = np.frombuffer(payload, dtype=np.uint8).reshape(SIGNATURE_BITS, -1)
+                log.info("index_cache_signatures_read", bytes=ref.length,
+                         seconds=round(time.perf_counter() - started, 3))
+                return columns
+            except (OSError, ValueError) as exc:
+                columns = page_signature_columns(documents)
+                self.saved_signature = ""
+                log.warning("index_cache_signatures_remade", error=type(exc).__name__,
+                            reason=str(exc)[:200], documents=len(documents),
+                            seconds=round(time.perf_counter() - started, 3))
+                return columns
+
+        return read
 
     @staticmethod
-    def _reused(pages: Sequence[Page], terms: list[str], arrays: dict[str, np.ndarray]) -> Loaded:
+    def _reused(pages: Sequence[Page], terms: list[str], arrays: dict[str, np.ndarray],
+                columns: PairColumns) -> Loaded:
         """The file's index for a later snapshot, when few of its documents died and few pages
         are new to it (else _Stale: a bulk build is quicker than that many edits)."""
         prints = arrays["fingerprints"]
@@ -145,7 +201,7 @@ class IndexCache:
         limit = COMPACT_DEAD_SHARE * max(len(kept), len(pages))
         if not standing or len(kept) - standing > limit or len(pages) - standing > limit:
             raise _Stale
-        index = LexicalIndex.reused(pages, terms, arrays, kept)
+        index = LexicalIndex.reused(pages, terms, arrays, kept, columns)
         covered = set(kept)
         return Loaded(index, None, [page for i, page in enumerate(pages) if i not in covered])
 
@@ -153,11 +209,11 @@ class IndexCache:
                 views: Views) -> Pending | None:
         """What write() needs for the index of the snapshot with this signature (a bulk build
         of `pages`), or None when the file already holds it. Cheap (exported() copies only
-        what edits change in place): the caller holds the index lock for this alone."""
+        what edits change in place): a caller may hold the index lock for this alone."""
         if signature == self.saved_signature:
             return None
         terms, arrays = index.exported()
-        return Pending(signature, tuple(pages), terms, arrays, views)
+        return Pending(signature, tuple(pages), terms, arrays, views, index.pair_signatures)
 
     def write(self, pending: Pending) -> bool:
         """Write the file (atomically), one section at a time so that no more than one
@@ -172,25 +228,57 @@ class IndexCache:
         head = {**self._head(pending.signature, pages), "terms": len(terms),
                 "arrays": {name: [str(arrays[name].dtype), list(arrays[name].shape)]
                            for name in ARRAYS}}
-        written = [0]
+        at = 0
+        pairs: SectionRef | None = None
 
-        def parts() -> Iterator[bytes]:
-            yield section(json.dumps(head).encode("ascii"))
-            yield section(TERM_SEPARATOR.join(terms).encode("utf-8", "surrogatepass"))
-            for name in ARRAYS:
-                yield section(np.ascontiguousarray(arrays[name]).tobytes())
-            link_views = json.dumps(pending.views.encoded(pages), ensure_ascii=False)
-            yield section(link_views.encode("utf-8", "surrogatepass"))
+        def parts() -> Iterator[bytes | memoryview]:
+            nonlocal at, pairs
+            for name in ("head", "terms", *ARRAYS, "views"):
+                chunks = self._chunks(name, head, terms, arrays, pending)
+                header = section_header(*chunks)
+                if name == "pair_columns":
+                    pairs = SectionRef.after(at, header)
+                at += len(header) + sum(chunk.nbytes for chunk in chunks)
+                yield header
+                yield from chunks
+                del chunks
 
-        def counted() -> Iterator[bytes]:
-            for part in parts():
-                written[0] += len(part)
-                yield part
-
-        if not write_atomically(self.path, counted(), ".index-"):
+        if not write_atomically(self.path, parts(), ".index-"):
             return False
         self.saved_signature = pending.signature
-        log.info("index_cache_written", documents=len(pages), bytes=written[0])
+        self.written_pairs = (pending.signature, pairs)
+        log.info("index_cache_written", documents=len(pages), bytes=at)
+        return True
+
+    @staticmethod
+    def _chunks(name: str, head: dict[str, object], terms: list[str],
+                arrays: dict[str, np.ndarray], pending: Pending) -> list[memoryview]:
+        """One section's payload as byte views of what it is made of, copied only where it must
+        be encoded (JSON, the terms): the arrays are written from their own memory."""
+        if name == "head":
+            return [memoryview(json.dumps(head).encode("ascii"))]
+        if name == "terms":
+            return [memoryview(TERM_SEPARATOR.join(terms).encode("utf-8", "surrogatepass"))]
+        if name == "views":
+            link_views = json.dumps(pending.views.encoded(pending.pages), ensure_ascii=False)
+            return [memoryview(link_views.encode("utf-8", "surrogatepass"))]
+        array = arrays[name]
+        if array.ndim == 2 and not array.flags.c_contiguous:  # the pair columns: row by row
+            return [np.ascontiguousarray(row).data.cast("B") for row in array]
+        return [np.ascontiguousarray(array).data.cast("B")]
+
+    def leave_signatures(self, pending: Pending, index: LexicalIndex) -> bool:
+        """After write(pending): let the pair signatures of `index` go from memory, to be read
+        back from the file when a literal search first needs them (only literal search reads
+        them), when it still holds exactly the documents written (else they stay, as after
+        edits). Whether they went. Call it under the index lock."""
+        written = self.written_pairs
+        signatures = index.pair_signatures
+        if (written is None or written[0] != pending.signature or written[1] is None
+                or signatures is not pending.pair_signatures or not signatures.is_read
+                or signatures.count != len(pending.pages) or not index.is_bulk_of(pending.pages)):
+            return False
+        index.unread_pair_signatures(self._pair_columns(written[1]))
         return True
 
 
@@ -213,6 +301,7 @@ class Pending:
     terms: list[str]
     arrays: dict[str, np.ndarray]
     views: Views
+    pair_signatures: PairSignatures  # the index's, which leave_signatures may let go
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import marshal
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -26,15 +28,76 @@ SAVE_CHUNK = 500
 _LENGTH, _SUM = 8, 16  # each section: its length, its checksum, then the payload
 
 
-def _checksum(data: bytes | memoryview) -> bytes:
-    """A section's first 16 bytes of SHA-1: it finds damage (a truncated or altered file), not
-    forgery, which nothing in a cache can run anyway; SHA-1 is hashed in hardware on most
-    CPUs, several times faster than BLAKE2b over the hundred megabytes a restart reads."""
-    return hashlib.sha1(data, usedforsecurity=False).digest()[:_SUM]
+def _checksum(*chunks: bytes | bytearray | memoryview) -> bytes:
+    """A section's first 16 bytes of SHA-1 (of its chunks, in order): it finds damage (a
+    truncated or altered file), not forgery, which nothing in a cache can run anyway; SHA-1
+    is hashed in hardware on most CPUs, several times faster than BLAKE2b over the hundred
+    megabytes a restart reads."""
+    digest = hashlib.sha1(usedforsecurity=False)
+    for chunk in chunks:
+        digest.update(chunk)
+    return digest.digest()[:_SUM]
+
+
+def section_header(*chunks: memoryview) -> bytes:
+    """What goes before a section whose payload is these byte chunks, one after the other: its
+    length and checksum (the chunks are then written as they are, copied into nothing)."""
+    return sum(chunk.nbytes for chunk in chunks).to_bytes(_LENGTH, "big") + _checksum(*chunks)
 
 
 def section(payload: bytes) -> bytes:
-    return len(payload).to_bytes(_LENGTH, "big") + _checksum(payload) + payload
+    return section_header(memoryview(payload)) + payload
+
+
+@dataclass(frozen=True, slots=True)
+class SectionRef:
+    """Where a section's payload sits in its file, and the checksum it must have there."""
+
+    offset: int
+    length: int
+    checksum: bytes
+
+    @classmethod
+    def after(cls, offset: int, header: bytes) -> SectionRef:
+        """The section whose header (section_header) was written at `offset`."""
+        return cls(offset + len(header), int.from_bytes(header[:_LENGTH], "big"), header[_LENGTH:])
+
+
+def read_sections(handle: io.BufferedReader, unread: Collection[int] = ()) -> Iterator[
+        bytearray | SectionRef | None]:
+    """sections() of an open file, read one section at a time (never the whole file at once),
+    except that the sections numbered in `unread` (from 0) are skipped unread and their
+    checksum unchecked: a SectionRef stands for each, for read_section() to read it later."""
+    size = os.fstat(handle.fileno()).st_size
+    at = number = 0
+    while at + _LENGTH + _SUM <= size:
+        header = handle.read(_LENGTH + _SUM)
+        ref = SectionRef.after(at, header)
+        at = ref.offset + ref.length
+        if len(header) < _LENGTH + _SUM or at > size:
+            return
+        if number in unread:
+            handle.seek(at)
+            yield ref
+        else:
+            payload = bytearray(ref.length)
+            if handle.readinto(payload) != ref.length:
+                return
+            yield payload if _checksum(payload) == ref.checksum else None
+        number += 1
+
+
+def read_section(path: Path, ref: SectionRef) -> bytearray:
+    """The payload `ref` names in the file at `path`; ValueError when it is not there whole or
+    fails its checksum (the file was damaged or replaced since), OSError when it cannot be read."""
+    payload = bytearray(ref.length)
+    with path.open("rb") as handle:
+        handle.seek(ref.offset)
+        if handle.readinto(payload) != ref.length:
+            raise ValueError("the section is cut short")
+    if _checksum(payload) != ref.checksum:
+        raise ValueError("the section fails its checksum")
+    return payload
 
 
 def sections(view: memoryview) -> Iterator[memoryview | None]:
@@ -61,7 +124,7 @@ def cache_key(root: Path) -> str:
     return hashlib.sha256(str(root).encode("utf-8")).hexdigest()[:24]
 
 
-def write_atomically(path: Path, parts: Iterator[bytes], prefix: str) -> bool:
+def write_atomically(path: Path, parts: Iterator[bytes | memoryview], prefix: str) -> bool:
     """Write `parts` to a temporary file beside `path` and rename it over `path`, so a crash
     never leaves half a cache; whether it was written (a failure is logged, never raised)."""
     tmp = None

@@ -43,7 +43,7 @@ from serve.freshness import Freshness
 from serve.graph import Edge, Node, canonical_relation, lookup_key, slug
 from serve.graph_view import GraphView
 from serve.handles import parse_handle
-from serve.index_cache import IndexCache, Views
+from serve.index_cache import IndexCache, Pending, Views
 from serve.memory import release_free_memory
 from serve.page_cache import PageCache, default_cache_dir
 from serve.projection import Projection
@@ -181,18 +181,30 @@ class KnowledgeSource:
     def save_index(self) -> None:
         """Persist the search index when it is a bulk build of the snapshot it serves (after
         edits it is not: the next start builds it again)."""
-        if self.index_cache is None:
-            return
         with self._index_lock:
             indexed = self._indexed
-            if indexed is None or not self.index.is_bulk_of(indexed.pages):
-                return
-            views = Views(indexed.incoming, indexed.owners(False), indexed.lookup)
-            pending = self.index_cache.prepare(indexed.signature, indexed.pages, self.index, views)
+            pending = self._pending_index(indexed) if indexed is not None else None
         if pending is not None:
-            self.index_cache.write(pending)
-            del pending
-            release_free_memory()
+            self._write_index(pending, self._index_lock)
+
+    def _pending_index(self, indexed: Projection) -> Pending | None:
+        """What the restart cache's write needs of the index of `indexed` (under the index
+        lock), or None when there is nothing to write."""
+        if self.index_cache is None or not self.index.is_bulk_of(indexed.pages):
+            return None
+        views = Views(indexed.incoming, indexed.owners(False), indexed.lookup)
+        return self.index_cache.prepare(indexed.signature, indexed.pages, self.index, views)
+
+    def _write_index(self, pending: Pending, lock: contextlib.AbstractContextManager[object]) -> None:
+        """Write the index file, then let the pair signatures go from memory (a literal search
+        reads them back from the file) under `lock`: the index lock, or nothing for a caller
+        holding it already."""
+        assert self.index_cache is not None
+        if self.index_cache.write(pending):
+            with lock:
+                self.index_cache.leave_signatures(pending, self.index)
+        del pending
+        release_free_memory()
 
     def close(self) -> None:
         if self._early is not None:
@@ -361,43 +373,58 @@ class KnowledgeSource:
         """A searcher over the current snapshot, with the index brought up to it."""
         projection = self.snapshot()
         with self._index_lock:
-            indexed = self._indexed
-            if indexed is None and not self._index_cache_tried:
-                self._index_cache_tried = True  # one try: later snapshots differ from the file's
-                cached = (self.index_cache.load(projection.signature, projection.pages)
-                          if self.index_cache is not None else None)
-                if cached is not None:
-                    self.index, views = cached.index, cached.views
-                    if views is not None:  # the snapshot's own index
-                        projection.adopt_link_views(views.incoming, views.owners, views.lookup)
-                    self.index.update(cached.missing)  # pages changed since it was written
-                    indexed = self._indexed = projection
-                    self.index_origin = "cache"
-            if indexed is not projection:
-                changed = projection.changed_since(indexed) if indexed is not None else None
-                if changed is None:
-                    started = time.perf_counter()
-                    self.index.sync(projection.pages)
-                    self.index_build_seconds = time.perf_counter() - started
-                    self.index_builds += 1
-                    self.index_origin = self.index_origin or "built"
-                else:  # a few pages changed, came or went: only they are looked at
-                    pages, position = projection.pages, projection.position
-                    self.index.remove([path for path in changed if path not in position])
-                    self.index.update([pages[position[path]] for path in sorted(changed)
-                                       if path in position])
-                self._indexed = projection
+            self._index_to(projection)
+            self._indexed = projection
         return Searcher(projection, self.index, self._index_lock)
 
+    def _index_to(self, projection: Projection) -> None:
+        """Bring the index up to `projection` (under the index lock): from the restart cache
+        the first time, else in bulk or by the pages that changed; the caller publishes it."""
+        indexed = self._indexed
+        if indexed is None and not self._index_cache_tried:
+            self._index_cache_tried = True  # one try: later snapshots differ from the file's
+            cached = (self.index_cache.load(projection.signature, projection.pages)
+                      if self.index_cache is not None else None)
+            if cached is not None:
+                self.index, views = cached.index, cached.views
+                if views is not None:  # the snapshot's own index
+                    projection.adopt_link_views(views.incoming, views.owners, views.lookup)
+                self.index.update(cached.missing)  # pages changed since it was written
+                indexed = projection
+                self.index_origin = "cache"
+        if indexed is not projection:
+            changed = projection.changed_since(indexed) if indexed is not None else None
+            if changed is None:
+                started = time.perf_counter()
+                self.index.sync(projection.pages)
+                self.index_build_seconds = time.perf_counter() - started
+                self.index_builds += 1
+                self.index_origin = self.index_origin or "built"
+            else:  # a few pages changed, came or went: only they are looked at
+                pages, position = projection.pages, projection.position
+                self.index.remove([path for path in changed if path not in position])
+                self.index.update([pages[position[path]] for path in sorted(changed)
+                                   if path in position])
+
     def warm(self) -> None:
-        """Build (or load) the search index and the graph views ahead of the first query,
-        then keep a built index in the restart cache."""
+        """Build (or load) the search index and the graph views ahead of the first query, and
+        keep a built index in the restart cache, all before the index is published (a search
+        meanwhile waits for the warm-up, as for the build): its pair signatures are then left
+        in the file until a literal search needs them, before any request can see the index,
+        and the write (a second or so) never competes with the first requests."""
         try:
-            projection = self.searcher().projection
-            len(projection.incoming)  # the link index behind context-pack graphs
-            len(projection.approved_position)  # what the first edit's snapshot needs
-            len(projection.owners(False))
-            len(projection.facts)
+            projection = self.snapshot()
+            with self._index_lock:
+                self._index_to(projection)
+                len(projection.incoming)  # the link index behind context-pack graphs
+                len(projection.approved_position)  # what the first edit's snapshot needs
+                len(projection.owners(False))
+                len(projection.facts)
+                pending = self._pending_index(projection)
+                if pending is not None:
+                    self._write_index(pending, contextlib.nullcontext())
+                    del pending
+                self._indexed = projection
             release_free_memory()
         except KnowledgeSourceError:
             pass  # nothing to warm until the folder can be served
@@ -408,7 +435,6 @@ class KnowledgeSource:
             for call in waiting:
                 with contextlib.suppress(Exception):  # a waiter gone (its loop closed) is no failure
                     call()
-        self.save_index()
 
     def when_warmed(self, call: Callable[[], None]) -> bool:
         """Have `call` run (in the warm-up's thread) once the warm-up is done; False, and no

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +27,8 @@ from serve.retrieval.scoring import (
 from serve.retrieval.term_finder import DocFields, TermFinder
 from serve.source.page import ROLE_RANK, Page
 
+# Gives the pair signatures of a restored index's documents (their pages; None for a dead one).
+PairColumns = Callable[[Sequence[Page | None]], np.ndarray]
 # Rebuild the postings when this share of documents is dead (replaced or removed).
 COMPACT_DEAD_SHARE = 0.3
 # A first sync with more pages than this builds the main segment in bulk.
@@ -298,22 +300,27 @@ class LexicalIndex:
         }
 
     @classmethod
-    def restored(cls, pages: Sequence[Page], terms: list[str],
-                 arrays: dict[str, np.ndarray]) -> LexicalIndex:
+    def restored(cls, pages: Sequence[Page], terms: list[str], arrays: dict[str, np.ndarray],
+                 pair_columns: PairColumns | None = None) -> LexicalIndex:
         """The index a bulk build of `pages` made, from exported() state. The arrays come from
         a file someone may have altered: every shape and id is checked against the pages, so
-        a search can never index out of bounds (ValueError when anything does not fit)."""
+        a search can never index out of bounds (ValueError when anything does not fit).
+        With `pair_columns`, the arrays lack "pair_columns": the pair signatures are left
+        unread until a literal search needs them, then pair_columns(the documents' pages)
+        gives them (see PairSignatures.unread)."""
         index = cls._segments(len(pages), terms, arrays)
         index._documents(pages, arrays["doc_len"].tolist())  # the same sums, in the same order, as _bulk
+        index._pair_signatures_from(arrays, pair_columns)
         return index
 
     @classmethod
     def reused(cls, pages: Sequence[Page], terms: list[str], arrays: dict[str, np.ndarray],
-               kept: Sequence[int]) -> LexicalIndex:
+               kept: Sequence[int], pair_columns: PairColumns | None = None) -> LexicalIndex:
         """The index of exported() state for a later snapshot: document d stands for
         pages[kept[d]], indexed alike (see documents.fingerprint), or is dead when kept[d] is
         -1 (its page changed or is gone). The caller indexes the pages no document stands for
-        with update(), as after edits. ValueError when the arrays do not fit."""
+        with update(), as after edits. ValueError when the arrays do not fit. `pair_columns`:
+        as for restored() (a dead document's page is None)."""
         n = len(kept)
         index = cls._segments(n, terms, arrays)
         approved = arrays["approved"]
@@ -324,6 +331,7 @@ class LexicalIndex:
             raise ValueError("index approvals are not flags")
         lengths = arrays["doc_len"].tolist()
         index.pages = [pages[k] if k >= 0 else None for k in kept]
+        index._pair_signatures_from(arrays, pair_columns)
         # A kept document's approval is its page's (the fingerprint holds it); a dead one keeps
         # the file's, which its share of the file's document frequencies was counted with.
         flags = [(1 if p.approved else 0) if p is not None else a
@@ -360,13 +368,14 @@ class LexicalIndex:
         out of bounds (ValueError when anything does not fit)."""
         size = len(terms)
         indptr, docs, tfs = arrays["indptr"], arrays["main_docs"], arrays["main_tfs"]
-        doc_len, columns = arrays["doc_len"], arrays["pair_columns"]
+        doc_len = arrays["doc_len"]
+        columns = arrays.get("pair_columns")
         checks = (
             len(set(terms)) == size, indptr.shape == (size + 1,), docs.ndim == 1,
             tfs.shape == docs.shape, arrays["df_all"].shape == (size,),
             arrays["df_approved"].shape == (size,), doc_len.shape == (n,),
             arrays["approved"].shape == (n,), arrays["approved"].dtype == np.uint8,
-            columns.shape == (SIGNATURE_BITS, -(-n // 8)),
+            columns is None or columns.shape == (SIGNATURE_BITS, -(-n // 8)),
             docs.dtype in (np.uint16, np.int32), tfs.dtype in (np.uint8, np.uint16),
         )
         if not all(checks):
@@ -384,12 +393,24 @@ class LexicalIndex:
         index.df_approved = np.zeros(capacity, np.int32)
         index.df_all[:size] = arrays["df_all"]
         index.df_approved[:size] = arrays["df_approved"]
-        signatures = index.pair_signatures
-        width = columns.shape[1]
-        signatures.columns = np.zeros((SIGNATURE_BITS, width + width // 16 + 8), dtype=np.uint8)
-        signatures.columns[:, :width] = columns
-        signatures.count = n
         return index
+
+    def _pair_signatures_from(self, arrays: dict[str, np.ndarray],
+                              pair_columns: PairColumns | None) -> None:
+        """The pair signatures of a restored index's documents: the array (checked by
+        _segments) or, unread until needed, what pair_columns gives for them."""
+        if pair_columns is not None:
+            self.unread_pair_signatures(pair_columns)
+            return
+        self.pair_signatures = PairSignatures.unread(len(arrays["doc_len"]), lambda: arrays["pair_columns"])
+        self.pair_signatures.columns  # noqa: B018 - read now: the array is here already
+
+    def unread_pair_signatures(self, pair_columns: PairColumns) -> None:
+        """Let the pair signatures of the documents so far go, for pair_columns(their pages)
+        to give back when a literal search first needs them (PairSignatures.unread)."""
+        n = len(self.pages)
+        documents = self.pages  # this very list: documents keep their ids, dead ones are None
+        self.pair_signatures = PairSignatures.unread(n, lambda: pair_columns(documents[:n]))
 
     def postings_of(self, tid: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The (documents, term frequencies) slices of one term, main then delta."""

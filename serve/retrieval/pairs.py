@@ -16,7 +16,7 @@ byte); any tokenisation works as long as pages and needles use the same one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -133,6 +133,18 @@ def signature_columns(haystacks: Sequence[str]) -> np.ndarray:
     return columns
 
 
+def page_signature_columns(pages: Sequence[Page | None], batch: int = 512) -> np.ndarray:
+    """signature_columns of the pages' haystacks, `batch` pages (a multiple of 8) a pass so that
+    only one batch's bits are unpacked at once; None (a dead document) has an empty filter."""
+    columns = np.zeros((SIGNATURE_BITS, -(-len(pages) // 8)), dtype=np.uint8)
+    for start in range(0, len(pages), batch):
+        haystacks = [literal_haystack(page) if page is not None else ""
+                     for page in pages[start: start + batch]]
+        block = signature_columns(haystacks)
+        columns[:, start // 8: start // 8 + block.shape[1]] = block
+    return columns
+
+
 def needle_bits(needle: str) -> list[int]:
     """The filter bits every page containing `needle` (case-folded) has set; [] when the needle
     has no pair whose key is certain (fewer than two words, or edge words too short)."""
@@ -160,26 +172,73 @@ def needle_bits(needle: str) -> list[int]:
 class PairSignatures:
     """The filters of every document id, stored bit by bit: row b holds bit b of each
     document's filter, packed 8 documents a byte. A needle's test then reads a few rows of
-    n/8 bytes instead of one byte in every document's filter."""
+    n/8 bytes instead of one byte in every document's filter.
+
+    Only literal search reads them, so the filters of the documents a restart found in its
+    cache may stay there until then (unread()); documents added meanwhile are kept aside and
+    appended once those are read."""
 
     def __init__(self) -> None:
-        self.columns = np.zeros((SIGNATURE_BITS, 0), dtype=np.uint8)
+        self._columns = np.zeros((SIGNATURE_BITS, 0), dtype=np.uint8)
         self.count = 0
+        self._unread: Callable[[], np.ndarray] | None = None  # gives the first documents' columns
+        self._later: list[np.ndarray] = []  # filters of documents added while those are unread
+
+    @classmethod
+    def unread(cls, count: int, read: Callable[[], np.ndarray]) -> PairSignatures:
+        """The filters of `count` documents, which read() gives in signature_columns' layout
+        when they are first needed (never before; once it has returned, never again). read()
+        must not fail for damage (it remakes the filters then): what it raises is raised to
+        that first use, and the next use calls it again."""
+        signatures = cls()
+        signatures.count = count
+        signatures._unread = read
+        return signatures
+
+    @property
+    def is_read(self) -> bool:
+        return self._unread is None
+
+    @property
+    def columns(self) -> np.ndarray:
+        """The rows (bits) x document bytes array, with room to grow past the count."""
+        self._read()
+        return self._columns
+
+    def _read(self) -> None:
+        read = self._unread
+        if read is None:
+            return
+        later = self._later
+        base = self.count - len(later)
+        columns = read()
+        if columns.shape != (SIGNATURE_BITS, -(-base // 8)) or columns.dtype != np.uint8:
+            raise ValueError("the unread signature columns do not fit their documents")
+        self._unread, self._later, self.count = None, [], 0
+        self.reserve(base + len(later))
+        self._columns[:, : columns.shape[1]] = columns
+        del columns
+        self.count = base
+        if later:
+            self.extend(later)
 
     def reserve(self, count: int) -> None:
         """Room for `count` documents; rows are widened by an eighth or more when full, with
         room to spare, so the first edits after a build copy nothing."""
+        if self._unread is not None:
+            return  # made when they are read
         needed = -(-count // 8)
-        width = self.columns.shape[1]
+        width = self._columns.shape[1]
         if needed > width:
             grown = np.zeros((SIGNATURE_BITS, max(needed + needed // 16, width + width // 8) + 8),
                              dtype=np.uint8)
-            grown[:, :width] = self.columns
-            self.columns = grown
+            grown[:, :width] = self._columns
+            self._columns = grown
 
     def extend_columns(self, columns: np.ndarray, count: int) -> None:
         """Append `count` documents' filters in signature_columns' layout; the documents so far
         must fill whole bytes (ValueError otherwise)."""
+        self._read()
         width = -(-count // 8)
         if self.count % 8 or columns.shape != (SIGNATURE_BITS, width):
             raise ValueError("signature columns do not start at a byte or do not fit the count")
@@ -191,6 +250,10 @@ class PairSignatures:
     def extend(self, rows: Sequence[np.ndarray] | np.ndarray) -> None:
         """Append documents' filters (SIGNATURE_BYTES bytes each, as signature() makes them)."""
         block = np.asarray(rows, dtype=np.uint8).reshape(-1, SIGNATURE_BYTES)
+        if self._unread is not None:  # an edit before any literal search: nothing read for it
+            self._later.extend(block.copy())
+            self.count += len(block)
+            return
         self.reserve(self.count + len(block))
         done = 0
         while done < len(block) and (self.count % 8 or len(block) - done < 8):
@@ -220,9 +283,10 @@ class PairSignatures:
         """Per document id, whether every one of `bits` is set in its filter."""
         if not bits:
             return np.ones(self.count, dtype=bool)
+        columns = self.columns
         used = -(-self.count // 8)
-        found = self.columns[bits[0], :used].copy()
+        found = columns[bits[0], :used].copy()
         for bit in bits[1:]:
-            found &= self.columns[bit, :used]
+            found &= columns[bit, :used]
         matched: np.ndarray = np.unpackbits(found, bitorder="little", count=self.count).astype(bool)
         return matched

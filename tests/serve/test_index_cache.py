@@ -4,14 +4,16 @@ snapshot it was built from, and a damaged or altered file is a miss that is rebu
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from structlog.testing import capture_logs
 
 import serve.records as records_module
 from serve.index_cache import ARRAYS, IndexCache
-from serve.page_cache import section, sections
+from serve.page_cache import SectionRef, read_section, read_sections, section, sections
 from serve.retrieval.index import LexicalIndex
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
@@ -98,6 +100,26 @@ def test_a_slightly_changed_folder_reuses_the_documents_of_unchanged_pages(
     fresh.close()
 
 
+def test_damaged_pair_signatures_of_a_reused_index_are_made_again_from_its_pages(
+        folder: tuple[Path, Path], tmp_path: Path) -> None:
+    root, cache = folder
+    started(root, cache).close()
+    path = IndexCache(cache, root.resolve()).path
+    ref = section_named(path, "pair_columns")
+    flip_byte(path, ref.offset + ref.length // 2)
+    page = root / "wiki" / "page-0003.md"
+    page.write_text(page.read_text() + "\nrelease window zanzibar\n")
+    (root / "wiki" / "page-0007.md").unlink()
+    again = started(root, cache)
+    assert again.index_origin == "cache" and again.index.dead == 2
+    fresh = started(root, tmp_path / "fresh-cache")
+    with capture_logs() as logs:
+        assert answers(again) == answers(fresh)
+    assert [e["documents"] for e in logs if e["event"] == "index_cache_signatures_remade"] == [PAGES]
+    again.close()
+    fresh.close()
+
+
 def test_a_much_changed_folder_rebuilds_the_index(folder: tuple[Path, Path]) -> None:
     root, cache = folder
     started(root, cache).close()
@@ -117,18 +139,121 @@ def flip_byte(path: Path, at: int) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("where", [0.0, 0.5, 0.99])
-def test_a_damaged_index_file_is_rebuilt_not_served(folder: tuple[Path, Path], where: float) -> None:
+def section_refs(path: Path) -> list[SectionRef]:
+    """Where each section's payload sits in the file (none of them read)."""
+    with path.open("rb") as handle:
+        refs = list(read_sections(handle, unread=range(64)))
+    assert all(isinstance(ref, SectionRef) for ref in refs)
+    return refs  # type: ignore[return-value]
+
+
+def section_named(path: Path, name: str) -> SectionRef:
+    at = {"head": 0, "terms": 1, **{a: 2 + i for i, a in enumerate(ARRAYS)}, "views": 2 + len(ARRAYS)}
+    return section_refs(path)[at[name]]
+
+
+@pytest.mark.parametrize("where", ["head", "terms", "main_docs", "views", "last byte"])
+def test_a_damaged_index_file_is_rebuilt_not_served(folder: tuple[Path, Path], where: str) -> None:
     root, cache = folder
     first = started(root, cache)
     expected = answers(first)
     first.close()
     path = IndexCache(cache, root.resolve()).path
-    flip_byte(path, int(where * (path.stat().st_size - 1)))
+    if where == "last byte":
+        flip_byte(path, path.stat().st_size - 1)
+    else:
+        ref = section_named(path, where)
+        flip_byte(path, ref.offset + ref.length // 2)
     again = started(root, cache)
     assert again.index_origin == "built"
     assert answers(again) == expected
     again.close()
+
+
+def signature_columns_of(source: KnowledgeSource) -> np.ndarray:
+    signatures = source.index.pair_signatures
+    return signatures.columns[:, : -(-signatures.count // 8)].copy()
+
+
+def test_the_pair_signatures_stay_in_the_file_until_a_literal_search(folder: tuple[Path, Path]) -> None:
+    root, cache = folder
+    first = started(root, cache)
+    # A cold build lets them go once written; the first literal search reads them back.
+    assert not first.index.pair_signatures.is_read
+    expected = answers(first)
+    assert first.index.pair_signatures.is_read
+    built = signature_columns_of(first)
+    first.close()
+    again = started(root, cache)
+    assert again.index_origin == "cache" and not again.index.pair_signatures.is_read
+    lexical = again.search(again.request(query=QUERIES[0], mode="lexical")).results
+    assert lexical and not again.index.pair_signatures.is_read  # lexical search never reads them
+    with capture_logs() as logs:
+        assert answers(again) == expected
+    assert [e["event"] for e in logs if e["event"].startswith("index_cache_signatures")] == [
+        "index_cache_signatures_read"]
+    assert np.array_equal(signature_columns_of(again), built)
+    again.close()
+
+
+def cut_pair_section(path: Path) -> None:
+    """The file cut short inside the pair signatures after the start read it (a disk full)."""
+    ref = section_named(path, "pair_columns")
+    with path.open("r+b") as handle:
+        handle.truncate(ref.offset + ref.length // 3)
+
+
+def replace_with_another_folders_index(path: Path) -> None:
+    """Another index file at the same place, as another server for the same root writes."""
+    ref = section_named(path, "pair_columns")
+    data = bytearray(path.read_bytes())
+    data[ref.offset: ref.offset + ref.length] = bytes(ref.length)  # same layout, other bits
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(bytes(data))
+    os.replace(tmp, path)
+
+
+@pytest.mark.parametrize("damage", ["flipped", "cut", "replaced", "deleted", "edited first"])
+def test_damaged_pair_signatures_are_found_at_the_first_literal_search_and_made_again(
+        folder: tuple[Path, Path], tmp_path: Path, damage: str) -> None:
+    """The pair signatures' section is checked when first read, not at the start: a damaged
+    one is never used; they are made from the pages instead, equal to a fresh build's."""
+    root, cache = folder
+    started(root, cache).close()
+    path = IndexCache(cache, root.resolve()).path
+    ref = section_named(path, "pair_columns")
+    if damage == "flipped":  # before the start: its checksum is not checked there
+        flip_byte(path, ref.offset + ref.length // 2)
+    again = started(root, cache)
+    assert again.index_origin == "cache" and not again.index.pair_signatures.is_read
+    if damage == "cut":
+        cut_pair_section(path)
+    elif damage == "replaced":
+        replace_with_another_folders_index(path)
+    elif damage in ("deleted", "edited first"):
+        path.unlink()
+    if damage == "edited first":  # documents added while the signatures are unread
+        page = root / "wiki" / "page-0003.md"
+        page.write_text(page.read_text() + "\nrelease window zanzibar\n")
+        assert "page-0003.md" in [
+            r["path"] for r in again.search(again.request(query="zanzibar")).results]
+        assert not again.index.pair_signatures.is_read
+    fresh = started(root, tmp_path / "fresh-cache")
+    with capture_logs() as logs:
+        assert answers(again) == answers(fresh)
+    remade = [e for e in logs if e["event"] == "index_cache_signatures_remade"]
+    assert len(remade) == 1 and remade[0]["documents"] == PAGES
+    if damage == "edited first":
+        # The edit's new document sits past the cache's, and the cold build has it in place.
+        live = np.frombuffer(again.index.alive, dtype=np.uint8).astype(bool)
+        assert again.index.pair_signatures.count == len(live) == PAGES + 1
+    else:
+        assert np.array_equal(signature_columns_of(again), signature_columns_of(fresh))
+        again.save_cache()  # as at shutdown: the file is whole again
+        assert read_section(path, section_named(path, "pair_columns")) == bytes(
+            np.ascontiguousarray(signature_columns_of(fresh)))
+    again.close()
+    fresh.close()
 
 
 def rewrite_array(path: Path, name: str, change: object) -> None:

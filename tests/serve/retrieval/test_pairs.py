@@ -88,3 +88,34 @@ def test_signature_columns_are_the_rows_bit_by_bit_and_append_only_at_a_byte_bou
         by_columns.extend_columns(signature_columns(texts[:2]), 2)
     with pytest.raises(ValueError):
         PairSignatures().extend_columns(signature_columns(texts[:3]), 9)  # columns of 3, not 9
+
+
+def test_unread_filters_are_read_once_when_first_needed_and_later_ones_appended() -> None:
+    texts = ["release train notes", "no payout today", "publish.yml steps", "x", "is on",
+             "cut on fridays", "refund window days", "train is late", "release train again",
+             "no payout yet", "is on time"]
+    base, later = texts[:9], texts[9:]  # 9: the later documents start inside a byte
+    reads: list[int] = []
+
+    def read() -> np.ndarray:
+        reads.append(1)
+        if len(reads) == 1:
+            raise OSError("the first read fails: the next use tries again")
+        return signature_columns(base)
+
+    lazy = PairSignatures.unread(len(base), read)
+    lazy.extend(signatures(later[:1]))  # added before anything is read
+    lazy.extend([signature(later[1])])
+    assert not lazy.is_read and lazy.count == len(texts) and not reads
+    eager = PairSignatures()
+    eager.extend(signatures(texts))
+    with pytest.raises(OSError):
+        lazy.matching(needle_bits("release train"))
+    for needle in ("release train", "no payout", "is on", "publish.yml steps", "train again"):
+        bits = needle_bits(needle)
+        assert np.array_equal(lazy.matching(bits), eager.matching(bits)), needle
+    assert lazy.is_read and len(reads) == 2  # read once it succeeded, never again
+    lazy.extend([signature("no payout again")])
+    eager.extend([signature("no payout again")])
+    assert np.array_equal(lazy.matching(needle_bits("no payout")), eager.matching(needle_bits("no payout")))
+
