@@ -69,6 +69,7 @@ class Freshness:
         self.watches: dict[int, str] = {}
         self.writing: dict[str, float] = {}  # files modified in place and not yet closed, since when
         self.later: list[inotify.Event] = []  # read during a check's file reads: the next check's
+        self.modified_later: set[str] = set()  # the files those events say were modified
         self.marker_state: tuple[object, ...] | None = None
         self.known_counts = dict(known_counts or {})
         self.walks = 0  # full walks done (observability and tests)
@@ -219,7 +220,7 @@ class Freshness:
         self.watcher = None
         self.watches = {}
         self.writing = {}
-        self.later = []
+        self.later, self.modified_later = [], set()
 
     def _modified_since(self, rel_dirs: list[str], since_ns: int) -> list[str]:
         touched = []
@@ -255,7 +256,7 @@ class Freshness:
     def _apply_events(self) -> None:
         assert self.watcher is not None
         events = [*self.later, *self.watcher.read_events()]
-        self.later = []
+        self.later, self.modified_later = [], set()
         if not events and not self.writing:
             return
         now = time.monotonic()
@@ -323,9 +324,11 @@ class Freshness:
         event is queued by then. Such a read is dropped: the file keeps its last whole version
         until its writer closes it (the event is handled at the next check)."""
         assert self.watcher is not None
-        self.later += self.watcher.read_events()
-        return any(event.mask & inotify.IN_MODIFY and self._event_rel(event) == rel
-                   for event in self.later)
+        events = self.watcher.read_events()
+        self.later += events
+        self.modified_later.update(self._event_rel(event) or "" for event in events
+                                   if event.mask & inotify.IN_MODIFY)
+        return rel in self.modified_later
 
     def _event_rel(self, event: inotify.Event) -> str | None:
         base = self.watches.get(event.wd)
