@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from bridge.config.policy import SourcePolicy
 from bridge.config.registry import normalize_inline
 from bridge.config.settings import BridgeSettings
-from bridge.sources.base import SourceCallError
+from bridge.sources.base import SourceCallError, SourceClient
 from bridge.sources.client import client_for
 from bridge.sources.http_source import augmentation_queries
 from bridge.sources.protocols import source_clients
@@ -201,15 +202,22 @@ async def test_request_bodies_go_out_as_compact_utf8_json(aiohttp_server: Any) -
     assert get == ("GET", None, b"")
 
 
+QUESTION = "Which release checklist steps need a second reviewer?"
+
+
+@contextlib.asynccontextmanager
+async def client_of(server: TestServer, timeout: float) -> AsyncIterator[SourceClient]:
+    """The bridge's llmwiki-http client for the fake source `server`, over a fresh session."""
+    descriptor = normalize_inline([source("fake", str(server.make_url("")))])[0]
+    async with source_http_client(SourcePolicy) as http:
+        yield client_for(SourceTransport(http, SourcePolicy(), timeout, clients=source_clients()), descriptor)
+
+
 async def test_the_run_context_is_the_query_with_new_search_results_merged(aiohttp_server: Any) -> None:
     calls: list[tuple[str, Any]] = []
     server: TestServer = await aiohttp_server(fake_source(calls))
-    descriptor = normalize_inline([source("fake", str(server.make_url("")))])[0]
-    async with source_http_client(SourcePolicy) as http:
-        transport = SourceTransport(http, SourcePolicy(), 5.0, clients=source_clients())
-        async with asyncio.TaskGroup() as group:
-            answer = await client_for(transport, descriptor).run_context(
-                "Which release checklist steps need a second reviewer?", {}, None, group)
+    async with client_of(server, 5.0) as client, asyncio.TaskGroup() as group:
+        answer = await client.run_context(QUESTION, {}, None, group)
     added = answer.added()
     assert [e["page_id"] for e in added] == ["extra-release"]
     assert [e["page_id"] for e in answer.payload["evidence"]] == ["a", "extra-release"]
@@ -230,14 +238,10 @@ async def test_the_query_answers_while_its_searches_are_still_out(aiohttp_server
     app.router.add_post("/query", query)
     app.router.add_post("/search", search)
     server: TestServer = await aiohttp_server(app)
-    descriptor = normalize_inline([source("fake", str(server.make_url("")))])[0]
-    async with source_http_client(SourcePolicy) as http:
-        transport = SourceTransport(http, SourcePolicy(), 30.0, clients=source_clients())
-        async with asyncio.TaskGroup() as group:
-            answer = await client_for(transport, descriptor).run_context(
-                "Which release checklist steps need a second reviewer?", {}, None, group)
-            assert [e["page_id"] for e in answer.payload["evidence"]] == ["a"]
-            answered.set()
+    async with client_of(server, 30.0) as client, asyncio.TaskGroup() as group:
+        answer = await client.run_context(QUESTION, {}, None, group)
+        assert [e["page_id"] for e in answer.payload["evidence"]] == ["a"]
+        answered.set()
     assert [e["page_id"] for e in answer.added()] == ["b"]
     assert [e["page_id"] for e in answer.payload["evidence"]] == ["a", "b"]
 
@@ -259,17 +263,14 @@ async def test_a_failed_query_is_its_own_error_and_cancels_the_searches(aiohttp_
     app.router.add_post("/query", query)
     app.router.add_post("/search", search)
     server: TestServer = await aiohttp_server(app)
-    descriptor = normalize_inline([source("fake", str(server.make_url("")))])[0]
 
-    async def run_context(transport: SourceTransport) -> None:
+    async def run_context(client: SourceClient) -> None:
         async with task_group() as group:
-            await client_for(transport, descriptor).run_context(
-                "Which release checklist steps need a second reviewer?", {}, None, group)
+            await client.run_context(QUESTION, {}, None, group)
 
-    async with source_http_client(SourcePolicy) as http:
-        transport = SourceTransport(http, SourcePolicy(), 30.0, clients=source_clients())
+    async with client_of(server, 30.0) as client:
         with pytest.raises(SourceCallError) as failed:
-            await asyncio.wait_for(run_context(transport), 10)
+            await asyncio.wait_for(run_context(client), 10)
     assert failed.value.http_status == 503
 
 
