@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from serve.retrieval.analyzer import analyze
-from serve.retrieval.pairs import literal_haystack, signature_columns
+from serve.retrieval.pairs import SIGNATURE_BATCH, literal_haystack, signature_columns
 from serve.source.page import Page
 from serve.workers import cpu_count, die_with_parent, fork_pool
 
@@ -19,7 +19,6 @@ from serve.workers import cpu_count, die_with_parent, fork_pool
 TITLE_COPIES = 2
 FIELD_COPIES = 1
 LEAD_COPIES = 2
-SIGNATURE_BATCH = 512  # pages whose pair signatures are computed in one numpy pass (8 | it)
 PARALLEL_BULK_MIN = 2000
 
 

@@ -24,6 +24,7 @@ from serve.source.page import Page
 
 SIGNATURE_BITS = 8192  # 1 KB a page: ~20 MB for 20,000 pages, ~4 % false positives a key
 SIGNATURE_BYTES = SIGNATURE_BITS // 8
+SIGNATURE_BATCH = 512  # pages whose pair signatures are computed in one numpy pass (8 | it)
 AFFIX = 3  # bytes of each word's edge in a long key: longer keys tell more pairs apart
 SHORT_AFFIX = 2
 _SHIFT = np.uint64(64 - 13)  # 2**13 == SIGNATURE_BITS
@@ -133,7 +134,7 @@ def signature_columns(haystacks: Sequence[str]) -> np.ndarray:
     return columns
 
 
-def page_signature_columns(pages: Sequence[Page | None], batch: int = 512) -> np.ndarray:
+def page_signature_columns(pages: Sequence[Page | None], batch: int = SIGNATURE_BATCH) -> np.ndarray:
     """signature_columns of the pages' haystacks, `batch` pages (a multiple of 8) a pass so that
     only one batch's bits are unpacked at once; None (a dead document) has an empty filter."""
     columns = np.zeros((SIGNATURE_BITS, -(-len(pages) // 8)), dtype=np.uint8)
