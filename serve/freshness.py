@@ -279,7 +279,7 @@ class Freshness:
                 continue
             if not event.name:
                 continue
-            rel = f"{base}/{event.name}" if base else event.name
+            rel = _joined(base, event.name)
             if event.mask & inotify.IN_ISDIR:
                 if base == "" and event.name in MARKER_DIRS:
                     full = True  # editor marker created or removed: the adapter may switch
@@ -334,7 +334,7 @@ class Freshness:
         base = self.watches.get(event.wd)
         if base is None or not event.name:
             return None
-        return f"{base}/{event.name}" if base else event.name
+        return _joined(base, event.name)
 
     def _unwatch_subtree(self, rel_dir: str) -> None:
         assert self.watcher is not None
@@ -343,3 +343,8 @@ class Freshness:
             if rel == rel_dir or rel.startswith(prefix):
                 self.watcher.rm_watch(wd)
                 del self.watches[wd]
+
+
+def _joined(base: str, name: str) -> str:
+    """The root-relative path of `name` in the watched directory `base` ("" for the root)."""
+    return f"{base}/{name}" if base else name
