@@ -264,7 +264,8 @@ class Projection:
         derived from this one's, so the graph, link resolution, backlinks and owners of
         only the touched pages and their neighbours are worked out again. None when a full
         build is needed: the wiki's title changed, or the graph's rules need every page
-        (Dendron hierarchy, two pages with one id). This snapshot is only read."""
+        (Dendron hierarchy, two pages with one id). This snapshot is only read, but for
+        its link index, built if no request built it yet."""
         if not self.indexable:
             return None
         gone = set(gone)
@@ -316,31 +317,34 @@ class Projection:
                 if not page.approved:
                     insort(withheld, page.path)
             caches.withheld = withheld
-        if parent.links is not None:
-            links, changed_keys, changed_ids = parent.links.derived(removed, placed_added, placed,
-                                                                    fragments, position)
-            caches.links, caches.lookup = links, links.lookup
+        # The parent's link index is built here if no request needed it yet (a start-up
+        # holds the restart cache's plain views instead): once, for the first change; every
+        # later snapshot derives its own from it, and without one each snapshot after a
+        # change would work out backlinks, owners and graph counts from every page again.
+        links, changed_keys, changed_ids = self.links.derived(removed, placed_added, placed,
+                                                              fragments, position)
+        caches.links, caches.lookup = links, links.lookup
 
-            def page_path(nid: str) -> str | None:
-                found = by_key.get(nid[5:])
-                return placed[found].path if found is not None and placed[found].id == nid[5:] else None
+        def page_path(nid: str) -> str | None:
+            found = by_key.get(nid[5:])
+            return placed[found].path if found is not None and placed[found].id == nid[5:] else None
 
-            stale = touched | changed_paths(links, changed_ids, page_path)
-            for key in changed_keys:
-                stale.update(links.linkers.get(key, ()))
-            if parent.sidecar_keys is None:
-                parent.sidecar_keys = frozenset(sidecar_keys(self.sidecars))
-            caches.sidecar_keys = parent.sidecar_keys
-            side = parent.sidecar
-            if (side is not None and not changed_keys & side.keys and not changed_ids & side.asked
-                    and not stale & self.facts.keys()):
-                caches.sidecar = side  # no fact's end resolves, or is proposed, differently
-            if self.sidecars and changed_keys & parent.sidecar_keys:
-                stale.update(self.facts)
-                stale.update(sidecar_facts(self.sidecars, links.lookup))
-            # Copied in one C-level step first: requests on the parent may be filling them.
-            caches.evidence = {key: EvidenceMemo(dict(memo)).without(frozenset(stale))
-                               for key, memo in dict(parent.evidence).items()}
+        stale = touched | changed_paths(links, changed_ids, page_path)
+        for key in changed_keys:
+            stale.update(links.linkers.get(key, ()))
+        if parent.sidecar_keys is None:
+            parent.sidecar_keys = frozenset(sidecar_keys(self.sidecars))
+        caches.sidecar_keys = parent.sidecar_keys
+        side = parent.sidecar
+        if (side is not None and not changed_keys & side.keys and not changed_ids & side.asked
+                and not stale & self.facts.keys()):
+            caches.sidecar = side  # no fact's end resolves, or is proposed, differently
+        if self.sidecars and changed_keys & parent.sidecar_keys:
+            stale.update(self.facts)
+            stale.update(sidecar_facts(self.sidecars, links.lookup))
+        # Copied in one C-level step first: requests on the parent may be filling them.
+        caches.evidence = {key: EvidenceMemo(dict(memo)).without(frozenset(stale))
+                           for key, memo in dict(parent.evidence).items()}
         return dataclasses.replace(
             self, pages=placed, fragments=tuple(fragments), signature=signature,
             raw_labels=tuple(raw_labels), diagnostics=tuple(diagnostics), description=description,

@@ -184,6 +184,70 @@ def test_a_changed_folder_keeps_the_unchanged_pages_of_the_old_index_only(tmp_pa
         stop_checked(second)
 
 
+
+def graph_of(url: str, question: str) -> tuple[list[str], list[tuple[str, str, str]]]:
+    status, pack = post(url, "/query", {"query": question, "limit": 5})
+    assert status == 200
+    graph = pack["graph"]
+    return (sorted(n["id"] for n in graph["nodes"]),
+            sorted((e["source"], e["target"], e["relation"]) for e in graph["edges"]))
+
+
+def counts_of(url: str) -> tuple[int, int, int]:
+    status, health = get(url + "/health")
+    assert status == 200
+    projection = health["source"]["projection"]
+    return projection["page_count"], projection["graph_node_count"], projection["graph_edge_count"]
+
+
+def test_pages_added_and_deleted_after_a_restart_show_as_a_fresh_start_shows_them(
+        tmp_path: Path, folder: Path) -> None:
+    """A restart starts from the restart cache's link views, not from a link index: the pages
+    that come and go after it must still be linked, counted and shown in context packs exactly
+    as a service started afresh on the changed folder shows them."""
+    cache = tmp_path / "cache"
+    first = start(tmp_path / "first", folder, cache)
+    try:
+        readiness_answers(first)
+    finally:
+        stop_checked(first)
+    questions = ("quokka newcomer", "topic 5 rollback", "topic 9 signing", "topic 11 vault")
+    warm = start(tmp_path / "warm", folder, cache)
+    try:
+        assert check_ready(warm, readiness_answers(warm))["index_origin"] == "cache"
+        pages, nodes, edges = counts_of(warm.url)
+        newcomer = folder / "topics" / "newcomer.md"
+        newcomer.write_text("---\ntitle: Quokka Newcomer\n---\n# Quokka Newcomer\n\nSee "
+                            "[[topic-0005]], [[Topic 11]] and [[not-written-yet]].\n", encoding="utf-8")
+        # Strict freshness: the next request sees the new page, its links and its backlinks.
+        assert counts_of(warm.url)[0] == pages + 1
+        ids, links = graph_of(warm.url, questions[0])
+        assert "page:topics/newcomer" in ids
+        assert ("page:topics/newcomer", "page:topics/topic-0005", "links_to") in links
+        (folder / "topics" / "topic-0010.md").unlink()  # linked from topic 9
+        (folder / "topics" / "second.md").write_text(
+            "---\ntitle: Second Newcomer\n---\n# Second Newcomer\n\nSee [[Quokka Newcomer]].\n",
+            encoding="utf-8")
+        after = counts_of(warm.url)
+        assert after[0] == pages + 1 and after[1:] != (nodes, edges)
+        served = [graph_of(warm.url, question) for question in questions]
+    finally:
+        stop_checked(warm)
+    fresh = start(tmp_path / "fresh", folder, tmp_path / "fresh-cache")
+    try:
+        assert check_ready_count(fresh) == PAGES + 1
+        assert counts_of(fresh.url) == after
+        assert [graph_of(fresh.url, question) for question in questions] == served
+    finally:
+        stop_checked(fresh)
+
+
+def check_ready_count(service: Service) -> int:
+    *_, (status, body) = readiness_answers(service)
+    assert status == 200 and body["readiness"]["index_origin"] == "built"
+    return int(body["readiness"]["pages"])
+
+
 def index_file(cache: Path) -> Path:
     [found] = [p for p in cache.iterdir() if p.name.startswith("index-")]
     return found

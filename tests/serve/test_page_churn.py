@@ -18,6 +18,7 @@ from serve.folder import FolderMirror
 from serve.freshness import Freshness
 from serve.graph import build_graph, graph_counts
 from serve.graph_view import GraphView, approved_view
+from serve.link_index import LinkIndex
 from serve.projection import Projection
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
@@ -171,3 +172,40 @@ def test_churned_snapshots_equal_a_fresh_build(tmp_path: Path, seed: int) -> Non
     finally:
         freshness.close()
         source.close()
+
+
+def test_the_first_change_after_a_start_builds_the_link_index_once_then_each_derives_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A started service holds plain link views (from the restart cache or the warm-up), no
+    link index: the first added or deleted page builds the parent's once, and every later
+    snapshot derives its own, so no change makes a request count backlinks, owners or graph
+    sizes over every page again."""
+    rng = random.Random(5)
+    root = (tmp_path / "wiki").resolve()
+    _folder(root, rng)
+    builds: list[int] = []
+    build = LinkIndex.build.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[LinkIndex], pages: Any, *args: Any, **kwargs: Any) -> LinkIndex:
+        builds.append(len(pages))
+        return build(cls, pages, *args, **kwargs)
+
+    monkeypatch.setattr(LinkIndex, "build", classmethod(counted))
+    freshness = Freshness(root, use_inotify=True)
+    try:
+        start = freshness.snapshot()
+        len(start.incoming), start.owners(False), start.graph_counts  # as the warm-up leaves it
+        assert start.caches.links is None and not builds
+        added = root / "notes" / "newcomer.md"
+        steps = [lambda: _write(added, _page(rng, "newcomer", "Newcomer Page")),
+                 lambda: _write(root / "notes" / "second.md", _page(rng, "second", "Second Page")),
+                 added.unlink]
+        for turn, change in enumerate(steps, 1):
+            change()
+            after = freshness.snapshot()
+            assert after.caches.links is not None  # derived with the snapshot, not left to requests
+            assert builds == [len(start.pages)], turn  # the start's, at the first change only
+            assert freshness.mirror.derived_count == turn
+            _compare(after, _built(root))
+    finally:
+        freshness.close()
