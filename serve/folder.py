@@ -359,8 +359,8 @@ class FolderMirror:
         return previous.derive(replaced, self.signature(), previous.diagnostics)
 
     def _derive_pages(self, previous: Projection) -> Projection | None:
-        """The next snapshot from `previous` when only page files were added, removed or
-        changed (self.touched), or None when it must be built anew."""
+        """The next snapshot from `previous` when only page files or the sidecar files were
+        added, removed or changed (self.touched), or None when it must be built anew."""
         assert self.touched is not None
         layout = previous.layout
         shape = self._shape_after(self.touched)
@@ -368,10 +368,15 @@ class FolderMirror:
             return None  # the new files change the folder's shape
         gone: list[str] = []
         added: list[tuple[Page, Fragment]] = []
+        sidecar_rels = self._sidecar_rels(layout)
+        sidecars_changed = False
         for rel in self.touched:
+            if rel in sidecar_rels:
+                sidecars_changed = True
+                continue
             page_path = layout.page_rel(rel)
             if page_path is None:
-                return None  # not a page file: a config or sidecar, build anew
+                return None  # not a page file: a config, build anew
             if page_path in previous.position:
                 gone.append(page_path)
             self._page_problems.pop(rel, None)
@@ -390,9 +395,16 @@ class FolderMirror:
             if record.page.degraded:
                 self._page_problems[rel] = FileProblem(rel, record.page.degraded, False)
             added.append((record.page, record.fragment))
-        derived = previous.derive_pages(gone, added, self.signature(), self._diagnostics(),
-                                        self._raw_labels(layout),
-                                        lambda path: page_sort_key(layout, path))
+        derived: Projection | None = previous
+        if sidecars_changed and self._raw_labels(layout) != list(previous.raw_labels):
+            return None  # with_sidecars keeps the labels
+        if gone or added or not sidecars_changed:
+            derived = previous.derive_pages(gone, added, self.signature(), self._diagnostics(),
+                                            self._raw_labels(layout),
+                                            lambda path: page_sort_key(layout, path))
+        if derived is not None and sidecars_changed:
+            derived = derived.with_sidecars(self._sidecars(layout), self.signature(),
+                                            self._diagnostics())
         if derived is not None:
             self.layout = layout
             self._layout_generation = self.generation
@@ -487,21 +499,13 @@ class FolderMirror:
                 raise okf_invalid(f"{self.root_str}: OKF bundle has no serveable markdown pages")
             raise root_unsupported(self.root_str)
         parsed.sort(key=lambda pair: page_sort_key(layout, pair[0].path))
-        sidecars = []
-        seen: set[str] = set()
-        for base in layout.sidecar_dirs:
-            rel = f"{base}/graph/graph.json" if base else "graph/graph.json"
-            sidecar = self.records.get(rel)
-            if sidecar is not None and rel not in seen and not sidecar.skipped:
-                seen.add(rel)
-                sidecars.append(SidecarFile(rel, sidecar.sidecar))
         raw_labels = self._raw_labels(layout)
         signature = self.signature()
         return Projection.build(
             layout=layout,
             pages=[page for page, _ in parsed],
             fragments=[fragment for _, fragment in parsed],
-            sidecars=sidecars,
+            sidecars=self._sidecars(layout),
             signature=signature,
             root_name=self.root.name,
             source_id=self.source_id,
@@ -509,6 +513,20 @@ class FolderMirror:
             diagnostics=diagnostics,
             graph_counts=counts_for(signature) if counts_for is not None else None,
         )
+
+    @staticmethod
+    def _sidecar_rels(layout: Layout) -> list[str]:
+        """Where this layout's sidecar files (graph/graph.json) may be, root-relative."""
+        return list(dict.fromkeys(f"{base}/graph/graph.json" if base else "graph/graph.json"
+                                  for base in layout.sidecar_dirs))
+
+    def _sidecars(self, layout: Layout) -> list[SidecarFile]:
+        sidecars = []
+        for rel in self._sidecar_rels(layout):
+            sidecar = self.records.get(rel)
+            if sidecar is not None and not sidecar.skipped:
+                sidecars.append(SidecarFile(rel, sidecar.sidecar))
+        return sidecars
 
     def _parsed(self, rel: str, record: FileRecord, page_path: str,
                 options: ParseOptions) -> FileRecord:

@@ -354,6 +354,27 @@ class Projection:
             lineage=((self.serial, frozenset(touched)), *self.lineage[: LINEAGE_DEPTH - 1]),
             caches=caches)
 
+    def with_sidecars(self, sidecars: Sequence[SidecarFile], signature: str,
+                      diagnostics: Sequence[FileProblem]) -> Projection | None:
+        """The next snapshot when only the sidecar files (graph/graph.json) changed: the same
+        pages, so what is made from them alone carries over (lookup, backlinks, owners, the
+        link index, page-node JSON); what the facts reach is made again on first use. None
+        when the graph needs every page (see indexable). This snapshot is only read, but for
+        its link index, built if no request built it yet (as derive_pages does)."""
+        if not self.indexable:
+            return None
+        links = self.links
+        parent = self.caches
+        caches = SnapshotCaches(
+            approved_position=parent.approved_position, lookup=links.lookup,
+            incoming=parent.incoming, owners=dict(parent.owners), links=links, indexable=True,
+            withheld=parent.withheld, approved_paths=parent.approved_paths,
+            page_json=parent.page_json)
+        return dataclasses.replace(
+            self, sidecars=tuple(sidecars), signature=signature, diagnostics=tuple(diagnostics),
+            bundle_id=bundle_id_of(self.source_id, signature), serial=next(_SERIALS),
+            lineage=((self.serial, frozenset()), *self.lineage[: LINEAGE_DEPTH - 1]), caches=caches)
+
     def _relinked(self, lookup: dict[str, Page], replaced: Sequence[tuple[Page, Fragment]],
                   pages: Sequence[Page]) -> dict[str, Page]:
         """`lookup` with the replaced pages' keys naming their new objects (in `pages`)."""

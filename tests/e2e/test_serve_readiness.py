@@ -203,8 +203,9 @@ def counts_of(url: str) -> tuple[int, int, int]:
 def test_pages_added_and_deleted_after_a_restart_show_as_a_fresh_start_shows_them(
         tmp_path: Path, folder: Path) -> None:
     """A restart starts from the restart cache's link views, not from a link index: the pages
-    that come and go after it must still be linked, counted and shown in context packs exactly
-    as a service started afresh on the changed folder shows them."""
+    that come and go after it, and the typed edges of a graph/graph.json written then, must
+    still be linked, counted and shown in context packs exactly as a service started afresh on
+    the changed folder shows them."""
     cache = tmp_path / "cache"
     first = start(tmp_path / "first", folder, cache)
     try:
@@ -228,9 +229,14 @@ def test_pages_added_and_deleted_after_a_restart_show_as_a_fresh_start_shows_the
         (folder / "topics" / "second.md").write_text(
             "---\ntitle: Second Newcomer\n---\n# Second Newcomer\n\nSee [[Quokka Newcomer]].\n",
             encoding="utf-8")
+        (folder / "graph").mkdir()
+        (folder / "graph" / "graph.json").write_text(json.dumps({"edges": [
+            {"source": "topic-0005", "target": "Quokka Newcomer", "type": "supports"},
+            {"source": "Second Newcomer", "target": "GH-7", "type": "tracks"}]}), encoding="utf-8")
         after = counts_of(warm.url)
         assert after[0] == pages + 1 and after[1:] != (nodes, edges)
         served = [graph_of(warm.url, question) for question in questions]
+        assert ("page:topics/topic-0005", "page:topics/newcomer", "supports") in served[0][1]
     finally:
         stop_checked(warm)
     fresh = start(tmp_path / "fresh", folder, tmp_path / "fresh-cache")
