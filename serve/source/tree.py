@@ -9,8 +9,12 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 # Directory names never walked (runtime and tooling output); compared per root-relative part.
+# Beyond the reference's: where tools keep copies of the user's notes that the tool itself
+# never shows as notes (deleted ones in Obsidian's and the desktop's trash, Syncthing's old
+# versions); served, each would be a second page with the same title, or a deleted one.
 IGNORED_DIRS = frozenset(
-    {".git", ".runtime-logs", "node_modules", ".venv", "__pycache__", "dist", "build"}
+    {".git", ".runtime-logs", "node_modules", ".venv", "__pycache__", "dist", "build",
+     ".trash", ".Trash", ".Trashes", ".stversions"}
 )
 # Editor marker directories: recorded (at the root) but never descended.
 MARKER_DIRS = frozenset({".obsidian", ".foam"})

@@ -115,3 +115,38 @@ def test_logseq_titles_aliases_and_reads(logseq: Service) -> None:
     assert mcp_read(logseq, "config file")["id"] == "pages/config files"  # alias::
     assert out_links(logseq, "pages/Fonts") == {"page:pages/config files"}
     assert out_links(logseq, "journals/2026_01_02") == {"page:pages/What is DXF%3F"}
+
+
+def test_notes_deleted_into_the_trash_or_kept_as_old_versions_are_not_served(tmp_path: Path) -> None:
+    """Obsidian's "move to Obsidian trash" puts a deleted note in .trash; Syncthing keeps old
+    versions in .stversions. Neither is a note the user sees: not counted, read, searched or
+    linked, also when a note is moved to the trash while the service runs."""
+    live = "---\ntitle: Rollback\n---\n# Rollback\n\nCurrent wombat steps.\n"
+    root = write(tmp_path / "vault", {
+        ".obsidian/app.json": "{}\n",
+        "Rollback.md": live,
+        "Home.md": "# Home\n\nSee [[Rollback]] and [[Retired]].\n",
+        "Retired.md": "# Retired\n\nThe quokka procedure.\n",
+        ".raw/source-notes.md": "# Source notes\n\nKept by the wiki compiler.\n",
+        ".trash/Gone.md": "# Gone\n\nA deleted platypus note.\n",
+        ".stversions/Rollback~20261201-101010.md": live.replace("Current wombat", "Old numbat"),
+    })
+    service = start_serve(tmp_path / "run", root)
+    try:
+        health = call(service.url, "GET", "/health").json()
+        assert health["source"]["page_count"] == 4  # Home, Retired, Rollback and .raw's note
+        assert read(service, ".raw/source-notes")[0] == 200
+        for key in ("Gone", ".trash/Gone", ".stversions/Rollback~20261201-101010"):
+            assert read(service, key)[0] == 404, key
+        for word in ("platypus", "numbat"):
+            found = post_json(service.url, "/search", {"query": word}).json()["results"]
+            assert found == [], (word, found)
+        assert [r["path"] for r in post_json(service.url, "/search", {"query": "wombat"}).json()[
+            "results"]] == ["Rollback.md"]
+        (root / "Retired.md").rename(root / ".trash" / "Retired.md")  # what Obsidian does
+        assert call(service.url, "GET", "/health").json()["source"]["page_count"] == 3
+        assert post_json(service.url, "/search", {"query": "quokka"}).json()["results"] == []
+        assert read(service, "Retired")[0] == 404
+        assert out_links(service, "Home") == {"page:Rollback", "placeholder:Retired"}
+    finally:
+        stop_checked(service)

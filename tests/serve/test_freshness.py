@@ -380,7 +380,8 @@ def test_root_created_after_start(make_freshness: FreshnessFactory, tmp_path: Pa
 IGNORED_WRITES = [
     "node_modules/pkg/readme.md", ".git/notes.md", "dist/page.md", "build/out.md",
     ".venv/lib/doc.md", "__pycache__/x.md", ".runtime-logs/log.md", "runbooks/node_modules/a.md",
-    "concepts/dist/deep/b.md",
+    "concepts/dist/deep/b.md", ".trash/deleted-note.md", ".stversions/runbooks/rollback~20261201-101010.md",
+    "runbooks/.Trash/old.md", ".Trashes/501/x.md",
 ]
 
 

@@ -725,6 +725,31 @@ def test_signature_ignores_files_outside_the_signature_set(tmp_path: Path) -> No
     assert project(root).signature != base
 
 
+
+def test_trash_and_old_versions_kept_by_tools_are_not_pages(tmp_path: Path) -> None:
+    """Obsidian moves deleted notes to .trash, desktops to .Trash/.Trashes, Syncthing keeps
+    old versions in .stversions: none is a note the user sees, and served they would be a
+    deleted page, or a second one with the same title. Other dot-folders are still served
+    (the contract's `.raw/`)."""
+    live = "---\ntitle: Rollback\n---\n# Rollback\n\nCurrent steps.\n"
+    root = build(tmp_path / "vault", {
+        ".obsidian/app.json": "{}",
+        "Rollback.md": live,
+        "Home.md": "# Home\n\nSee [[Rollback]] and [[Gone]].\n",
+        ".raw/source-notes.md": "# Source notes\n",
+        ".trash/Gone.md": "# Gone\n\nDeleted in Obsidian.\n",
+        ".stversions/Rollback~20261201-101010.md": live.replace("Current", "Old"),
+        "archive/.Trash/Rollback.md": live,
+        ".Trashes/501/Rollback.md": live,
+    })
+    p = project(root)
+    assert p.layout.adapter == "obsidian"
+    assert [page.path for page in p.pages] == [".raw/source-notes.md", "Home.md", "Rollback.md"]
+    assert p.lookup["rollback"].path == "Rollback.md" and "gone" not in p.lookup
+    assert project(root).signature == p.signature
+    build(root, {".trash/Another.md": "# Another\n", ".stversions/Home~1.md": "# Home\n"})
+    assert project(root).signature == p.signature
+
 def _line(root: Path, rel: str) -> str:
     data = (root / rel).read_bytes()
     return f"{rel}\tfile\t{len(data)}\t{hashlib.blake2b(data, digest_size=16).hexdigest()}"
