@@ -18,6 +18,7 @@ ReadJob = tuple[str, str, str | None, ParseOptions, int, str, str]
 
 CONFIG_TEXT_FILES = frozenset({"dendron.yml", ".vscode/extensions.json"})
 CHANGING = "changing"  # the problem code of a file that was being written during every read
+BINARY = "binary"  # ... and of a page file holding a NUL byte
 
 
 def digest_file(path: str, limit: int) -> tuple[str, bytes | None]:
@@ -83,6 +84,10 @@ def read_file(job: ReadJob) -> ReadResult:
         if rel == okf.MARKER:  # its head is what OKF detection reads, whatever the layout
             return ReadResult(rel, digest, now, text=okf.marker_head(decode_text(data)[0]))
         return ReadResult(rel, digest, now)
+    if b"\0" in data:
+        # No text file holds a NUL byte: a binary one with a page's name, such as the
+        # AppleDouble "._<name>.md" a Mac leaves on shared and removable volumes.
+        return ReadResult(rel, digest, now, problem=BINARY, skipped=True)
     text, problem = decode_text(data)
     parse = okf.parse_okf_page if options.okf else parse_page
     page = parse(text, page_path, options, degraded=problem, role=role)

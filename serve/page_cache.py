@@ -23,7 +23,7 @@ from serve.source.page import Page
 log = structlog.get_logger("llmwiki.serve.cache")
 
 # Bump when parsing changes what a Page holds, so old caches are ignored.
-CACHE_FORMAT = 8  # 8: SHA-1 section checksums; 7: pages keep their section table
+CACHE_FORMAT = 9  # 9: page files holding a NUL byte skipped; 8: SHA-1 section checksums
 SAVE_CHUNK = 500
 _LENGTH, _SUM = 8, 16  # each section: its length, its checksum, then the payload
 

@@ -61,7 +61,7 @@ class FileProblem:
 
     path: str
     reason: str  # not_utf8, name_not_utf8, frontmatter_invalid, too_large, unreadable, not_regular_file,
-    #               changing, symlink_ignored
+    #               changing, symlink_ignored, binary
     skipped: bool
 
 

@@ -1,7 +1,7 @@
 """Hostile folders under the installed `llmwiki-serve`: FIFOs swapped in for pages, sparse giants,
-pages built to make patterns quadratic, torn writes, names that cannot be routed, a corrupted
-restart cache and a draft title page. The server keeps answering correctly, `/health` within the
-bound, and SIGTERM still stops it."""
+binary files named like pages, pages built to make patterns quadratic, torn writes, names that
+cannot be routed, a corrupted restart cache and a draft title page. The server keeps answering
+correctly, `/health` within the bound, and SIGTERM still stops it."""
 
 from __future__ import annotations
 
@@ -120,6 +120,41 @@ def test_sparse_giant_files_are_skipped_without_reading_them(tmp_path: Path) -> 
     finally:
         stop_checked(again)
 
+
+
+# The head of the AppleDouble file a Mac writes beside "rollback.md" on an SMB or exFAT volume:
+# magic, version, filler, two entries, then an extended attribute (all NUL-padded).
+APPLE_DOUBLE = (b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        \x00\x02"
+                b"\x00\x00\x00\x09\x00\x00\x00\x32\x00\x00\x0f\x1e" + b"\x00" * 40
+                + b"ATTR\x00\x00com.apple.quarantine\x00q/0081;5f0e;Safari;" + b"\x00" * 64)
+
+
+def test_binary_files_named_like_pages_are_skipped_not_served(tmp_path: Path) -> None:
+    root = copy_wiki(tmp_path)
+    (root / "runbooks" / "._rollback.md").write_bytes(APPLE_DOUBLE)
+    service = start_serve(tmp_path / "run", root)
+    try:
+        health = call(service.url, "GET", "/health").json()
+        pages, skipped = health["source"]["page_count"], health["diagnostics"]["skipped_files"]
+        assert skipped == 1
+        for word in ("quarantine", "Safari"):
+            found = post_json(service.url, "/search", {"query": word}).json()["results"]
+            assert found == [], (word, found)
+        assert call(service.url, "GET", "/read/runbooks/._rollback").status == 404
+        # A page that turns binary while served goes, and comes back once it is text again.
+        page = root / "runbooks" / "token-rotation.md"
+        text = page.read_bytes()
+        page.write_bytes(text.replace(b"\n", b"\n\x00", 1))
+        health = call(service.url, "GET", "/health").json()
+        assert (health["source"]["page_count"], health["diagnostics"]["skipped_files"]) == (pages - 1, 2)
+        assert call(service.url, "GET", "/read/runbooks/token-rotation").status == 404
+        page.write_bytes(text)
+        assert call(service.url, "GET", "/read/runbooks/token-rotation").status == 200
+    finally:
+        stop_checked(service)
+    problems = [e for e in service.log_events() if e.get("event") == "source_file_problem"]
+    assert {(e["file"], e["reason"]) for e in problems} == {
+        ("runbooks/._rollback.md", "binary"), ("runbooks/token-rotation.md", "binary")}
 
 def test_a_page_rewritten_in_place_is_never_served_torn(tmp_path: Path) -> None:
     root = copy_wiki(tmp_path)

@@ -750,6 +750,16 @@ def test_trash_and_old_versions_kept_by_tools_are_not_pages(tmp_path: Path) -> N
     build(root, {".trash/Another.md": "# Another\n", ".stversions/Home~1.md": "# Home\n"})
     assert project(root).signature == p.signature
 
+
+def test_page_files_holding_a_nul_byte_are_skipped_as_binary(tmp_path: Path) -> None:
+    root = build(tmp_path / "kb", {"a.md": "# A\n", "b.md": "# B\n\nAlso text: caf\u00e9.\n"})
+    (root / "._a.md").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        \x00\x02")
+    (root / "c.md").write_bytes(b"# C\n\nText, then\x00binary.\n")
+    p = project(root)
+    assert [page.path for page in p.pages] == ["a.md", "b.md"]
+    assert [(d.path, d.reason, d.skipped) for d in p.diagnostics] == [
+        ("._a.md", "binary", True), ("c.md", "binary", True)]
+
 def _line(root: Path, rel: str) -> str:
     data = (root / rel).read_bytes()
     return f"{rel}\tfile\t{len(data)}\t{hashlib.blake2b(data, digest_size=16).hexdigest()}"
