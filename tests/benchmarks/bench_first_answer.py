@@ -39,6 +39,7 @@ from tests.benchmarks.harness import (
     add_run_options,
     code_identity,
     code_lines,
+    compile_code,
     free_port,
     install_deadline,
     kill_group,
@@ -186,6 +187,7 @@ def main() -> int:
                     max_seconds_help="overall time limit")
     args = parser.parse_args()
     install_deadline(args.max_seconds, "bench_first_answer: time limit reached")
+    compile_code(args.code_dir)
     args.work.mkdir(parents=True, exist_ok=True)
     folders: list[tuple[str, Path]] = []
     for pages in args.pages:

@@ -71,6 +71,7 @@ from tests.benchmarks.harness import (
     check_code_dir,
     code_identity,
     code_lines,
+    compile_code,
     cpu_seconds,
     install_deadline,
     machine,
@@ -832,6 +833,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.load_seconds = max(1.0, min(300.0, args.load_seconds))
     args.edits = max(1, min(200, args.edits))
     check_code_dir(parser, args, "serve/cli.py")
+    compile_code(args.code_dir)
     # `finally` blocks kill the server, restore edited files and remove the temp dir.
     install_deadline(args.max_seconds, f"run exceeded --max-seconds {args.max_seconds:g}")
 

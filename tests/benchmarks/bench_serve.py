@@ -55,6 +55,7 @@ from tests.benchmarks.harness import (
     check_code_dir,
     code_identity,
     code_lines,
+    compile_code,
     cpu_seconds,
     free_port,
     kill_group,
@@ -731,6 +732,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
 
     check_code_dir(parser, args, "serve/cli.py")
+    compile_code(args.code_dir)
     report: dict[str, Any] = {"machine": machine(), "code": code_identity(args.code_dir),
                               "sizes": []}
     out = sys.stderr if args.json == "-" else sys.stdout
