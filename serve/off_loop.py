@@ -2,7 +2,8 @@
 
 The KnowledgeSource is synchronous. On an event loop (HTTP, MCP over HTTP, A2A) a call that
 may take long would stop every other request, /health included, so it runs in a worker
-thread instead: a search before the index exists (it waits for the build), a literal search
+thread instead: a search before the index exists (it waits for the build), a search that
+would first sync the whole index (after a checkout or a recompiled wiki), a literal search
 that has to read many page texts, a focused read (it folds and scans a whole page). The
 rest stays on the loop: a thread hand-off costs more CPU than a quick call under load (GIL
 contention). stdio answers one line at a time and has no loop to keep free."""
@@ -28,8 +29,9 @@ LITERAL_INLINE_READS = 512
 
 
 def search_may_block(source: KnowledgeSource, mode: object) -> bool:
-    """Whether a search in `mode` may take long: before the index exists, or literal."""
-    return not source.index_ready or str(mode).strip().lower() == "literal"
+    """Whether a search in `mode` may take long: before the index exists, while it lags the
+    folder by a whole sync, or literal."""
+    return source.index_lags() or str(mode).strip().lower() == "literal"
 
 
 async def in_thread(work: Callable[[], T]) -> T:
@@ -71,6 +73,8 @@ async def search(source: KnowledgeSource, req: SearchRequest,
     that exceed it move to a thread."""
     if not source.index_ready:
         await warmed(source)
+        return await in_thread(lambda: work(req))
+    if source.index_lags():
         return await in_thread(lambda: work(req))
     if req.mode == "literal":
         try:

@@ -98,6 +98,9 @@ def orientation_order(pages: Iterable[Page]) -> list[Page]:
 # Derived snapshots remember this many steps back which pages each step replaced, so whatever
 # was synced to an ancestor (the search index) can catch up with just those pages.
 LINEAGE_DEPTH = 32
+# Past this share of the pages changed at once, a derived snapshot's link index is built
+# anew (from its own pages) rather than derived from the parent's, page by page.
+REBUILD_SHARE = 0.3
 # Evidence pages whose graph items a snapshot keeps as JSON (about 25 items, ~6 KB, a page):
 # the pages agents' questions keep landing on. A hub page linked from every page has as many
 # items as links, so the items are bounded too (about 250 bytes each).
@@ -317,35 +320,38 @@ class Projection:
                 if not page.approved:
                     insort(withheld, page.path)
             caches.withheld = withheld
-        # The parent's link index is built here if no request needed it yet (a start-up
-        # holds the restart cache's plain views instead): once, for the first change; every
-        # later snapshot derives its own from it, and without one each snapshot after a
-        # change would work out backlinks, owners and graph counts from every page again.
-        links, changed_keys, changed_ids = self.links.derived(removed, placed_added, placed,
-                                                              fragments, position)
-        caches.links, caches.lookup = links, links.lookup
+        large = len(touched) > REBUILD_SHARE * len(placed)
+        if not large:
+            # The parent's link index is built here if no request needed it yet (a start-up
+            # holds the restart cache's plain views instead): once, for the first change;
+            # every later snapshot derives its own from it, and without one each snapshot
+            # after a change would work out backlinks, owners and graph counts from every
+            # page again.
+            links, changed_keys, changed_ids = self.links.derived(removed, placed_added, placed,
+                                                                  fragments, position)
+            caches.links, caches.lookup = links, links.lookup
 
-        def page_path(nid: str) -> str | None:
-            found = by_key.get(nid[5:])
-            return placed[found].path if found is not None and placed[found].id == nid[5:] else None
+            def page_path(nid: str) -> str | None:
+                found = by_key.get(nid[5:])
+                return placed[found].path if found is not None and placed[found].id == nid[5:] else None
 
-        stale = touched | changed_paths(links, changed_ids, page_path)
-        for key in changed_keys:
-            stale.update(links.linkers.get(key, ()))
-        if parent.sidecar_keys is None:
-            parent.sidecar_keys = frozenset(sidecar_keys(self.sidecars))
-        caches.sidecar_keys = parent.sidecar_keys
-        side = parent.sidecar
-        if (side is not None and not changed_keys & side.keys and not changed_ids & side.asked
-                and not stale & self.facts.keys()):
-            caches.sidecar = side  # no fact's end resolves, or is proposed, differently
-        if self.sidecars and changed_keys & parent.sidecar_keys:
-            stale.update(self.facts)
-            stale.update(sidecar_facts(self.sidecars, links.lookup))
-        # Copied in one C-level step first: requests on the parent may be filling them.
-        caches.evidence = {key: EvidenceMemo(dict(memo)).without(frozenset(stale))
-                           for key, memo in dict(parent.evidence).items()}
-        return dataclasses.replace(
+            stale = touched | changed_paths(links, changed_ids, page_path)
+            for key in changed_keys:
+                stale.update(links.linkers.get(key, ()))
+            if parent.sidecar_keys is None:
+                parent.sidecar_keys = frozenset(sidecar_keys(self.sidecars))
+            caches.sidecar_keys = parent.sidecar_keys
+            side = parent.sidecar
+            if (side is not None and not changed_keys & side.keys and not changed_ids & side.asked
+                    and not stale & self.facts.keys()):
+                caches.sidecar = side  # no fact's end resolves, or is proposed, differently
+            if self.sidecars and changed_keys & parent.sidecar_keys:
+                stale.update(self.facts)
+                stale.update(sidecar_facts(self.sidecars, links.lookup))
+            # Copied in one C-level step first: requests on the parent may be filling them.
+            caches.evidence = {key: EvidenceMemo(dict(memo)).without(frozenset(stale))
+                               for key, memo in dict(parent.evidence).items()}
+        derived = dataclasses.replace(
             self, pages=placed, fragments=tuple(fragments), signature=signature,
             raw_labels=tuple(raw_labels), diagnostics=tuple(diagnostics), description=description,
             bundle_id=bundle_id_of(self.source_id, signature),
@@ -353,6 +359,10 @@ class Projection:
             position=position, serial=next(_SERIALS),
             lineage=((self.serial, frozenset(touched)), *self.lineage[: LINEAGE_DEPTH - 1]),
             caches=caches)
+        if large:  # a checkout or a recompiled wiki: built anew, quicker than derived
+            caches.links = LinkIndex.build(placed, derived.fragments,
+                                           self.layout.metadata.get("source_root", "."), derived.lookup)
+        return derived
 
     def with_sidecars(self, sidecars: Sequence[SidecarFile], signature: str,
                       diagnostics: Sequence[FileProblem]) -> Projection | None:

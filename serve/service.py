@@ -49,7 +49,7 @@ from serve.page_cache import PageCache, default_cache_dir
 from serve.projection import Projection
 from serve.read_focus import ReadOptions, read_payload, section_read
 from serve.read_target import find_read_target
-from serve.retrieval.index import LexicalIndex
+from serve.retrieval.index import COMPACT_DEAD_SHARE, LexicalIndex
 from serve.retrieval.search import Searcher, SearchRequest, project_fields
 from serve.routes import endpoint_paths
 from serve.settings import ServeSettings
@@ -369,6 +369,21 @@ class KnowledgeSource:
         """Whether the search index has been built once (later syncs are quick)."""
         return self._indexed is not None
 
+    def index_lags(self) -> bool:
+        """Whether a search now would first sync the whole index (or build it): after a
+        checkout or a recompiled wiki, seconds of work that must not hold the event loop."""
+        indexed = self._indexed
+        if indexed is None:
+            return True
+        try:
+            projection = self.snapshot()
+        except KnowledgeSourceError:
+            return False  # nothing to sync: the search itself reports why
+        if indexed is projection:
+            return False
+        changed = projection.changed_since(indexed)
+        return changed is None or _rebuilt_for(projection, changed)
+
     def searcher(self) -> Searcher:
         """A searcher over the current snapshot, with the index brought up to it."""
         projection = self.snapshot()
@@ -394,7 +409,7 @@ class KnowledgeSource:
                 self.index_origin = "cache"
         if indexed is not projection:
             changed = projection.changed_since(indexed) if indexed is not None else None
-            if changed is None:
+            if changed is None or _rebuilt_for(projection, changed):
                 started = time.perf_counter()
                 self.index.sync(projection.pages)
                 self.index_build_seconds = time.perf_counter() - started
@@ -463,6 +478,14 @@ class KnowledgeSource:
         """The context pack as compact JSON text (what HTTP answers), built faster than
         encoding context()."""
         return self.searcher().context_json(req, graph_limit=self.settings.context_graph_limit)
+
+
+def _rebuilt_for(projection: Projection, changed: set[str]) -> bool:
+    """Whether the index is brought up to `projection` by a whole sync when `changed` pages
+    changed since it was synced: so many (a checkout, a recompiled wiki) that sync's rebuild
+    in bulk is quicker than editing them in one by one. A snapshot not derived from the
+    indexed one is always synced whole."""
+    return len(changed) > COMPACT_DEAD_SHARE * len(projection.pages)
 
 
 def neighborhood(view: GraphView, seeds: Sequence[str], *, depth: int = DEFAULT_NEIGHBORHOOD_DEPTH,

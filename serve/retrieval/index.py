@@ -94,6 +94,12 @@ class LexicalIndex:
         if not self.by_path and len(pages) > BULK_MIN:
             self._bulk(pages)
             return len(pages)
+        by_path, indexed = self.by_path, self.pages
+        differ = sum(1 for page in pages if (doc := by_path.get(page.path)) is None
+                     or indexed[doc] is not page)
+        if differ > COMPACT_DEAD_SHARE * max(len(pages), self.n_all) and len(pages) > BULK_MIN:
+            self.rebuild(pages)
+            return len(pages)
         changed = sum(self._put(page) for page in pages)
         seen = {page.path for page in pages}
         for path in [p for p in self.by_path if p not in seen]:
@@ -131,11 +137,15 @@ class LexicalIndex:
         self._add(page)
         return True
 
+    def rebuild(self, pages: Sequence[Page]) -> None:
+        """Index exactly `pages`, built anew in bulk: quicker than editing in most of them one
+        by one (a checkout or a recompiled wiki), which would leave it to be compacted anyway."""
+        self.__init__()  # type: ignore[misc]
+        self._bulk(pages)
+
     def _compact_if_needed(self) -> None:
         if self.dead > COMPACT_DEAD_SHARE * max(1, len(self.pages)) and self.dead > 64:
-            live = [p for p in self.pages if p is not None]
-            self.__init__()  # type: ignore[misc]
-            self._bulk(live)
+            self.rebuild([p for p in self.pages if p is not None])
 
     def _term_id(self, term: str) -> int:
         tid = self.vocab.get(term)

@@ -230,3 +230,44 @@ def test_the_first_change_after_a_start_builds_the_link_index_once_then_each_der
             _compare(after, _built(root))
     finally:
         freshness.close()
+
+
+def test_a_change_to_most_pages_builds_the_link_index_anew_and_equals_a_fresh_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout or a recompiled wiki changes most pages at once: deriving the link index page
+    by page would cost more than building it, so it is built from the new pages; the snapshot
+    is still derived (no new parse of the unchanged pages) and shows what a fresh build shows."""
+    rng = random.Random(17)
+    root = (tmp_path / "wiki").resolve()
+    _folder(root, rng)
+    freshness = Freshness(root, use_inotify=True)
+    try:
+        start = freshness.snapshot()
+        start.links  # noqa: B018 - a link index it could derive from
+        derived_from: list[int] = []
+        built: list[int] = []
+        derived, build = LinkIndex.derived, LinkIndex.build.__func__  # type: ignore[attr-defined]
+
+        def counted(self: LinkIndex, removed: Any, *args: Any, **kwargs: Any) -> Any:
+            derived_from.append(len(removed))
+            return derived(self, removed, *args, **kwargs)
+
+        def counted_build(cls: type[LinkIndex], pages: Any, *args: Any, **kwargs: Any) -> LinkIndex:
+            built.append(len(pages))
+            return build(cls, pages, *args, **kwargs)
+
+        monkeypatch.setattr(LinkIndex, "derived", counted)
+        monkeypatch.setattr(LinkIndex, "build", classmethod(counted_build))
+        notes = sorted((root / "notes").glob("*.md"))
+        for target in notes[:-1]:  # all but one page of the folder rewritten
+            _write(target, _page(rng, target.stem, f"{target.stem.title()} Page"))
+        after = freshness.snapshot()
+        assert freshness.mirror.derived_count == 1 and not derived_from
+        assert after.caches.links is not None and built == [len(after.pages)]
+        _compare(after, _built(root))
+        _write(notes[-1], _page(rng, notes[-1].stem, "Last One"))  # one page: derived again
+        again = freshness.snapshot()
+        assert derived_from == [1] and freshness.mirror.derived_count == 2
+        _compare(again, _built(root))
+    finally:
+        freshness.close()

@@ -1341,3 +1341,29 @@ async def test_a_literal_search_over_its_inline_read_budget_moves_to_a_worker_th
         assert calls == [(True, inline_reads)]
     else:  # over budget: tried on the loop, then run again, unbounded, in a worker thread
         assert calls == [(True, 0), (False, None)]
+
+
+async def test_a_search_that_would_sync_the_whole_index_runs_in_a_worker_thread(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a checkout or a recompiled wiki the index is rebuilt for the next search: seconds
+    at scale, so that search leaves the loop (and /health keeps answering); after an edit of a
+    page or two it stays on the loop."""
+    source = client.app[http.SOURCE_KEY]
+    await search(client, {"query": "warm"})
+    calls: list[bool] = []
+    context_json = source.context_json
+
+    def recorded(req: SearchRequest) -> bytes:
+        calls.append(threading.current_thread() is threading.main_thread())
+        return context_json(req)
+
+    monkeypatch.setattr(source, "context_json", recorded)
+    edited = source.root / "runbooks" / "rollback.md"
+    pages = [page for page in sorted(source.root.rglob("*.md")) if page != edited]
+    for page in pages[: len(pages) // 2]:
+        page.write_text(page.read_text(encoding="utf-8") + "\nCheckout wombat.\n", encoding="utf-8")
+    pack = await context(client, {"query": "checkout wombat", "limit": 3})
+    assert calls == [False] and pack["evidence"]
+    edited.write_text(edited.read_text(encoding="utf-8") + "\nOne numbat.\n", encoding="utf-8")
+    pack = await context(client, {"query": "numbat", "limit": 3})
+    assert calls == [False, True] and pack["evidence"]

@@ -184,3 +184,26 @@ def test_a_bulk_build_in_worker_slices_equals_adding_page_by_page(
     for needle in ("release train", "but this", "publish.yml", "no payout"):
         assert np.array_equal(bulk.pair_signatures.matching(needle_bits(needle)),
                               one_by_one.pair_signatures.matching(needle_bits(needle)))
+
+
+def test_a_sync_where_most_pages_changed_rebuilds_in_bulk(tmp_path: Path) -> None:
+    """A checkout or a recompiled wiki: editing most pages in one by one would cost more than
+    the bulk build it ends in (compaction), so the index is built anew, with the same results."""
+    root = tmp_path / "generated"
+    generate(root, 400, seed=9)
+    pages = _projection(root).pages
+    index = LexicalIndex()
+    index.sync(pages)
+    edited = [page._replace(summary=page.summary + " rewritten") if i % 4 else page
+              for i, page in enumerate(pages)]
+    edited.append(edited.pop(0)._replace(path="moved/elsewhere.md"))
+    assert index.sync(edited) == len(edited)
+    assert index.dead == 0 and len(index.delta) == 0 and index.n_all == len(edited)
+    fresh = LexicalIndex()
+    fresh.sync(edited)
+    for query in [*QUERIES, "rewritten", "release train"]:
+        for approved_only in (True, False):
+            assert _ranked(index, query, approved_only=approved_only) == _ranked(
+                fresh, query, approved_only=approved_only), query
+    few = [page._replace(summary="a few") if i < 10 else page for i, page in enumerate(edited)]
+    assert index.sync(few) == 10 and index.dead == 10  # a few: edited in, as before
