@@ -1,13 +1,15 @@
-"""A slow first query leaves the event loop free: an A2A query sent while the search index of a
-large folder is still being built waits for the build a bounded time (off the loop), then is
-told to retry (503 with Retry-After) rather than held for the whole build, and /health keeps
-answering meanwhile (the rule HTTP and MCP follow)."""
+"""Slow work leaves the event loop free. An A2A query sent while the search index of a large
+folder is still being built waits for the build a bounded time (off the loop), then is told to
+retry (503 with Retry-After) rather than held for the whole build. A search after most pages
+changed at once rebuilds the index in a worker thread. /health keeps answering meanwhile (the
+rule HTTP and MCP follow)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -82,3 +84,55 @@ def test_an_a2a_query_during_the_index_build_does_not_block_health(large_serve: 
     assert len(health_seconds) >= 2, health_seconds
     # On the loop, the query would hold every /health behind it for the rest of the build.
     assert max(health_seconds) < query_seconds / 2, (max(health_seconds), query_seconds)
+
+
+@pytest.fixture(scope="module")
+def checkout_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, Path]]:
+    work = tmp_path_factory.mktemp("serve-checkout")
+    root = work / "wiki"
+    generate(root, PAGES, seed=4)
+    port = free_port()
+    argv = [console_script("llmwiki-serve"), "serve", root, "--host", "127.0.0.1", "--port", str(port),
+            "--no-page-cache"]
+    process, stdout, stderr, guard = launch("serve", argv, work)
+    url = f"http://127.0.0.1:{port}"
+    wait_http_ok("serve", url + "/health?ready=1", process, stdout, stderr)
+    service = Service("serve", url, process, stdout, stderr, guard)
+    yield service, root
+    stop_checked(service)
+
+
+def test_a_change_to_most_pages_leaves_health_answering_while_the_index_catches_up(
+        checkout_serve: tuple[Service, Path]) -> None:
+    """A checkout or a recompiled wiki rewrites most pages at once: the next search rebuilds the
+    index (seconds at scale) in a worker thread, and /health keeps answering meanwhile."""
+    service, root = checkout_serve
+    pages = sorted(root.rglob("*.md"))
+    for number, page in enumerate(pages[: len(pages) * 2 // 3]):
+        page.write_text(page.read_text(encoding="utf-8") + f"\nCheckout marker q{number}x.\n",
+                        encoding="utf-8")
+    answered: dict[str, object] = {}
+
+    def query() -> None:
+        started = time.monotonic()
+        response = httpx.post(f"{service.url}/search", timeout=QUERY_SECONDS,
+                              json={"query": "q0x", "mode": "literal", "include_drafts": True})
+        answered.update(status=response.status_code, seconds=time.monotonic() - started,
+                        paths=[r["path"] for r in response.json()["results"]])
+
+    sender = threading.Thread(target=query)
+    sender.start()
+    during = 0
+    with httpx.Client(base_url=service.url, timeout=QUERY_SECONDS) as client:
+        while sender.is_alive():
+            assert client.get("/health").status_code == 200
+            during += sender.is_alive()
+            time.sleep(POLL_SECONDS)
+    sender.join(QUERY_SECONDS)
+    assert answered["status"] == 200, answered
+    assert answered["paths"] == [pages[0].relative_to(root).as_posix()], answered
+    seconds = float(answered["seconds"])  # type: ignore[arg-type]
+    print(f"\nsearch after the checkout {seconds:.2f} s; {during} /health meanwhile")
+    assert seconds > 0.3, "the rebuild was too quick to show anything: use more pages"
+    # On the loop, the rebuild would hold every /health until the search was answered.
+    assert during >= 3, (during, seconds)
