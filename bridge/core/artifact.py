@@ -240,6 +240,9 @@ def source_diagnostic(source: SourceDescriptor, error: SourceCallError, phase: s
                            "policy.")
         elif error.invalid_json:
             remediation = "Check that the URL points at an LLMWiki source that answers JSON."
+        elif error.http_status in (429, 503):  # it answered: up, but starting or overloaded
+            remediation = (f"The Knowledge Source is busy or still starting (HTTP {error.http_status}); "
+                           "retry in a few seconds.")
         else:
             remediation = "Check that the Knowledge Source is running and reachable, then retry."
     else:

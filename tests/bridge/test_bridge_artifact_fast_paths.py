@@ -262,3 +262,23 @@ def test_citations_of_merged_search_items_are_those_of_the_merged_payload(payloa
     made_after = artifact.evidence_from(merged, SOURCE).citations
     assert [c.wire() for c in early.citations] == [c.wire() for c in made_after]
     assert len(early.citations) == len(artifact.citations_from(payload, SOURCE)) + len(added)
+
+
+@pytest.mark.parametrize(("failure", "remediation"), [
+    (artifact.SourceCallError("KB query returned HTTP 503", http_status=503),
+     "The Knowledge Source is busy or still starting (HTTP 503); retry in a few seconds."),
+    (artifact.SourceCallError("KB query returned HTTP 429", http_status=429),
+     "The Knowledge Source is busy or still starting (HTTP 429); retry in a few seconds."),
+    (artifact.SourceCallError("KB query returned HTTP 500", http_status=500),
+     "Check that the Knowledge Source is running and reachable, then retry."),
+    (artifact.SourceCallError("KB query could not be reached."),
+     "Check that the Knowledge Source is running and reachable, then retry."),
+])
+def test_a_source_that_answers_busy_is_not_called_unreachable(failure: artifact.SourceCallError,
+                                                              remediation: str) -> None:
+    """serve answers 503 (Retry-After) while its index loads after a start: it is up and
+    reachable, and the diagnostic must not send the operator looking for a dead process."""
+    diagnostic = artifact.source_diagnostic(SOURCE, failure, "query", source_policy="loopback",
+                                            timeout_ms=1000).wire()
+    assert diagnostic["remediation"] == remediation
+    assert diagnostic["retryable"] is True
