@@ -451,6 +451,15 @@ class KnowledgeSource:
                 with contextlib.suppress(Exception):  # a waiter gone (its loop closed) is no failure
                     call()
 
+    def warm_then_save(self) -> None:
+        """What a long-running service runs beside its first requests: the index first, then
+        the restart cache (on a cold start both are CPU work, and the first answer waits only
+        for the index)."""
+        try:
+            self.warm()
+        finally:
+            self.save_cache()
+
     def when_warmed(self, call: Callable[[], None]) -> bool:
         """Have `call` run (in the warm-up's thread) once the warm-up is done; False, and no
         call, when it is done already."""

@@ -243,19 +243,10 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
         log.warning("source_not_ready", code=exc.code)
     release_free_memory()
     loop = asyncio.get_running_loop()
-    warming = loop.run_in_executor(None, _warm_then_save, source)
+    warming = loop.run_in_executor(None, source.warm_then_save)
     yield
     await warming
     await asyncio.get_running_loop().run_in_executor(None, source.save_cache)
     source.close()
-
-
-def _warm_then_save(source: KnowledgeSource) -> None:
-    """The index first, then the restart cache: on a cold start both are CPU work, and the first
-    answer waits only for the index."""
-    try:
-        source.warm()
-    finally:
-        source.save_cache()
 
 

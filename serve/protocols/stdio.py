@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
@@ -70,14 +71,22 @@ def serve_stdio(dispatcher: Dispatcher, stdin: BinaryIO, stdout: BinaryIO, max_l
 
 
 def run_stdio(settings: ServeSettings) -> int:
-    """`llmwiki-serve mcp ROOT`: serve until stdin closes. Logs go to stderr only."""
+    """`llmwiki-serve mcp ROOT`: serve until stdin closes. Logs go to stderr only. IDE and desktop
+    clients start one of these per session, so, as `serve` does, the index is loaded (or built)
+    and the restart cache written in a thread beside the first requests, and the cache is
+    brought up to date again before the process exits."""
     source = KnowledgeSource(settings)
+    warming = threading.Thread(target=source.warm_then_save, name="warm-up", daemon=True)
     try:
         dispatcher = Dispatcher(source)
+        warming.start()
         log.info("mcp_stdio_started")
         serve_stdio(dispatcher, sys.stdin.buffer, sys.stdout.buffer, settings.max_body_bytes)
     except (KeyboardInterrupt, BrokenPipeError):
         pass  # the client went away
     finally:
+        if warming.is_alive():
+            warming.join()
+        source.save_cache()
         source.close()
     return 0

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.e2e.notify_socket import NotifySocket
 from tests.e2e.processes import (
@@ -26,7 +28,9 @@ from tests.e2e.processes import (
     Service,
     console_script,
     free_port,
+    json_lines,
     launch,
+    service_env,
     stop_checked,
 )
 
@@ -336,3 +340,37 @@ def test_a_one_shot_query_uses_and_leaves_the_restart_cache(tmp_path: Path, fold
     assert json.loads(second.stdout) == json.loads(first.stdout)
     assert '"index_cache_written"' in first.stderr and '"index_cache_loaded"' in second.stderr
     assert "Traceback" not in first.stderr + second.stderr
+
+
+async def _stdio_session(root: Path, cache: Path, work: Path) -> tuple[list[Any], list[dict[str, Any]]]:
+    """One session of the official MCP client with `llmwiki-serve mcp ROOT`, launched as an IDE
+    launches it; the search results and the server's JSON log lines."""
+    work.mkdir(parents=True)
+    params = StdioServerParameters(
+        command=str(console_script("llmwiki-serve")),
+        args=["mcp", str(root), "--cache-dir", str(cache), "--log-format", "json"],
+        env=service_env(work, {"E2E_GUARD_LOG": str(work / "guard")}), cwd=str(work))
+    with (work / "stderr").open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            found = await client.call_tool("llmwiki_search", {"query": "rollback runbook signing",
+                                                              "limit": 5})
+            assert found.is_error is False and found.structured_content is not None
+    results = [(r["path"], r["score"]) for r in found.structured_content["results"]]
+    assert not (work / "guard").exists() or not (work / "guard").read_text()
+    return results, json_lines(work / "stderr")
+
+
+async def test_stdio_sessions_keep_the_restart_cache_as_serve_does(tmp_path: Path, folder: Path) -> None:
+    """IDE and desktop clients start `llmwiki-serve mcp ROOT` once per session: the first session
+    writes the restart cache, the next ones answer from it instead of parsing the folder and
+    building the index again."""
+    cache = tmp_path / "cache"
+    first, first_log = await _stdio_session(folder, cache, tmp_path / "first")
+    assert first
+    assert sorted(p.name.split("-")[0] for p in cache.iterdir()) == ["index", "pages"]
+    assert "index_cache_written" in [e.get("event") for e in first_log]
+    again, again_log = await _stdio_session(folder, cache, tmp_path / "again")
+    assert again == first
+    events = {e.get("event"): e for e in again_log}
+    assert events["index_cache_loaded"]["documents"] == PAGES, again_log
+    assert "index_cache_written" not in events
