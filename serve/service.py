@@ -379,10 +379,7 @@ class KnowledgeSource:
             projection = self.snapshot()
         except KnowledgeSourceError:
             return False  # nothing to sync: the search itself reports why
-        if indexed is projection:
-            return False
-        changed = projection.changed_since(indexed)
-        return changed is None or _rebuilt_for(projection, changed)
+        return _edits_since(indexed, projection) is None
 
     def searcher(self) -> Searcher:
         """A searcher over the current snapshot, with the index brought up to it."""
@@ -408,8 +405,8 @@ class KnowledgeSource:
                 indexed = projection
                 self.index_origin = "cache"
         if indexed is not projection:
-            changed = projection.changed_since(indexed) if indexed is not None else None
-            if changed is None or _rebuilt_for(projection, changed):
+            changed = _edits_since(indexed, projection) if indexed is not None else None
+            if changed is None:
                 started = time.perf_counter()
                 self.index.sync(projection.pages)
                 self.index_build_seconds = time.perf_counter() - started
@@ -489,12 +486,15 @@ class KnowledgeSource:
         return self.searcher().context_json(req, graph_limit=self.settings.context_graph_limit)
 
 
-def _rebuilt_for(projection: Projection, changed: set[str]) -> bool:
-    """Whether the index is brought up to `projection` by a whole sync when `changed` pages
-    changed since it was synced: so many (a checkout, a recompiled wiki) that sync's rebuild
-    in bulk is quicker than editing them in one by one. A snapshot not derived from the
-    indexed one is always synced whole."""
-    return len(changed) > COMPACT_DEAD_SHARE * len(projection.pages)
+def _edits_since(indexed: Projection, projection: Projection) -> set[str] | None:
+    """The paths whose pages to edit into an index synced to `indexed` to bring it up to
+    `projection`, or None when it is synced whole: `projection` is not derived from it, or so
+    many pages changed (a checkout, a recompiled wiki) that sync's rebuild in bulk is quicker
+    than editing them in one by one."""
+    changed = projection.changed_since(indexed)
+    if changed is None or len(changed) > COMPACT_DEAD_SHARE * len(projection.pages):
+        return None
+    return changed
 
 
 def neighborhood(view: GraphView, seeds: Sequence[str], *, depth: int = DEFAULT_NEIGHBORHOOD_DEPTH,
