@@ -395,16 +395,16 @@ class FolderMirror:
             if record.page.degraded:
                 self._page_problems[rel] = FileProblem(rel, record.page.degraded, False)
             added.append((record.page, record.fragment))
-        derived: Projection | None = previous
-        if sidecars_changed and self._raw_labels(layout) != list(previous.raw_labels):
+        raw_labels = self._raw_labels(layout)
+        if sidecars_changed and raw_labels != list(previous.raw_labels):
             return None  # with_sidecars keeps the labels
+        signature, diagnostics = self.signature(), self._diagnostics()
+        derived: Projection | None = previous
         if gone or added or not sidecars_changed:
-            derived = previous.derive_pages(gone, added, self.signature(), self._diagnostics(),
-                                            self._raw_labels(layout),
+            derived = previous.derive_pages(gone, added, signature, diagnostics, raw_labels,
                                             lambda path: page_sort_key(layout, path))
         if derived is not None and sidecars_changed:
-            derived = derived.with_sidecars(self._sidecars(layout), self.signature(),
-                                            self._diagnostics())
+            derived = derived.with_sidecars(self._sidecars(layout), signature, diagnostics)
         if derived is not None:
             self.layout = layout
             self._layout_generation = self.generation
