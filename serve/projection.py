@@ -373,13 +373,7 @@ class Projection:
         its link index, built if no request built it yet (as derive_pages does)."""
         if not self.indexable:
             return None
-        links = self.links
-        parent = self.caches
-        caches = SnapshotCaches(
-            approved_position=parent.approved_position, lookup=links.lookup,
-            incoming=parent.incoming, owners=dict(parent.owners), links=links, indexable=True,
-            withheld=parent.withheld, approved_paths=parent.approved_paths,
-            page_json=parent.page_json)
+        caches = self.caches.with_other_facts(self.links)
         return dataclasses.replace(
             self, sidecars=tuple(sidecars), signature=signature, diagnostics=tuple(diagnostics),
             bundle_id=bundle_id_of(self.source_id, signature), serial=next(_SERIALS),

@@ -77,3 +77,12 @@ class SnapshotCaches:
             # edited pages' own carry over, so the first pack after an edit stays cheap.
             evidence={key: memo.without(changed) for key, memo in self.evidence.items()},
         )
+
+    def with_other_facts(self, links: LinkIndex) -> SnapshotCaches:
+        """The caches a snapshot with the same pages but other sidecar facts starts with: what
+        is made from the pages alone (`links`, this snapshot's link index, included); the
+        facts, the graph, its counts and views, and the evidence items are made again."""
+        return SnapshotCaches(
+            approved_position=self.approved_position, lookup=links.lookup, incoming=self.incoming,
+            owners=dict(self.owners), links=links, indexable=True, withheld=self.withheld,
+            approved_paths=self.approved_paths, page_json=self.page_json)
