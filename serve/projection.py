@@ -359,9 +359,8 @@ class Projection:
             position=position, serial=next(_SERIALS),
             lineage=((self.serial, frozenset(touched)), *self.lineage[: LINEAGE_DEPTH - 1]),
             caches=caches)
-        if large:  # a checkout or a recompiled wiki: built anew, quicker than derived
-            caches.links = LinkIndex.build(placed, derived.fragments,
-                                           self.layout.metadata.get("source_root", "."), derived.lookup)
+        if large:  # a checkout or a recompiled wiki: built from its pages, quicker than derived
+            derived.links  # noqa: B018 - made on first use; here, with the change, not by a request
         return derived
 
     def with_sidecars(self, sidecars: Sequence[SidecarFile], signature: str,
