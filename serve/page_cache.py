@@ -65,9 +65,11 @@ class SectionRef:
 
 def read_sections(handle: io.BufferedReader, unread: Collection[int] = ()) -> Iterator[
         bytearray | SectionRef | None]:
-    """sections() of an open file, read one section at a time (never the whole file at once),
-    except that the sections numbered in `unread` (from 0) are skipped unread and their
-    checksum unchecked: a SectionRef stands for each, for read_section() to read it later."""
+    """Each section's payload in order, None for one whose checksum fails, read from an open
+    file one section at a time (never the whole file at once); it ends at the end of the file
+    or at a length that runs past it (a truncated file). The sections numbered in `unread`
+    (from 0) are skipped unread and their checksum unchecked: a SectionRef stands for each, for
+    read_section() to read it later."""
     size = os.fstat(handle.fileno()).st_size
     at = number = 0
     while at + _LENGTH + _SUM <= size:
@@ -98,20 +100,6 @@ def read_section(path: Path, ref: SectionRef) -> bytearray:
     if _checksum(payload) != ref.checksum:
         raise ValueError("the section fails its checksum")
     return payload
-
-
-def sections(view: memoryview) -> Iterator[memoryview | None]:
-    """Each section's payload in order; None for one whose checksum fails. Ends at the end of
-    the data or at a length that runs past it (a truncated file)."""
-    at = 0
-    while at < len(view):
-        start = at + _LENGTH + _SUM
-        end = start + int.from_bytes(view[at:at + _LENGTH], "big")
-        if end > len(view):
-            return
-        payload = view[start:end]
-        yield payload if _checksum(payload) == view[at + _LENGTH:start] else None
-        at = end
 
 
 def default_cache_dir() -> Path:
@@ -172,16 +160,18 @@ class PageCache:
 
     def load(self) -> dict[str, FileRecord]:
         try:
-            data = self.path.read_bytes()
+            with self.path.open("rb") as handle:
+                return self._records(read_sections(handle))
         except FileNotFoundError:
             return {}
         except OSError as exc:
             log.warning("page_cache_unreadable", error=type(exc).__name__)
             return {}
-        parts = sections(memoryview(data))
+
+    def _records(self, parts: Iterator[bytearray | SectionRef | None]) -> dict[str, FileRecord]:
         try:
             head = next(parts, None)
-            if head is None:
+            if not isinstance(head, bytearray):
                 raise ValueError("the head fails its checksum")
             header, counts = marshal.loads(head)
             if header != self.header:
@@ -194,7 +184,7 @@ class PageCache:
         damaged = 0
         for payload in parts:
             try:
-                if payload is None:
+                if not isinstance(payload, bytearray):
                     raise ValueError("checksum")
                 chunk = [(str(rel), decode_record(raw)) for rel, raw in marshal.loads(payload)]
             except Exception:  # only this chunk's files are read again from the folder

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 import serve.records as records_module
 from serve.index_cache import ARRAYS, IndexCache
-from serve.page_cache import SectionRef, read_section, read_sections, section, sections
+from serve.page_cache import SectionRef, read_section, read_sections, section
 from serve.retrieval.index import LexicalIndex
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
@@ -258,7 +258,8 @@ def test_damaged_pair_signatures_are_found_at_the_first_literal_search_and_made_
 
 def rewrite_array(path: Path, name: str, change: object) -> None:
     """Alter one array and recompute its checksum, as someone who can write the file could."""
-    parts = [bytes(p) for p in sections(memoryview(path.read_bytes())) if p is not None]
+    with path.open("rb") as handle:
+        parts = [bytes(p) for p in read_sections(handle) if isinstance(p, bytearray)]
     head = json.loads(parts[0])
     at = 2 + ARRAYS.index(name)
     dtype, shape = head["arrays"][name]
