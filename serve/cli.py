@@ -130,7 +130,7 @@ def _settings(args: argparse.Namespace, one_shot: bool) -> ServeSettings:
         cli.update(inotify=False)
         settings = resolve_settings(args.root, cli)
         if settings.page_cache:
-            from serve.page_cache import default_cache_dir, is_inside
+            from serve.store.database import default_cache_dir, is_inside
 
             if is_inside(settings.cache_dir or default_cache_dir(), settings.root.expanduser()):
                 cli.update(page_cache=False)
@@ -180,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         parser.error(str(exc))
     if settings.page_cache and args.command in ("serve", "mcp"):
-        from serve.page_cache import default_cache_dir, is_inside
+        from serve.store.database import default_cache_dir, is_inside
 
         cache_dir = settings.cache_dir or default_cache_dir()
         if is_inside(cache_dir, settings.root.expanduser()):
@@ -318,16 +318,14 @@ def start_early_read(settings: ServeSettings) -> EarlyRead | None:
     """Start parsing a large folder before the service's own imports, unless the restart
     cache will supply the pages."""
     from serve.early_read import EarlyRead
-    from serve.page_cache import PageCache, default_cache_dir
+    from serve.store.database import default_cache_dir, is_inside, store_path
 
     root = settings.root.expanduser().resolve()
     if settings.page_cache:
-        try:
-            cache = PageCache(settings.cache_dir or default_cache_dir(), root,
-                              max_page_bytes=settings.max_page_bytes)
-        except ValueError:
+        cache_dir = settings.cache_dir or default_cache_dir()
+        if is_inside(cache_dir, root):
             return None  # a cache inside the root: KnowledgeSource reports it
-        if cache.path.exists():
+        if store_path(cache_dir, root).exists():
             return None
     return EarlyRead(root, max_page_bytes=settings.max_page_bytes,
                      source_profile=settings.source_profile)

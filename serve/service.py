@@ -43,9 +43,7 @@ from serve.freshness import Freshness
 from serve.graph import Edge, Node, canonical_relation, lookup_key, slug
 from serve.graph_view import GraphView
 from serve.handles import parse_handle
-from serve.index_cache import IndexCache, Pending, Views
 from serve.memory import release_free_memory
-from serve.page_cache import PageCache, default_cache_dir
 from serve.projection import Projection
 from serve.read_focus import ReadOptions, read_payload, section_read
 from serve.read_target import find_read_target
@@ -56,6 +54,9 @@ from serve.settings import ServeSettings
 from serve.source import okf
 from serve.source.git_head import head_commit
 from serve.source.page import Page
+from serve.store.database import Database, default_cache_dir
+from serve.store.files import FileRecords
+from serve.store.search_index import Pending, StoredIndex, Views
 
 # What this build can actually answer, in the contract's order (4.3).
 BASE_CAPABILITIES = (
@@ -95,13 +96,16 @@ class KnowledgeSource:
         self.settings = settings
         self.root = settings.root.expanduser().resolve()
         self.a2a_enabled = a2a_enabled or settings.enable_a2a
-        self.cache: PageCache | None = None
-        self.index_cache: IndexCache | None = None
+        self.store: Database | None = None
+        self.cache: FileRecords | None = None
+        self.index_cache: StoredIndex | None = None
         records = None
         if settings.page_cache:
             cache_dir = settings.cache_dir or default_cache_dir()
-            self.cache = PageCache(cache_dir, self.root, max_page_bytes=settings.max_page_bytes)
-            self.index_cache = IndexCache(cache_dir, self.root)
+            self.store = Database(cache_dir, self.root,
+                                  {"max_page_bytes": str(settings.max_page_bytes)})
+            self.cache = FileRecords(self.store)
+            self.index_cache = StoredIndex(self.store)
             records = self.cache.load()
         self.loaded_keys = frozenset(records or ())  # what the restart cache held at start
         self.freshness = Freshness(
@@ -174,9 +178,9 @@ class KnowledgeSource:
         counts = None
         if current is not None:
             counts = {current.signature: current.graph_counts}
-        self.cache.save(records, counts)
+        if self.cache.save(records, counts):
+            self._saved_generation = generation
         release_free_memory()
-        self._saved_generation = generation
 
     def save_index(self) -> None:
         """Persist the search index when it is a bulk build of the snapshot it serves (after

@@ -174,10 +174,11 @@ OPTIONS: tuple[Option, ...] = (
            parse_int, "Character budget of plain page reads that give no max_chars "
            f"({READ_MAX_CHARS.span}; default: unlimited)."),
     Option("cache_dir", "--cache-dir", "LLMWIKI_SERVE_CACHE_DIR", Path,
-           "Where the restart cache of parsed pages lives (default: user cache dir; never "
-           "inside the root)."),
+           "Where the store (a SQLite database of the parsed pages and the search index, kept "
+           "for restarts) lives (default: user cache dir; never inside the root)."),
     Option("page_cache", "--no-page-cache", "LLMWIKI_SERVE_PAGE_CACHE", parse_bool,
-           "Disable the restart cache (env: set to false).", is_flag=True, flag_value=False),
+           "Keep no store on disk: every start reads the whole folder (env: set to false).",
+           is_flag=True, flag_value=False),
     Option("max_page_bytes", "--max-page-bytes", "LLMWIKI_SERVE_MAX_PAGE_BYTES", parse_int,
            "Files larger than this are skipped and reported (default 8 MiB)."),
     Option("max_body_bytes", "--max-body-bytes", "LLMWIKI_SERVE_MAX_BODY_BYTES", parse_int,

@@ -286,7 +286,7 @@ class LexicalIndex:
         self._fields.kill(doc)
         self.dead += 1
 
-    # -- the restart cache (serve/index_cache.py writes and checks the file) -----------
+    # -- the restart cache (serve/store/search_index.py keeps it) -----------
 
     def is_bulk_of(self, pages: Sequence[Page]) -> bool:
         """Whether the index is exactly a bulk build of `pages`, in their order (no later

@@ -76,7 +76,7 @@ def section_table(text: str, body: str, body_line: int,
     for n, (heading, level, heading_line, offset) in enumerate(starts):
         stop = starts[n + 1][3] if n + 1 < len(starts) else len(text)
         _add(entries, text, heading, level, offset, heading_line, stop)
-    return _pack(entries)
+    return pack(entries)
 
 
 def _add(entries: list[tuple[str, int, int, int, bytes]], text: str, heading: str, level: int,
@@ -91,14 +91,16 @@ def _add(entries: list[tuple[str, int, int, int, bytes]], text: str, heading: st
                     hashlib.sha256(text[begin:end].encode("utf-8", "surrogatepass")).digest()))
 
 
-def _pack(entries: Sequence[tuple[str, int, int, int, bytes]]) -> tuple[Any, ...]:
+def pack(entries: Sequence[tuple[str, int, int, int, bytes]]) -> tuple[Any, ...]:
+    """The table of (heading, level, first line, last line, SHA-256 digest) entries."""
     lines = array("i")
     for _, level, first, last, _ in entries:
         lines.extend((level, first, last))
     return (lines.tobytes(), b"".join(e[4] for e in entries), *(e[0] for e in entries))
 
 
-def _entries(table: tuple[Any, ...]) -> list[tuple[str, int, int, int, bytes]]:
+def entries(table: tuple[Any, ...]) -> list[tuple[str, int, int, int, bytes]]:
+    """The entries pack() made the table of, in order."""
     if not table:
         return []
     lines = array("i")
@@ -121,12 +123,12 @@ def rehash(table: tuple[Any, ...], data: bytes) -> tuple[Any, ...]:
         return table
     lines = data.split(b"\n")
     out = []
-    for heading, level, first, last, _ in _entries(table):
+    for heading, level, first, last, _ in entries(table):
         chunk = b"\n".join(lines[first - 1:last])
         if last < len(lines):
             chunk += b"\n"
         out.append((heading, level, first, last, hashlib.sha256(chunk).digest()))
-    return _pack(out)
+    return pack(out)
 
 
 def anchor_of(heading: str, used: set[str], explicit: str = "") -> str:
@@ -157,10 +159,10 @@ def heading_text(heading: str) -> tuple[str, str]:
 
 def page_span(table: tuple[Any, ...], position: int = -1) -> Section:
     """The whole body as one span (no heading, anchor "": the page handle's)."""
-    entries = _entries(table[:3])
-    if not entries:
+    whole = entries(table[:3])
+    if not whole:
         return Section(position, "", PAGE_LEVEL, 1, 0, hashlib.sha256(b"").hexdigest(), "", ())
-    _, level, first, last, digest = entries[0]
+    _, level, first, last, digest = whole[0]
     return Section(position, "", level, first, last, digest.hex(), "", ())
 
 
@@ -170,7 +172,7 @@ def sections_of(table: tuple[Any, ...]) -> list[Section]:
     used: set[str] = set()
     stack: list[tuple[int, str]] = []  # (level, heading) of the open ancestors
     preamble_at = -1
-    for position, (heading, level, first, last, digest) in enumerate(_entries(table)[1:]):
+    for position, (heading, level, first, last, digest) in enumerate(entries(table)[1:]):
         if level == 0:
             preamble_at = position
             found.append(Section(position, "", 0, first, last, digest.hex(), "", ()))

@@ -326,9 +326,9 @@ def running(server: Server) -> Iterator[Server]:
 
 
 def cache_files(cache_dir: Path) -> list[Path]:
-    """The restart cache file(s) serve keeps for a root: `pages-<key>.<codec>` (serve
-    writes a hidden temp file and renames it, so a listed file is complete)."""
-    return sorted(cache_dir.glob("pages-*")) if cache_dir.is_dir() else []
+    """The store serve keeps for a root: `store-<key>.sqlite3` (SQLite commits whole
+    transactions, so what it holds is complete; its -wal file is counted with it)."""
+    return sorted(cache_dir.glob("store-*")) if cache_dir.is_dir() else []
 
 
 def cache_mtime(cache_dir: Path) -> int | None:

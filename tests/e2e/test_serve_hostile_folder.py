@@ -6,6 +6,7 @@ correctly, `/health` within the bound, and SIGTERM still stops it."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 import time
 import urllib.parse
@@ -209,6 +210,7 @@ def test_every_id_the_graph_lists_is_readable(tmp_path: Path) -> None:
 
 
 def _cache_file(cache: Path) -> Path:
+    """The store (SQLite's -wal and -shm files are gone once serve has stopped)."""
     files = [p for p in cache.rglob("*") if p.is_file()]
     assert len(files) == 1, files
     return files[0]
@@ -224,7 +226,11 @@ def _fresh_answers(url: str) -> tuple[int, dict[str, str]]:
     return len(graph.json()["nodes"]), titles
 
 
-def test_a_corrupted_restart_cache_is_detected_and_rebuilt(tmp_path: Path) -> None:
+def test_a_corrupted_store_is_detected_and_rebuilt(tmp_path: Path) -> None:
+    """Damage SQLite's own checks find (its header, a database page zeroed or cut off): serve
+    logs it, answers from the folder as if nothing had been stored, and writes the store anew.
+    (Bits flipped inside a stored value are not among them: SQLite keeps no checksum of its
+    pages, and the store keeps none of its own; docs/configuration.md, "The store".)"""
     root = copy_wiki(tmp_path)
     cache = tmp_path / "cache"
     args = ("--cache-dir", str(cache))
@@ -234,36 +240,52 @@ def test_a_corrupted_restart_cache_is_detected_and_rebuilt(tmp_path: Path) -> No
     finally:
         stop_checked(first)
     pristine = _cache_file(cache).read_bytes()
-    size = len(pristine)
-    # bits flipped across the file, then a truncation
-    damages = [(offset, None) for offset in range(7, size, max(1, size // 9))] + [(None, size // 2)]
-    for turn, (offset, cut) in enumerate(damages):
+    page = int.from_bytes(pristine[16:18], "big")  # the database's page size
+    assert pristine.startswith(b"SQLite format 3\0") and len(pristine) >= 4 * page
+    pages = len(pristine) // page
+    # the magic string, the page size, whole pages zeroed through the file, then truncations
+    damages: list[tuple[str, int, int]] = [("flip", 7, 1), ("flip", 16, 1)] + [
+        ("zero", n * page, page) for n in range(1, pages, max(1, pages // 6))] + [
+        ("cut", len(pristine) // 2, 0), ("cut", page + 100, 0)]
+    for turn, (kind, at, length) in enumerate(damages):
         target = _cache_file(cache)
         data = bytearray(pristine)
-        if offset is not None:
-            data[offset] ^= 0x10
+        if kind == "flip":
+            data[at] ^= 0x10
+        elif kind == "zero":
+            data[at:at + length] = bytes(length)
         else:
-            del data[cut:]
+            del data[at:]
         target.write_bytes(bytes(data))
         service = start_serve(tmp_path / f"run-{turn + 1}", root, *args)
         try:
-            assert _fresh_answers(service.url) == expected, f"damage {turn} at {offset or cut}"
+            assert _fresh_answers(service.url) == expected, f"damage {turn}: {kind} at {at}"
         finally:
             stop_checked(service)
-        assert _cache_file(cache).read_bytes() != bytes(data), "the damaged cache was not rewritten"
+        events = [e.get("event") for e in service.log_events()]
+        assert "store_rebuilt" in events, f"damage {turn}: {kind} at {at} was not found"
+        assert _cache_file(cache).read_bytes() != bytes(data), "the damaged store was not rewritten"
 
 
-def test_a_cache_disagreeing_with_the_file_is_not_trusted(tmp_path: Path) -> None:
+def test_a_store_disagreeing_with_a_changed_file_is_not_trusted(tmp_path: Path) -> None:
+    """A stored page is trusted only while its file is unchanged (its stat, else its digest): a
+    store that says otherwise than a file changed since (here: a title altered in the store,
+    then a line added to the file) gives way to the file. (A value altered while the file
+    stays unchanged is served: the store is the service's own, in a directory only it writes;
+    docs/configuration.md, "The store".)"""
     root = copy_wiki(tmp_path)
     cache = tmp_path / "cache"
     args = ("--cache-dir", str(cache))
     first = start_serve(tmp_path / "run-0", root, *args)
     stop_checked(first)
     target = _cache_file(cache)
-    data = target.read_bytes()
-    title = b"Current Focus"
-    assert title in data, "the cache does not hold titles in the clear; craft another record change"
-    target.write_bytes(data.replace(title, b"Current FOCUS"))
+    conn = sqlite3.connect(target)
+    changed = conn.execute("UPDATE pages SET title = 'Current FOCUS' WHERE title = 'Current Focus'")
+    assert changed.rowcount == 1, "the store holds no page titled Current Focus"
+    conn.commit()
+    conn.close()
+    hot = root / "hot.md"
+    hot.write_text(hot.read_text(encoding="utf-8") + "\nOne more line.\n", encoding="utf-8")
     service = start_serve(tmp_path / "run-1", root, *args)
     try:
         read = call(service.url, "GET", "/read/hot").json()

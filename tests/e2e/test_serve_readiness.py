@@ -1,7 +1,7 @@
 """Ready means ready (issue 17), against the installed `llmwiki-serve`: `/health?ready=1` answers
 503 until queries can be answered and 200 from then on, systemd's READY=1 comes only then, a
 restart with the folder unchanged answers from the search index kept in the restart cache, and
-a damaged index file is rebuilt, never served. Start-up logs say what was loaded and when the
+a damaged store is rebuilt, never served. Start-up logs say what was loaded and when the
 service is ready."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import time
 import urllib.error
@@ -149,7 +150,7 @@ def test_health_says_ready_only_when_queries_answer_and_a_restart_uses_the_cache
     assert loaded["records_from_cache"] == 0 and loaded["seconds"] > 0
     ready = the_event(cold, "ready")
     assert ready["url"] == cold.url and ready["index_origin"] == "built"
-    assert [p.name.split("-")[0] for p in sorted(cache.iterdir())] == ["index", "pages"]
+    assert [p.name.split("-")[0] for p in sorted(cache.iterdir())] == ["store"]  # and no -wal left
 
     warm = start(tmp_path / "warm", folder, cache)
     try:
@@ -258,12 +259,45 @@ def check_ready_count(service: Service) -> int:
     return int(body["readiness"]["pages"])
 
 
-def index_file(cache: Path) -> Path:
-    [found] = [p for p in cache.iterdir() if p.name.startswith("index-")]
+def store_file(cache: Path) -> Path:
+    [found] = [p for p in cache.iterdir() if p.name.startswith("store-") and p.suffix == ".sqlite3"]
     return found
 
 
-def test_a_damaged_index_cache_is_rebuilt_not_served(tmp_path: Path, folder: Path) -> None:
+def stored_index(path: Path) -> list[tuple[str, bytes]]:
+    """The index as the store holds it, read with the standard library's sqlite3."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT name, data FROM index_arrays UNION ALL "
+                            "SELECT name, value FROM index_json ORDER BY name").fetchall()
+        return [(name, bytes(data) if isinstance(data, bytes) else data.encode()) for name, data in rows]
+    finally:
+        conn.close()
+
+
+def alter(path: Path, statement: str) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute(statement)
+    conn.commit()
+    conn.close()
+
+
+# Ways a store can be found damaged: the engine's own checks (a cut file, a header that is not
+# SQLite's), rows altered behind serve's back, and the pair signatures only a literal search
+# reads (damage there is found then, and they are made again).
+DAMAGES = {
+    "file cut": lambda path: path.write_bytes(path.read_bytes()[: path.stat().st_size // 2]),
+    "header": lambda path: path.write_bytes(b"\0" * 100 + path.read_bytes()[100:]),
+    "terms": lambda path: alter(path, "UPDATE index_json SET value = '[1' WHERE name = 'terms'"),
+    "array gone": lambda path: alter(path, "DELETE FROM index_arrays WHERE name = 'main_docs'"),
+    "array cut": lambda path: alter(
+        path, "UPDATE index_arrays SET data = substr(data, 1, 9) WHERE name = 'indptr'"),
+    "pair signatures": lambda path: alter(
+        path, "UPDATE index_arrays SET data = substr(data, 1, 99) WHERE name = 'pair_columns'"),
+}
+
+
+def test_a_damaged_store_is_rebuilt_not_served(tmp_path: Path, folder: Path) -> None:
     cache = tmp_path / "cache"
     first = start(tmp_path / "run-0", folder, cache)
     try:
@@ -271,34 +305,57 @@ def test_a_damaged_index_cache_is_rebuilt_not_served(tmp_path: Path, folder: Pat
         expected = top_results(first.url)
     finally:
         stop_checked(first)
-    pristine = index_file(cache).read_bytes()
-    size = len(pristine)
-    # bits flipped in the head, the terms, the arrays and the last bytes, then a truncation
-    damages: list[tuple[int | None, int | None]] = [
-        (offset, None) for offset in (30, 200, size // 3, size // 2, size - 1)] + [(None, size * 2 // 3)]
+    pristine_file = store_file(cache).read_bytes()
+    pristine = stored_index(store_file(cache))
     outcomes: list[str] = []
-    for turn, (offset, cut) in enumerate(damages):
-        data = bytearray(pristine)
-        if offset is not None:
-            data[offset] ^= 0x10
-        else:
-            del data[cut:]
-        index_file(cache).write_bytes(bytes(data))
+    for turn, (name, damage) in enumerate(DAMAGES.items()):
+        store_file(cache).write_bytes(pristine_file)
+        damage(store_file(cache))
         service = start(tmp_path / f"run-{turn + 1}", folder, cache)
         try:
             origin = check_ready(service, readiness_answers(service))["index_origin"]
-            assert top_results(service.url) == expected, f"damage {turn} at {offset or cut}"
+            assert top_results(service.url) == expected, f"damage {name}"
         finally:
             stop_checked(service)
         events = [e.get("event") for e in service.log_events()]
-        # The pair signatures' section (most of this file) is only read and checked by the
-        # first literal search: damage there is found then, and they are made again.
-        outcomes.append("rejected" if "index_cache_rejected" in events else
+        outcomes.append("rejected" if {"index_cache_rejected", "store_rebuilt"} & set(events) else
                         "remade" if "index_cache_signatures_remade" in events else "served")
         assert origin == ("built" if outcomes[-1] == "rejected" else "cache"), service.logs()
-        assert outcomes[-1] != "served", f"damage {turn} at {offset or cut} was served"
-        assert index_file(cache).read_bytes() == pristine, "the rebuilt index was not written back"
+        assert outcomes[-1] != "served", f"damage {name} was served"
+        assert stored_index(store_file(cache)) == pristine, "the rebuilt index was not written back"
     assert {"rejected", "remade"} <= set(outcomes)
+
+
+def test_two_serve_processes_share_one_store(tmp_path: Path, folder: Path) -> None:
+    """Replicas on one host may point --cache-dir at one directory: both start, both answer,
+    both see an edit at once, and the next start uses what they stored."""
+    cache = tmp_path / "cache"
+    one = start(tmp_path / "one", folder, cache)
+    two = start(tmp_path / "two", folder, cache)
+    try:
+        check_ready(one, readiness_answers(one))
+        check_ready(two, readiness_answers(two))
+        assert top_results(one.url) == top_results(two.url)
+        (folder / "topics" / "shared.md").write_text(
+            "---\ntitle: Shared Quokka\n---\n# Shared Quokka\n\nseen by both replicas\n",
+            encoding="utf-8")
+        for service in (one, two):
+            status, found = post(service.url, "/search", {"query": "quokka replicas"})
+            assert status == 200 and [r["path"] for r in found["results"]][:1] == [
+                "topics/shared.md"]
+    finally:
+        stop_checked(one)
+        stop_checked(two)
+    for service in (one, two):
+        assert "store_write_failed" not in [e.get("event") for e in service.log_events()]
+    third = start(tmp_path / "three", folder, cache)
+    try:
+        readiness_answers(third)
+        status, found = post(third.url, "/search", {"query": "quokka replicas"})
+        assert status == 200 and found["results"][0]["path"] == "topics/shared.md"
+    finally:
+        stop_checked(third)
+    assert the_event(third, "folder_loaded")["records_from_cache"] == PAGES + 1
 
 
 @pytest.fixture
@@ -333,7 +390,7 @@ def test_a_one_shot_query_uses_and_leaves_the_restart_cache(tmp_path: Path, fold
     first = subprocess.run(argv, env={**env, "LLMWIKI_SERVE_CACHE_DIR": str(cache)},
                            capture_output=True, text=True, timeout=START_SECONDS, check=False)
     assert first.returncode == 0, first.stderr
-    assert [p.name.split("-")[0] for p in sorted(cache.iterdir())] == ["index", "pages"]
+    assert [p.name.split("-")[0] for p in sorted(cache.iterdir())] == ["store"]  # and no -wal left
     second = subprocess.run(argv, env={**env, "LLMWIKI_SERVE_CACHE_DIR": str(cache)},
                             capture_output=True, text=True, timeout=START_SECONDS, check=False)
     assert second.returncode == 0, second.stderr
@@ -367,7 +424,7 @@ async def test_stdio_sessions_keep_the_restart_cache_as_serve_does(tmp_path: Pat
     cache = tmp_path / "cache"
     first, first_log = await _stdio_session(folder, cache, tmp_path / "first")
     assert first
-    assert sorted(p.name.split("-")[0] for p in cache.iterdir()) == ["index", "pages"]
+    assert sorted(p.name.split("-")[0] for p in cache.iterdir()) == ["store"]
     assert "index_cache_written" in [e.get("event") for e in first_log]
     again, again_log = await _stdio_session(folder, cache, tmp_path / "again")
     assert again == first

@@ -92,7 +92,7 @@ def test_manifest_prints_resolved_root(cli_env: dict[str, str], sample_root: Pat
     assert tree_digest(sample_root) == digest
     assert not (tmp_path / "xdg-cache").exists()
     [cached] = os.listdir(tmp_path / "cli-cache")
-    assert cached.startswith("pages-")
+    assert cached.startswith("store-")
     again = run_cli(cli_env, "manifest", str(unresolved))
     assert again.returncode == 0 and json.loads(again.stdout) == manifest
     assert os.listdir(tmp_path / "cli-cache") == [cached]
@@ -242,14 +242,14 @@ def test_gc_is_paused_during_start_up_and_resumed_after() -> None:
 
 def test_early_read_starts_only_without_a_restart_cache(sample_root: Path, tmp_path: Path) -> None:
     from serve.cli import start_early_read
-    from serve.page_cache import PageCache
     from serve.settings import ServeSettings
+    from serve.store.database import store_path
 
     settings = ServeSettings(root=sample_root, cache_dir=tmp_path / "cache")
     early = start_early_read(settings)
     assert early is not None
     early.close()
-    path = PageCache(tmp_path / "cache", sample_root.resolve()).path
+    path = store_path(tmp_path / "cache", sample_root.resolve())
     path.parent.mkdir(parents=True)
     path.write_bytes(b"")
     assert start_early_read(settings) is None

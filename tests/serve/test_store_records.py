@@ -1,10 +1,11 @@
-"""The restart cache: parsed pages reused across restarts, never stale, never inside the root."""
+"""The store's file records: parsed pages reused across restarts, never stale, never inside
+the root, and a store this build cannot use rebuilt, never read."""
 
 from __future__ import annotations
 
-import marshal
 import os
 import pickle
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,12 @@ from aiohttp.test_utils import TestClient, TestServer
 
 import serve.file_read as file_read_module
 import serve.records as records_module
-from serve.page_cache import PageCache
 from serve.protocols.http import SOURCE_KEY, create_app
+from serve.records import FileRecord
 from serve.service import KnowledgeSource
-from serve.settings import ServeSettings
+from serve.settings import DEFAULT_MAX_PAGE_BYTES, ServeSettings
+from serve.store.database import SCHEMA_VERSION, Database, store_path
+from serve.store.files import FileRecords
 from tests.support.folders import tree_digest
 
 ROLLBACK = "runbooks/rollback.md"
@@ -73,6 +76,28 @@ def first_run(sources: list[KnowledgeSource], root: Path, cache_dir: Path) -> Kn
 
 def cache_files(cache_dir: Path) -> list[str]:
     return sorted(os.listdir(cache_dir))
+
+
+def store_file(cache_dir: Path, root: Path) -> Path:
+    return store_path(cache_dir, root.resolve())
+
+
+def stored(cache_dir: Path, root: Path, **identity: str) -> FileRecords:
+    """The file records of the store `serve` keeps for `root` (default settings)."""
+    return FileRecords(Database(cache_dir, root.resolve(),
+                                {"max_page_bytes": str(DEFAULT_MAX_PAGE_BYTES), **identity}))
+
+
+def sqlite_file(path: Path, *statements: str) -> bytes:
+    """The bytes of a SQLite database made by `statements` (a store of another kind)."""
+    conn = sqlite3.connect(path)
+    for statement in statements:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+    data = path.read_bytes()
+    path.unlink()
+    return data
 
 
 def test_restart_reuses_parsed_pages(sample_root: Path, cache_dir: Path,
@@ -145,28 +170,44 @@ class _Tamper:
         return (Path.touch, (self.witness,))
 
 
-@pytest.mark.parametrize("content", [
-    b"", b"not a cache at all", b"\x80\x05\x95garbage", marshal.dumps(["wrong", "shape", 3]),
-    marshal.dumps(((0, "0.0.0", "/elsewhere"), [])), pickle.dumps(({}, {})),
+@pytest.mark.parametrize("kind", [
+    "empty", "text", "garbage", "pickle", "foreign-sqlite", "older-schema", "newer-schema",
+    "other-root",
 ])
-def test_corrupt_or_foreign_cache_is_ignored(sample_root: Path, cache_dir: Path,
-                                             sources: list[KnowledgeSource],
-                                             content: bytes) -> None:
-    cache_path = PageCache(cache_dir, sample_root.resolve()).path
+def test_corrupt_or_foreign_store_is_rebuilt(sample_root: Path, cache_dir: Path, tmp_path: Path,
+                                             sources: list[KnowledgeSource], kind: str) -> None:
+    cache_path = store_file(cache_dir, sample_root)
     cache_path.parent.mkdir(parents=True)
-    cache_path.write_bytes(content)
+    scratch = tmp_path / "scratch.sqlite3"
+    if kind in ("older-schema", "newer-schema", "other-root"):
+        first_run(sources, sample_root, cache_dir)
+        conn = sqlite3.connect(cache_path)
+        if kind == "other-root":
+            conn.execute("UPDATE meta SET value = '/elsewhere' WHERE key = 'root'")
+        else:
+            version = SCHEMA_VERSION - 1 if kind == "older-schema" else SCHEMA_VERSION + 1
+            conn.execute(f"PRAGMA user_version = {version}")
+        conn.commit()
+        conn.close()
+    else:
+        cache_path.write_bytes({
+            "empty": b"", "text": b"not a store at all", "garbage": b"\x80\x05\x95garbage" * 100,
+            "pickle": pickle.dumps(({}, {})),
+            "foreign-sqlite": sqlite_file(scratch, "CREATE TABLE files (rel TEXT, page BLOB)",
+                                          "INSERT INTO files VALUES ('hot.md', x'00')"),
+        }[kind])
     source = start(sources, sample_root, cache_dir)
     projection = source.snapshot()
     assert projection.page_count == 14
     assert source.freshness.mirror.parsed_count == 14
     source.save_cache()
-    assert PageCache(cache_dir, sample_root.resolve()).load().keys() >= {ROLLBACK, "hot.md"}
+    assert stored(cache_dir, sample_root).load().keys() >= {ROLLBACK, "hot.md"}
 
 
 def test_tampered_cache_runs_no_code(sample_root: Path, cache_dir: Path, tmp_path: Path,
                                      sources: list[KnowledgeSource]) -> None:
     witness = tmp_path / "code-ran"
-    cache_path = PageCache(cache_dir, sample_root.resolve()).path
+    cache_path = store_file(cache_dir, sample_root)
     cache_path.parent.mkdir(parents=True)
     cache_path.write_bytes(pickle.dumps(_Tamper(witness)))
     source = start(sources, sample_root, cache_dir)
@@ -177,7 +218,7 @@ def test_tampered_cache_runs_no_code(sample_root: Path, cache_dir: Path, tmp_pat
 def test_truncated_cache_is_ignored(sample_root: Path, cache_dir: Path,
                                     sources: list[KnowledgeSource]) -> None:
     first_run(sources, sample_root, cache_dir)
-    cache_path = PageCache(cache_dir, sample_root.resolve()).path
+    cache_path = store_file(cache_dir, sample_root)
     data = cache_path.read_bytes()
     cache_path.write_bytes(data[: len(data) // 2])
     source = start(sources, sample_root, cache_dir)
@@ -193,7 +234,7 @@ def test_cache_of_another_root_is_not_used(tmp_path: Path, cache_dir: Path,
     one = copy_fixture("sample-wiki", tmp_path / "one")
     two = copy_fixture("sample-wiki", tmp_path / "two")
     first_run(sources, one, cache_dir)
-    assert PageCache(cache_dir, one.resolve()).path != PageCache(cache_dir, two.resolve()).path
+    assert store_file(cache_dir, one) != store_file(cache_dir, two)
     other = start(sources, two, cache_dir)
     other.snapshot()
     assert other.freshness.mirror.parsed_count == 14
@@ -213,73 +254,51 @@ def test_cache_dir_symlinked_into_root_is_refused(sample_root: Path, tmp_path: P
         KnowledgeSource(ServeSettings(root=sample_root, cache_dir=tmp_path / "sneaky-cache"))
 
 
-def test_cache_written_atomically(sample_root: Path, cache_dir: Path,
-                                  sources: list[KnowledgeSource]) -> None:
+def test_store_holds_every_page_and_no_file_of_ours_beside_it(
+        sample_root: Path, cache_dir: Path, sources: list[KnowledgeSource]) -> None:
     source = first_run(sources, sample_root, cache_dir)
-    cache = PageCache(cache_dir, sample_root.resolve())
-    assert cache_files(cache_dir) == [cache.path.name]  # no temp file left behind
-    assert cache.path.name.startswith("pages-")
-    records = cache.load()
+    path = store_file(cache_dir, sample_root)
+    # the engine's write-ahead log is folded back in when the last connection closes
+    assert cache_files(cache_dir) == [path.name]
+    records = stored(cache_dir, sample_root).load()
     page_files = {r for r in records if r.endswith(".md")}
     assert len(page_files) == 14
     assert "graph/graph.json" in records
-    assert source.cache is not None and source.cache.path == cache.path
+    assert source.store is not None and source.store.path == path
 
 
-class _DiskFullHandle:
-    """A file handle that writes a few bytes, then fails like a full disk."""
+def full_disk(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every store connection from now on sees a disk with no page left to grow into."""
+    hits: list[int] = []
+    real = Database._connect_file
 
-    def __init__(self, handle: Any) -> None:
-        self.handle = handle
+    def capped(self: Database) -> sqlite3.Connection:
+        conn = real(self)
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages}")
+        hits.append(pages)
+        return conn
 
-    def __enter__(self) -> _DiskFullHandle:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.handle.close()
-
-    failed = 0
-
-    def write(self, data: bytes) -> int:
-        _DiskFullHandle.failed += 1
-        self.handle.write(data[:7])
-        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(Database, "_connect_file", capped)
+    return hits
 
 
-def test_failed_write_keeps_previous_cache(sample_root: Path, cache_dir: Path,
-                                           sources: list[KnowledgeSource],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_full_disk_keeps_the_previous_store(sample_root: Path, cache_dir: Path,
+                                              sources: list[KnowledgeSource],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     first_run(sources, sample_root, cache_dir)
-    cache = PageCache(cache_dir, sample_root.resolve())
-    good = cache.path.read_bytes()
-    loaded = cache.load()
-    real_fdopen = os.fdopen
-    monkeypatch.setattr(os, "fdopen",
-                        lambda fd, *a, **k: _DiskFullHandle(real_fdopen(fd, *a, **k)))
-    _DiskFullHandle.failed = 0
-    cache.save({})
+    records = stored(cache_dir, sample_root)
+    loaded = records.load()
+    changed = {rel: rec._replace(verified_ns=rec.verified_ns + 1) for rel, rec in loaded.items()}
+    changed |= {f"more/{n}.md": next(iter(loaded.values())) for n in range(200)}
+    hits = full_disk(monkeypatch)
+    assert records.save(changed) is False
     monkeypatch.undo()
-    assert _DiskFullHandle.failed == 1  # the simulated full disk was really hit
-    assert cache.path.read_bytes() == good
-    assert cache.load().keys() == loaded.keys()
-    assert cache_files(cache_dir) == [cache.path.name]  # the partial temp file is removed
-
-
-def test_failed_rename_leaves_no_temp_file(sample_root: Path, cache_dir: Path,
-                                           sources: list[KnowledgeSource],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    first_run(sources, sample_root, cache_dir)
-    cache = PageCache(cache_dir, sample_root.resolve())
-    good = cache.path.read_bytes()
-
-    def refuse(src: str, dst: str) -> None:
-        raise OSError(13, "Permission denied")
-
-    monkeypatch.setattr(os, "replace", refuse)
-    cache.save({})
-    monkeypatch.undo()
-    assert cache.path.read_bytes() == good
-    assert cache_files(cache_dir) == [cache.path.name]
+    assert hits  # the full disk was really met
+    again = stored(cache_dir, sample_root).load()
+    assert {rel: tuple(r) for rel, r in again.items()} == {rel: tuple(r) for rel, r in loaded.items()}
+    assert records.save(changed) is True  # space is back: the same save goes through
+    assert stored(cache_dir, sample_root).load().keys() == changed.keys()
 
 
 def test_lower_max_page_bytes_after_restart_skips_big_page(
@@ -341,7 +360,7 @@ def test_serving_never_writes_inside_root(sample_root: Path, cache_dir: Path,
     again.snapshot()
     again.save_cache()
     assert tree_digest(sample_root) == digest
-    assert cache_files(cache_dir) == [PageCache(cache_dir, sample_root.resolve()).path.name]
+    assert cache_files(cache_dir) == [store_file(cache_dir, sample_root).name]
 
 
 async def test_http_restart_uses_cache(sample_root: Path, cache_dir: Path,
@@ -358,18 +377,18 @@ async def test_http_restart_uses_cache(sample_root: Path, cache_dir: Path,
         assert client.app[SOURCE_KEY].freshness.mirror.parsed_count == 0
 
 
-def test_cache_round_trip_keeps_every_record_equal(sample_root: Path, cache_dir: Path,
+def test_store_round_trip_keeps_every_record_equal(sample_root: Path, cache_dir: Path,
                                                    sources: list[KnowledgeSource],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("serve.page_cache.SAVE_CHUNK", 4)  # several chunks
+    monkeypatch.setattr("serve.store.files.WRITE_BATCH", 4)  # several batches
     source = start(sources, sample_root, cache_dir)
     source.snapshot()
     records = dict(source.freshness.mirror.records)
-    cache = PageCache(cache_dir, sample_root.resolve())
-    cache.save(records, {"sha256:x": (3, 4)})
-    loaded = PageCache(cache_dir, sample_root.resolve())
+    writer = stored(cache_dir, sample_root)
+    writer.save(records, {"sha256:x": (3, 4)})
+    loaded = stored(cache_dir, sample_root)
     again = loaded.load()
-    assert list(again) == [rel for rel, r in records.items() if not r.skipped]
+    assert sorted(again) == sorted(rel for rel, r in records.items() if not r.skipped)
     assert {rel: tuple(r) for rel, r in again.items()} == {
         rel: tuple(records[rel]) for rel in again}
     assert loaded.counts == {"sha256:x": (3, 4)}
@@ -379,3 +398,53 @@ def test_cache_round_trip_keeps_every_record_equal(sample_root: Path, cache_dir:
     assert any(p.sections for p in pages)
     # Records parsed the same way share one ParseOptions after loading.
     assert len({id(r.parse_key[1]) for r in again.values() if r.parse_key is not None}) == 1
+
+
+def test_a_save_writes_only_what_changed(sample_root: Path, cache_dir: Path,
+                                         sources: list[KnowledgeSource]) -> None:
+    first_run(sources, sample_root, cache_dir)
+    records = stored(cache_dir, sample_root)
+    loaded = records.load()
+    edited: dict[str, FileRecord] = dict(loaded)
+    edited[ROLLBACK] = loaded[ROLLBACK]._replace(digest="edited")
+    del edited["hot.md"]
+    statements: list[str] = []
+    real = Database._connect_file
+
+    def traced(self: Database) -> sqlite3.Connection:
+        conn = real(self)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Database, "_connect_file", traced)
+        assert records.save(edited)
+    inserts = [s for s in statements if s.startswith("INSERT INTO files")]
+    assert len(inserts) == 1 and ROLLBACK in inserts[0]
+    again = stored(cache_dir, sample_root).load()
+    assert again.keys() == edited.keys() and again[ROLLBACK].digest == "edited"
+
+
+def test_a_cache_directory_that_cannot_be_made_keeps_serving_from_memory(
+        sample_root: Path, tmp_path: Path, sources: list[KnowledgeSource]) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the cache directory should be\n", encoding="utf-8")
+    source = start(sources, sample_root, blocked / "cache")
+    assert source.snapshot().page_count == 14
+    source.save_cache()
+    assert source.store is not None and source.store.mode == "memory"
+    assert blocked.read_text(encoding="utf-8").startswith("a file")
+
+
+def test_an_unwritable_store_file_sends_the_store_to_memory(
+        sample_root: Path, cache_dir: Path, sources: list[KnowledgeSource],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: Database) -> sqlite3.Connection:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(Database, "_connect_file", refuse)
+    source = start(sources, sample_root, cache_dir)
+    assert source.snapshot().page_count == 14
+    source.save_cache()
+    assert source.store is not None and source.store.mode == "memory"
+    assert source.cache is not None and source.cache.load().keys() >= {ROLLBACK, "hot.md"}

@@ -1,10 +1,10 @@
-"""The search index in the restart cache: the same answers as a fresh build, used only for the
-snapshot it was built from, and a damaged or altered file is a miss that is rebuilt."""
+"""The search index in the store: the same answers as a fresh build, used only for the snapshot
+it was built from, and a damaged or altered index is a miss that is rebuilt."""
 
 from __future__ import annotations
 
 import json
-import os
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +12,10 @@ import pytest
 from structlog.testing import capture_logs
 
 import serve.records as records_module
-from serve.index_cache import ARRAYS, IndexCache
-from serve.page_cache import SectionRef, read_section, read_sections, section
 from serve.retrieval.index import LexicalIndex
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
+from serve.store.database import store_path
 
 PAGES = 320  # above the index's bulk threshold: only a bulk build is written
 QUERIES = ("release signing checksum", "refund window billing", "rollback runbook 17",
@@ -26,7 +25,7 @@ QUERIES = ("release signing checksum", "refund window billing", "rollback runboo
 @pytest.fixture(autouse=True)
 def trust_fresh_files(monkeypatch: pytest.MonkeyPatch) -> None:
     """Files written moments ago fall in the racy window in which a stat is not trusted; the
-    index's validity does not depend on it (see test_page_cache.py)."""
+    index's validity does not depend on it (see test_store_records.py)."""
     monkeypatch.setattr(records_module, "RACY_WINDOW_NS", 0)
 
 
@@ -72,7 +71,9 @@ def test_a_restart_answers_from_the_cached_index_as_a_fresh_build_does(folder: t
     assert first.index_origin == "built"
     expected = answers(first)
     first.close()
-    assert IndexCache(cache, root.resolve()).path.is_file()
+    conn = sqlite3.connect(store_of(cache, root))
+    assert dict(conn.execute("SELECT key, value FROM index_meta"))["documents"] == str(PAGES)
+    conn.close()
     second = started(root, cache)
     assert second.index_origin == "cache"
     assert second.phase == "ready"
@@ -104,9 +105,7 @@ def test_damaged_pair_signatures_of_a_reused_index_are_made_again_from_its_pages
         folder: tuple[Path, Path], tmp_path: Path) -> None:
     root, cache = folder
     started(root, cache).close()
-    path = IndexCache(cache, root.resolve()).path
-    ref = section_named(path, "pair_columns")
-    flip_byte(path, ref.offset + ref.length // 2)
+    cut_pair_signatures(store_of(cache, root))
     page = root / "wiki" / "page-0003.md"
     page.write_text(page.read_text() + "\nrelease window zanzibar\n")
     (root / "wiki" / "page-0007.md").unlink()
@@ -133,37 +132,46 @@ def test_a_much_changed_folder_rebuilds_the_index(folder: tuple[Path, Path]) -> 
     again.close()
 
 
-def flip_byte(path: Path, at: int) -> None:
-    data = bytearray(path.read_bytes())
-    data[at] ^= 0x40
-    path.write_bytes(bytes(data))
+def store_of(cache: Path, root: Path) -> Path:
+    return store_path(cache, root.resolve())
 
 
-def section_refs(path: Path) -> list[SectionRef]:
-    """Where each section's payload sits in the file (none of them read)."""
-    with path.open("rb") as handle:
-        refs = list(read_sections(handle, unread=range(64)))
-    assert all(isinstance(ref, SectionRef) for ref in refs)
-    return refs  # type: ignore[return-value]
+def alter(path: Path, *statements: str, **values: object) -> None:
+    """Change the store behind serve's back, as someone who can write the file could."""
+    conn = sqlite3.connect(path)
+    for statement in statements:
+        conn.execute(statement, values)
+    conn.commit()
+    conn.close()
 
 
-def section_named(path: Path, name: str) -> SectionRef:
-    at = {"head": 0, "terms": 1, **{a: 2 + i for i, a in enumerate(ARRAYS)}, "views": 2 + len(ARRAYS)}
-    return section_refs(path)[at[name]]
+def cut_pair_signatures(path: Path) -> None:
+    alter(path, "UPDATE index_arrays SET data = substr(data, 1, length(data) / 3) "
+                "WHERE name = 'pair_columns'")
 
 
-@pytest.mark.parametrize("where", ["head", "terms", "main_docs", "views", "last byte"])
-def test_a_damaged_index_file_is_rebuilt_not_served(folder: tuple[Path, Path], where: str) -> None:
+DAMAGES = {
+    "terms": ("UPDATE index_json SET value = '[\"a\", 3' WHERE name = 'terms'",),
+    "views": ("UPDATE index_json SET value = '{}' WHERE name = 'views'",),
+    "main_docs cut": ("UPDATE index_arrays SET data = substr(data, 1, 7) WHERE name = 'main_docs'",),
+    "array gone": ("DELETE FROM index_arrays WHERE name = 'doc_len'",),
+    "shape": ("UPDATE index_arrays SET shape = '[3, -1]' WHERE name = 'indptr'",),
+    "dtype": ("UPDATE index_arrays SET dtype = 'object' WHERE name = 'df_all'",),
+}
+
+
+@pytest.mark.parametrize("where", [*DAMAGES, "file cut"])
+def test_a_damaged_index_is_rebuilt_not_served(folder: tuple[Path, Path], where: str) -> None:
     root, cache = folder
     first = started(root, cache)
     expected = answers(first)
     first.close()
-    path = IndexCache(cache, root.resolve()).path
-    if where == "last byte":
-        flip_byte(path, path.stat().st_size - 1)
+    path = store_of(cache, root)
+    if where == "file cut":
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) * 2 // 3])
     else:
-        ref = section_named(path, where)
-        flip_byte(path, ref.offset + ref.length // 2)
+        alter(path, *DAMAGES[where])
     again = started(root, cache)
     assert again.index_origin == "built"
     assert answers(again) == expected
@@ -175,7 +183,7 @@ def signature_columns_of(source: KnowledgeSource) -> np.ndarray:
     return signatures.columns[:, : -(-signatures.count // 8)].copy()
 
 
-def test_the_pair_signatures_stay_in_the_file_until_a_literal_search(folder: tuple[Path, Path]) -> None:
+def test_the_pair_signatures_stay_in_the_store_until_a_literal_search(folder: tuple[Path, Path]) -> None:
     root, cache = folder
     first = started(root, cache)
     # A cold build lets them go once written; the first literal search reads them back.
@@ -196,40 +204,28 @@ def test_the_pair_signatures_stay_in_the_file_until_a_literal_search(folder: tup
     again.close()
 
 
-def cut_pair_section(path: Path) -> None:
-    """The file cut short inside the pair signatures after the start read it (a disk full)."""
-    ref = section_named(path, "pair_columns")
-    with path.open("r+b") as handle:
-        handle.truncate(ref.offset + ref.length // 3)
+def replace_with_another_index(path: Path) -> None:
+    """Another index in the store, as another server for the same root writes."""
+    alter(path, "UPDATE index_meta SET value = 'sha256:another' WHERE key = 'signature'")
 
 
-def replace_with_another_folders_index(path: Path) -> None:
-    """Another index file at the same place, as another server for the same root writes."""
-    ref = section_named(path, "pair_columns")
-    data = bytearray(path.read_bytes())
-    data[ref.offset: ref.offset + ref.length] = bytes(ref.length)  # same layout, other bits
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(bytes(data))
-    os.replace(tmp, path)
-
-
-@pytest.mark.parametrize("damage", ["flipped", "cut", "replaced", "deleted", "edited first"])
+@pytest.mark.parametrize("damage", ["cut before", "cut", "replaced", "deleted", "edited first"])
 def test_damaged_pair_signatures_are_found_at_the_first_literal_search_and_made_again(
         folder: tuple[Path, Path], tmp_path: Path, damage: str) -> None:
-    """The pair signatures' section is checked when first read, not at the start: a damaged
-    one is never used; they are made from the pages instead, equal to a fresh build's."""
+    """The pair signatures are read when first needed, not at the start: ones that no longer
+    fit, or that belong to another index by then, are never used; they are made from the
+    pages instead, equal to a fresh build's."""
     root, cache = folder
     started(root, cache).close()
-    path = IndexCache(cache, root.resolve()).path
-    ref = section_named(path, "pair_columns")
-    if damage == "flipped":  # before the start: its checksum is not checked there
-        flip_byte(path, ref.offset + ref.length // 2)
+    path = store_of(cache, root)
+    if damage == "cut before":  # before the start: only their declared shape is checked there
+        cut_pair_signatures(path)
     again = started(root, cache)
     assert again.index_origin == "cache" and not again.index.pair_signatures.is_read
     if damage == "cut":
-        cut_pair_section(path)
+        cut_pair_signatures(path)
     elif damage == "replaced":
-        replace_with_another_folders_index(path)
+        replace_with_another_index(path)
     elif damage in ("deleted", "edited first"):
         path.unlink()
     if damage == "edited first":  # documents added while the signatures are unread
@@ -249,24 +245,25 @@ def test_damaged_pair_signatures_are_found_at_the_first_literal_search_and_made_
         assert again.index.pair_signatures.count == len(live) == PAGES + 1
     else:
         assert np.array_equal(signature_columns_of(again), signature_columns_of(fresh))
-        again.save_cache()  # as at shutdown: the file is whole again
-        assert read_section(path, section_named(path, "pair_columns")) == bytes(
-            np.ascontiguousarray(signature_columns_of(fresh)))
+        again.save_cache()  # as at shutdown: the store is whole again
+        conn = sqlite3.connect(path)
+        [(data,)] = conn.execute("SELECT data FROM index_arrays WHERE name = 'pair_columns'")
+        conn.close()
+        assert data == bytes(np.ascontiguousarray(signature_columns_of(fresh)))
     again.close()
     fresh.close()
 
 
 def rewrite_array(path: Path, name: str, change: object) -> None:
-    """Alter one array and recompute its checksum, as someone who can write the file could."""
-    with path.open("rb") as handle:
-        parts = [bytes(p) for p in read_sections(handle) if isinstance(p, bytearray)]
-    head = json.loads(parts[0])
-    at = 2 + ARRAYS.index(name)
-    dtype, shape = head["arrays"][name]
-    values = np.frombuffer(parts[at], dtype=dtype).reshape(shape).copy()
+    """Alter one array in place, as someone who can write the store could."""
+    conn = sqlite3.connect(path)
+    [(dtype, shape, data)] = conn.execute(
+        "SELECT dtype, shape, data FROM index_arrays WHERE name = ?", (name,))
+    values = np.frombuffer(data, dtype=dtype).reshape(json.loads(shape)).copy()
     change(values)  # type: ignore[operator]
-    parts[at] = values.tobytes()
-    path.write_bytes(b"".join(section(p) for p in parts))
+    conn.execute("UPDATE index_arrays SET data = ? WHERE name = ?", (values.tobytes(), name))
+    conn.commit()
+    conn.close()
 
 
 def out_of_range(values: np.ndarray) -> None:
@@ -279,13 +276,13 @@ def reversed_offsets(values: np.ndarray) -> None:
 
 @pytest.mark.parametrize(("name", "change"), [("main_docs", out_of_range),
                                                ("indptr", reversed_offsets)])
-def test_an_altered_index_with_valid_checksums_is_rejected(folder: tuple[Path, Path], name: str,
+def test_an_altered_index_is_rejected(folder: tuple[Path, Path], name: str,
                                                            change: object) -> None:
     root, cache = folder
     first = started(root, cache)
     expected = answers(first)
     first.close()
-    rewrite_array(IndexCache(cache, root.resolve()).path, name, change)
+    rewrite_array(store_of(cache, root), name, change)
     again = started(root, cache)
     assert again.index_origin == "built"
     assert answers(again) == expected
@@ -314,7 +311,7 @@ def test_altered_fingerprints_are_rejected_when_a_later_snapshot_would_use_them(
     def doubled(values: np.ndarray) -> None:
         values[1] = values[0]  # two documents would stand for one page
 
-    rewrite_array(IndexCache(cache, root.resolve()).path, "fingerprints", doubled)
+    rewrite_array(store_of(cache, root), "fingerprints", doubled)
     page = root / "wiki" / "page-0003.md"
     page.write_text(page.read_text() + "\nzanzibar\n")
     again = started(root, cache)

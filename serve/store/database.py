@@ -1,0 +1,236 @@
+"""Where a root's store lives, its schema, and opening it: a store this build cannot use is
+rebuilt, never read."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import structlog
+
+from common.version import __version__
+
+log = structlog.get_logger("llmwiki.serve.store")
+
+# Bump when the tables change or when parsing changes what a stored page holds: a store of
+# another version is dropped and rebuilt from the folder (it is derived, never the truth).
+SCHEMA_VERSION = 1
+# sqlite3's "application_id": a database file of another program is never taken for ours.
+APPLICATION_ID = 0x6C6C7731  # "llw1"
+BUSY_TIMEOUT_MS = 5000  # another serve process's write in progress: wait, then give up
+
+SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE files (
+    rel TEXT PRIMARY KEY,
+    size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
+    ino INTEGER NOT NULL, dev INTEGER NOT NULL,
+    digest TEXT NOT NULL, verified_ns INTEGER NOT NULL,
+    problem TEXT NOT NULL, skipped INTEGER NOT NULL,
+    config_text TEXT,
+    parse_options TEXT
+) WITHOUT ROWID;
+CREATE TABLE pages (
+    rel TEXT PRIMARY KEY REFERENCES files(rel) ON DELETE CASCADE,
+    id TEXT NOT NULL, title TEXT NOT NULL, path TEXT NOT NULL, role TEXT NOT NULL,
+    text_z BLOB NOT NULL, summary TEXT NOT NULL, frontmatter_json TEXT NOT NULL,
+    review_state TEXT NOT NULL, status TEXT NOT NULL,
+    source_refs TEXT NOT NULL, tags TEXT NOT NULL, links TEXT NOT NULL,
+    headings TEXT NOT NULL, updated_at TEXT NOT NULL, approved INTEGER NOT NULL,
+    line_count INTEGER NOT NULL, body_line INTEGER NOT NULL, section_lines TEXT NOT NULL,
+    wiki_title TEXT NOT NULL, description TEXT NOT NULL, degraded TEXT NOT NULL,
+    okf_json TEXT NOT NULL, aliases TEXT NOT NULL,
+    member_ids TEXT, link_keys TEXT, page_keys TEXT
+) WITHOUT ROWID;
+CREATE TABLE sections (
+    rel TEXT NOT NULL REFERENCES pages(rel) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    heading TEXT NOT NULL, level INTEGER NOT NULL,
+    line_start INTEGER NOT NULL, line_end INTEGER NOT NULL, sha256 BLOB NOT NULL,
+    PRIMARY KEY (rel, position)
+) WITHOUT ROWID;
+CREATE TABLE sidecar_edges (
+    rel TEXT NOT NULL REFERENCES files(rel) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    source TEXT NOT NULL, target TEXT NOT NULL, type TEXT NOT NULL,
+    confidence,  -- no type: an integer stays an integer (it is echoed as written)
+    PRIMARY KEY (rel, position)
+) WITHOUT ROWID;
+CREATE TABLE graph_counts (
+    signature TEXT PRIMARY KEY, nodes INTEGER NOT NULL, edges INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE index_arrays (
+    name TEXT PRIMARY KEY, dtype TEXT NOT NULL, shape TEXT NOT NULL, data BLOB NOT NULL
+);
+CREATE TABLE index_json (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "llmwiki-serve"
+
+
+def cache_key(root: Path) -> str:
+    """The part of a store's file name that says which root it is for."""
+    return hashlib.sha256(str(root).encode("utf-8")).hexdigest()[:24]
+
+
+def is_inside(path: Path, root: Path) -> bool:
+    path, root = path.resolve(), root.resolve()
+    return path == root or root in path.parents
+
+
+def store_path(cache_dir: Path, root: Path) -> Path:
+    return cache_dir / f"store-{cache_key(root)}.sqlite3"
+
+
+class Database:
+    """One root's SQLite file, opened per use (a connection per thread and operation: the
+    engine, not our code, keeps readers and the writer apart). `identity` is what the store's
+    content depends on besides the folder (root, parse limits): a store made under another is
+    dropped. When the file cannot be used at all (read-only or full directory), the store lives
+    in memory for this process: `mode` says which ("disk" or "memory")."""
+
+    def __init__(self, cache_dir: Path, root: Path, identity: dict[str, str]) -> None:
+        if is_inside(cache_dir, root):
+            raise ValueError("the store's directory must be outside the served root")
+        self.path = store_path(cache_dir, root)
+        self.identity = {"version": __version__, "root": str(root), **identity}
+        self.mode = "disk"
+        self._memory: sqlite3.Connection | None = None  # the fallback's one connection
+        self._memory_lock = threading.Lock()
+        self._ready = False
+
+    def _connect_file(self) -> sqlite3.Connection:
+        # Private to the service: the store is trusted for any file whose stat is unchanged.
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                               check_same_thread=False)
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, never torn
+            return conn
+        except BaseException:
+            conn.close()
+            raise
+
+    def _prepare(self) -> None:
+        """Make sure the file holds this build's schema and identity, else rebuild it empty.
+        A damaged or foreign file is logged and replaced; a directory where nothing can be
+        written sends the store to memory."""
+        try:
+            try:
+                conn = self._connect_file()
+            except sqlite3.OperationalError:
+                raise  # cannot be opened at all (permissions, no space): see below
+            except sqlite3.DatabaseError:
+                reason = "damaged"  # not a database: the engine refused its header
+            else:
+                try:
+                    reason = self._unusable(conn)
+                finally:
+                    conn.close()
+            if reason:
+                if reason != "new":
+                    log.warning("store_rebuilt", reason=reason)
+                self._remove_files()
+                conn = self._connect_file()
+                try:
+                    self._create(conn)
+                finally:
+                    conn.close()
+        except (sqlite3.Error, OSError) as exc:
+            self._to_memory(exc)
+
+    def _unusable(self, conn: sqlite3.Connection) -> str:
+        """Why this file cannot serve as the store ("" when it can, "new" when empty)."""
+        try:
+            if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+                return "no_wal"
+            app = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+            if app == 0 and version == 0 and tables == 0:
+                return "new"
+            if app != APPLICATION_ID:
+                return "foreign"
+            if version != SCHEMA_VERSION:
+                return "older" if version < SCHEMA_VERSION else "newer"
+            if conn.execute("PRAGMA quick_check(1)").fetchone()[0] != "ok":
+                return "damaged"
+            stored = dict(conn.execute("SELECT key, value FROM meta"))
+        except sqlite3.DatabaseError:
+            return "damaged"
+        return "" if stored == self.identity else "other_settings"
+
+    def _create(self, conn: sqlite3.Connection) -> None:
+        if self._memory is None and self.mode == "disk":
+            os.chmod(self.path, 0o600)  # the engine gives its -wal and -shm files the same
+        conn.execute("PRAGMA journal_mode = WAL")
+        with transaction(conn):
+            for statement in filter(str.strip, SCHEMA.split(";")):
+                conn.execute(statement)
+            conn.executemany("INSERT INTO meta VALUES (?, ?)", self.identity.items())
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _remove_files(self) -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.path}{suffix}")
+
+    def _to_memory(self, exc: BaseException) -> None:
+        log.warning("store_in_memory", reason="the cache directory cannot hold the store",
+                    error=type(exc).__name__)
+        self.mode = "memory"
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA foreign_keys = ON")
+        self._create(conn)
+        self._memory = conn
+
+    @contextlib.contextmanager
+    def connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection to the store, closed (or, in memory, released) after use."""
+        if not self._ready or (self._memory is None and not self.path.exists()):
+            self._prepare()  # first use, or the file was deleted meanwhile: made anew
+            self._ready = True
+        if self._memory is not None:
+            with self._memory_lock:
+                yield self._memory
+            return
+        conn = self._connect_file()
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def reset(self, reason: str) -> None:
+        """Drop a store found damaged while reading it: the next use builds it anew."""
+        log.warning("store_rebuilt", reason=reason)
+        if self._memory is None:
+            self._remove_files()
+        self._ready = False
+
+
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection, *, write: bool = True) -> Iterator[None]:
+    """One transaction: IMMEDIATE for a writer (it waits for another process's write rather
+    than failing half-way), DEFERRED for a reader, whose snapshot then holds to its end."""
+    if not conn.in_transaction:
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    else:
+        if conn.in_transaction:
+            conn.execute("COMMIT")

@@ -1,0 +1,171 @@
+"""The store's file records: each tracked file's stat and digest, and the page parsed from it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import structlog
+
+from serve.graph import Fragment
+from serve.records import FileRecord
+from serve.source import sections
+from serve.source.page import Page, ParseOptions
+from serve.source.sidecar import SidecarEdge
+from serve.source.tree import FileStat
+from serve.store.database import Database, transaction
+
+log = structlog.get_logger("llmwiki.serve.store")
+
+# Page fields held as JSON arrays (the rest are plain columns; section_table is its own table).
+LIST_FIELDS = ("source_refs", "tags", "links", "headings", "section_lines", "aliases")
+FRAGMENT_FIELDS = Fragment._fields
+PAGE_COLUMNS = tuple(f for f in Page._fields if f != "section_table") + FRAGMENT_FIELDS
+FILE_COLUMNS = ("rel", "size", "mtime_ns", "ctime_ns", "ino", "dev", "digest", "verified_ns",
+                "problem", "skipped", "config_text", "parse_options")
+WRITE_BATCH = 500  # rows bound per executemany: the event loop's thread gets the GIL between
+
+
+def _listed(values: Iterable[Any]) -> str:
+    return json.dumps(list(values), ensure_ascii=False)
+
+
+def _page_row(rel: str, page: Page, fragment: Fragment | None) -> tuple[Any, ...]:
+    row: list[Any] = [rel]
+    for name in PAGE_COLUMNS:
+        if name in FRAGMENT_FIELDS:
+            row.append(None if fragment is None else _listed(getattr(fragment, name)))
+        elif name in LIST_FIELDS:
+            row.append(_listed(getattr(page, name)))
+        elif name == "approved":
+            row.append(int(page.approved))
+        else:
+            row.append(getattr(page, name))
+    return tuple(row)
+
+
+def _file_row(rel: str, record: FileRecord) -> tuple[Any, ...]:
+    options = None
+    if record.parse_key is not None:
+        options = json.dumps([record.parse_key[0], list(record.parse_key[1])], ensure_ascii=False)
+    st = record.stat
+    return (rel, st.size, st.mtime_ns, st.ctime_ns, st.ino, st.dev, record.digest,
+            record.verified_ns, record.problem, int(record.skipped), record.text, options)
+
+
+class FileRecords:
+    """Reads and writes the file records of one store. A save writes only what changed since
+    the records this object last loaded or saved (compared by identity: a record is replaced,
+    never changed in place), in one transaction."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self._saved: dict[str, FileRecord] = {}
+        self.counts: dict[str, tuple[int, int]] = {}  # graph sizes by snapshot signature
+
+    def load(self) -> dict[str, FileRecord]:
+        """Every stored record, read in one transaction; {} (logged) when the store is
+        damaged, which is then rebuilt."""
+        try:
+            with self.database.connect() as conn, transaction(conn, write=False):
+                records = self._read(conn)
+                self.counts = {sig: (n, e) for sig, n, e in conn.execute(
+                    "SELECT signature, nodes, edges FROM graph_counts")}
+        except (sqlite3.DatabaseError, ValueError, TypeError, KeyError, IndexError) as exc:
+            self.database.reset(f"unreadable records ({type(exc).__name__})")
+            self.counts = {}
+            return {}
+        self._saved = dict(records)
+        return records
+
+    @staticmethod
+    def _read(conn: sqlite3.Connection) -> dict[str, FileRecord]:
+        tables: dict[str, list[tuple[str, int, int, int, bytes]]] = defaultdict(list)
+        for rel, heading, level, first, last, digest in conn.execute(
+                "SELECT rel, heading, level, line_start, line_end, sha256 FROM sections "
+                "ORDER BY rel, position"):
+            tables[rel].append((heading, level, first, last, bytes(digest)))
+        edges: dict[str, list[SidecarEdge]] = defaultdict(list)
+        for rel, source, target, kind, confidence in conn.execute(
+                "SELECT rel, source, target, type, confidence FROM sidecar_edges "
+                "ORDER BY rel, position"):
+            edges[rel].append(SidecarEdge(source, target, kind, confidence))
+        pages: dict[str, tuple[Page, Fragment | None]] = {}
+        columns = ", ".join(PAGE_COLUMNS)
+        for row in conn.execute(f"SELECT rel, {columns} FROM pages"):
+            pages[row[0]] = _page_of(row, tables.get(row[0], ()))
+        options: dict[tuple[Any, ...], ParseOptions] = {}  # one object per distinct value
+        records: dict[str, FileRecord] = {}
+        for (rel, size, mtime, ctime, ino, dev, digest, verified, problem, skipped, text,
+             parse) in conn.execute(f"SELECT {', '.join(FILE_COLUMNS)} FROM files"):
+            page, fragment = pages.get(rel, (None, None))
+            parse_key = None
+            if parse is not None:
+                path, values = json.loads(parse)
+                values = tuple(values)
+                parse_key = (path, options.setdefault(values, ParseOptions(*values)))
+            records[rel] = FileRecord(
+                FileStat(size, mtime, ctime, ino, dev), digest, verified, page, fragment,
+                parse_key, text, tuple(edges.get(rel, ())), problem, bool(skipped))
+        return records
+
+    def save(self, records: Mapping[str, FileRecord],
+             counts: Mapping[str, tuple[int, int]] | None = None) -> bool:
+        """Write what changed since the last load or save; whether it was written (a failure,
+        a full disk say, is logged and leaves the store as it was)."""
+        kept = {rel: rec for rel, rec in records.items() if not rec.skipped}
+        gone = [rel for rel in self._saved if rel not in kept]
+        changed = [(rel, rec) for rel, rec in kept.items() if self._saved.get(rel) is not rec]
+        if not gone and not changed and not counts:
+            return True
+        try:
+            with self.database.connect() as conn, transaction(conn):
+                self._write(conn, gone, changed, counts or {})
+        except (sqlite3.Error, UnicodeEncodeError) as exc:
+            log.warning("store_write_failed", error=type(exc).__name__, reason=str(exc)[:200])
+            return False
+        self._saved = kept
+        return True
+
+    @staticmethod
+    def _write(conn: sqlite3.Connection, gone: list[str], changed: list[tuple[str, FileRecord]],
+               counts: Mapping[str, tuple[int, int]]) -> None:
+        drop = [(rel,) for rel in gone] + [(rel,) for rel, _ in changed]
+        for start in range(0, len(drop), WRITE_BATCH):
+            conn.executemany("DELETE FROM files WHERE rel = ?", drop[start:start + WRITE_BATCH])
+        page_sql = f"INSERT INTO pages VALUES ({', '.join('?' * (1 + len(PAGE_COLUMNS)))})"
+        file_sql = f"INSERT INTO files VALUES ({', '.join('?' * len(FILE_COLUMNS))})"
+        for start in range(0, len(changed), WRITE_BATCH):
+            batch = changed[start:start + WRITE_BATCH]
+            conn.executemany(file_sql, [_file_row(rel, rec) for rel, rec in batch])
+            conn.executemany(page_sql, [_page_row(rel, rec.page, rec.fragment)
+                                        for rel, rec in batch if rec.page is not None])
+            conn.executemany("INSERT INTO sections VALUES (?, ?, ?, ?, ?, ?, ?)", [
+                (rel, position, *entry) for rel, rec in batch if rec.page is not None
+                for position, entry in enumerate(sections.entries(rec.page.section_table))])
+            conn.executemany("INSERT INTO sidecar_edges VALUES (?, ?, ?, ?, ?, ?)", [
+                (rel, position, *edge) for rel, rec in batch
+                for position, edge in enumerate(rec.sidecar)])
+        if counts:
+            # Sizes of earlier snapshots are of no use to a restart: only the latest is kept.
+            conn.execute("DELETE FROM graph_counts")
+            conn.executemany("INSERT INTO graph_counts VALUES (?, ?, ?)",
+                             [(sig, n, e) for sig, (n, e) in counts.items()])
+
+
+def _page_of(row: tuple[Any, ...], table: Iterable[tuple[str, int, int, int, bytes]]
+             ) -> tuple[Page, Fragment | None]:
+    values: dict[str, Any] = dict(zip(PAGE_COLUMNS, row[1:], strict=True))
+    for name in LIST_FIELDS:
+        values[name] = tuple(json.loads(values[name]))
+    values["approved"] = bool(values["approved"])
+    values["text_z"] = bytes(values["text_z"])
+    fragment_values = [values.pop(name) for name in FRAGMENT_FIELDS]
+    fragment = None
+    if fragment_values[0] is not None:
+        fragment = Fragment(*(tuple(json.loads(v)) for v in fragment_values))
+    entries = list(table)
+    return Page(**values, section_table=sections.pack(entries) if entries else ()), fragment
