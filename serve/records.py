@@ -95,15 +95,19 @@ def record_from(result: ReadResult, st: FileStat) -> FileRecord:
     if page is not None and result.options is not None:
         parse_key = (page.path, result.options)
     if page is not None and fragment is not None:
-        # Tag and source ids and link keys repeat across pages, so they are interned; the
-        # heading ids (listed first) are the page's own, and interning them would only cost.
-        ids = fragment.member_ids
-        own = len(page.headings)
-        # A page's own keys often coincide (its id's and path's, its title's and file
-        # name's): keep one string for each.
-        first: dict[str, str] = {}
-        fragment = _new(Fragment, ((*ids[:own], *map(_intern, ids[own:])),
-                                   tuple(map(_intern, fragment.link_keys)),
-                                   tuple(first.setdefault(key, key) for key in fragment.page_keys)))
+        fragment = shared_strings(page, fragment)
     return _new(FileRecord, (st, result.digest, result.verified_ns, page, fragment, parse_key,
                              result.text, result.sidecar, result.problem, result.skipped))
+
+
+def shared_strings(page: Page, fragment: Fragment) -> Fragment:
+    """The fragment with the strings pages repeat shared: tag and source ids and link keys
+    repeat across pages, so they are interned; the heading ids (listed first) are the page's
+    own, and interning them would only cost; a page's own keys often coincide (its id's and
+    path's, its title's and file name's): one string for each."""
+    ids = fragment.member_ids
+    own = len(page.headings)
+    first: dict[str, str] = {}
+    return _new(Fragment, ((*ids[:own], *map(_intern, ids[own:])),
+                           tuple(map(_intern, fragment.link_keys)),
+                           tuple(first.setdefault(key, key) for key in fragment.page_keys)))

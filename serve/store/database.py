@@ -19,7 +19,7 @@ log = structlog.get_logger("llmwiki.serve.store")
 
 # Bump when the tables change or when parsing changes what a stored page holds: a store of
 # another version is dropped and rebuilt from the folder (it is derived, never the truth).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: a page's lists in one JSON column
 # sqlite3's "application_id": a database file of another program is never taken for ours.
 APPLICATION_ID = 0x6C6C7731  # "llw1"
 BUSY_TIMEOUT_MS = 5000  # another serve process's write in progress: wait, then give up
@@ -36,17 +36,18 @@ CREATE TABLE files (
     parse_options TEXT
 ) WITHOUT ROWID;
 CREATE TABLE pages (
-    rel TEXT PRIMARY KEY REFERENCES files(rel) ON DELETE CASCADE,
+    rel TEXT NOT NULL UNIQUE REFERENCES files(rel) ON DELETE CASCADE,
     id TEXT NOT NULL, title TEXT NOT NULL, path TEXT NOT NULL, role TEXT NOT NULL,
-    text_z BLOB NOT NULL, summary TEXT NOT NULL, frontmatter_json TEXT NOT NULL,
-    review_state TEXT NOT NULL, status TEXT NOT NULL,
-    source_refs TEXT NOT NULL, tags TEXT NOT NULL, links TEXT NOT NULL,
-    headings TEXT NOT NULL, updated_at TEXT NOT NULL, approved INTEGER NOT NULL,
-    line_count INTEGER NOT NULL, body_line INTEGER NOT NULL, section_lines TEXT NOT NULL,
+    summary TEXT NOT NULL, frontmatter_json TEXT NOT NULL,
+    review_state TEXT NOT NULL, status TEXT NOT NULL, updated_at TEXT NOT NULL,
+    approved INTEGER NOT NULL, line_count INTEGER NOT NULL, body_line INTEGER NOT NULL,
     wiki_title TEXT NOT NULL, description TEXT NOT NULL, degraded TEXT NOT NULL,
-    okf_json TEXT NOT NULL, aliases TEXT NOT NULL,
-    member_ids TEXT, link_keys TEXT, page_keys TEXT
-) WITHOUT ROWID;
+    okf_json TEXT NOT NULL,
+    -- one JSON object of the page's lists: source_refs, tags, links, headings,
+    -- section_lines, aliases, and its graph fragment's member_ids, link_keys, page_keys
+    lists TEXT NOT NULL,
+    text_z BLOB NOT NULL  -- last: a row's large value sits after everything a scan reads
+);
 CREATE TABLE sections (
     rel TEXT NOT NULL REFERENCES pages(rel) ON DELETE CASCADE,
     position INTEGER NOT NULL,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
 
 from serve.graph import Fragment
-from serve.records import FileRecord
+from serve.records import FileRecord, shared_strings
 from serve.source import sections
 from serve.source.page import Page, ParseOptions
 from serve.source.sidecar import SidecarEdge
@@ -20,31 +20,26 @@ from serve.store.database import Database, transaction
 
 log = structlog.get_logger("llmwiki.serve.store")
 
-# Page fields held as JSON arrays (the rest are plain columns; section_table is its own table).
+# A page's tuple-valued fields, and its graph fragment's, are held in one JSON object (one
+# decode per page at start); the others are columns, and section_table is its own table.
 LIST_FIELDS = ("source_refs", "tags", "links", "headings", "section_lines", "aliases")
 FRAGMENT_FIELDS = Fragment._fields
-PAGE_COLUMNS = tuple(f for f in Page._fields if f != "section_table") + FRAGMENT_FIELDS
+PAGE_COLUMNS = tuple(f for f in Page._fields
+                     if f not in LIST_FIELDS and f not in ("section_table", "text_z"))
 FILE_COLUMNS = ("rel", "size", "mtime_ns", "ctime_ns", "ino", "dev", "digest", "verified_ns",
                 "problem", "skipped", "config_text", "parse_options")
 WRITE_BATCH = 500  # rows bound per executemany: the event loop's thread gets the GIL between
-
-
-def _listed(values: Iterable[Any]) -> str:
-    return json.dumps(list(values), ensure_ascii=False)
+_SECTIONS = ("SELECT rel, heading, level, line_start, line_end, sha256 FROM sections "
+             "ORDER BY rel, position")
 
 
 def _page_row(rel: str, page: Page, fragment: Fragment | None) -> tuple[Any, ...]:
-    row: list[Any] = [rel]
-    for name in PAGE_COLUMNS:
-        if name in FRAGMENT_FIELDS:
-            row.append(None if fragment is None else _listed(getattr(fragment, name)))
-        elif name in LIST_FIELDS:
-            row.append(_listed(getattr(page, name)))
-        elif name == "approved":
-            row.append(int(page.approved))
-        else:
-            row.append(getattr(page, name))
-    return tuple(row)
+    lists: dict[str, Any] = {name: getattr(page, name) for name in LIST_FIELDS}
+    if fragment is not None:
+        lists.update(fragment._asdict())
+    values = [int(page.approved) if name == "approved" else getattr(page, name)
+              for name in PAGE_COLUMNS]
+    return (rel, *values, json.dumps(lists, ensure_ascii=False), page.text_z)
 
 
 def _file_row(rel: str, record: FileRecord) -> tuple[Any, ...]:
@@ -83,25 +78,32 @@ class FileRecords:
 
     @staticmethod
     def _read(conn: sqlite3.Connection) -> dict[str, FileRecord]:
-        tables: dict[str, list[tuple[str, int, int, int, bytes]]] = defaultdict(list)
-        for rel, heading, level, first, last, digest in conn.execute(
-                "SELECT rel, heading, level, line_start, line_end, sha256 FROM sections "
-                "ORDER BY rel, position"):
-            tables[rel].append((heading, level, first, last, bytes(digest)))
+        """One pass over the files (with their pages) and, beside it, over the sections, both
+        in the order of `rel`: no table of the whole folder is held but the records made."""
         edges: dict[str, list[SidecarEdge]] = defaultdict(list)
         for rel, source, target, kind, confidence in conn.execute(
                 "SELECT rel, source, target, type, confidence FROM sidecar_edges "
                 "ORDER BY rel, position"):
             edges[rel].append(SidecarEdge(source, target, kind, confidence))
-        pages: dict[str, tuple[Page, Fragment | None]] = {}
-        columns = ", ".join(PAGE_COLUMNS)
-        for row in conn.execute(f"SELECT rel, {columns} FROM pages"):
-            pages[row[0]] = _page_of(row, tables.get(row[0], ()))
+        sections_rows = conn.execute(_SECTIONS)
+        pending = next(sections_rows, None)
         options: dict[tuple[Any, ...], ParseOptions] = {}  # one object per distinct value
         records: dict[str, FileRecord] = {}
-        for (rel, size, mtime, ctime, ino, dev, digest, verified, problem, skipped, text,
-             parse) in conn.execute(f"SELECT {', '.join(FILE_COLUMNS)} FROM files"):
-            page, fragment = pages.get(rel, (None, None))
+        files = ", ".join(f"f.{name}" for name in FILE_COLUMNS)
+        pages = ", ".join(f"p.{name}" for name in (*PAGE_COLUMNS, "lists", "text_z"))
+        width = len(FILE_COLUMNS)
+        for row in conn.execute(f"SELECT {files}, {pages} FROM files f "
+                                "LEFT JOIN pages p ON p.rel = f.rel ORDER BY f.rel"):
+            (rel, size, mtime, ctime, ino, dev, digest, verified, problem, skipped, text,
+             parse) = row[:width]
+            page = fragment = None
+            if row[width] is not None:
+                table: list[tuple[str, int, int, int, bytes]] = []
+                while pending is not None and pending[0] <= rel:
+                    if pending[0] == rel:
+                        table.append(pending[1:])
+                    pending = next(sections_rows, None)
+                page, fragment = _page_of(row[width:], table)
             parse_key = None
             if parse is not None:
                 path, values = json.loads(parse)
@@ -136,7 +138,9 @@ class FileRecords:
         drop = [(rel,) for rel in gone] + [(rel,) for rel, _ in changed]
         for start in range(0, len(drop), WRITE_BATCH):
             conn.executemany("DELETE FROM files WHERE rel = ?", drop[start:start + WRITE_BATCH])
-        page_sql = f"INSERT INTO pages VALUES ({', '.join('?' * (1 + len(PAGE_COLUMNS)))})"
+        columns = ", ".join(("rel", *PAGE_COLUMNS, "lists", "text_z"))
+        page_sql = (f"INSERT INTO pages ({columns}) "
+                    f"VALUES ({', '.join('?' * (3 + len(PAGE_COLUMNS)))})")
         file_sql = f"INSERT INTO files VALUES ({', '.join('?' * len(FILE_COLUMNS))})"
         for start in range(0, len(changed), WRITE_BATCH):
             batch = changed[start:start + WRITE_BATCH]
@@ -156,16 +160,17 @@ class FileRecords:
                              [(sig, n, e) for sig, (n, e) in counts.items()])
 
 
-def _page_of(row: tuple[Any, ...], table: Iterable[tuple[str, int, int, int, bytes]]
+def _page_of(row: tuple[Any, ...], table: list[tuple[str, int, int, int, bytes]]
              ) -> tuple[Page, Fragment | None]:
-    values: dict[str, Any] = dict(zip(PAGE_COLUMNS, row[1:], strict=True))
-    for name in LIST_FIELDS:
-        values[name] = tuple(json.loads(values[name]))
+    """A page from its columns (PAGE_COLUMNS, lists, text_z) and its section table's entries."""
+    *columns, lists_json, text_z = row
+    values: dict[str, Any] = dict(zip(PAGE_COLUMNS, columns, strict=True))
     values["approved"] = bool(values["approved"])
-    values["text_z"] = bytes(values["text_z"])
-    fragment_values = [values.pop(name) for name in FRAGMENT_FIELDS]
+    lists = json.loads(lists_json)
+    for name in LIST_FIELDS:
+        values[name] = tuple(lists[name])
+    page = Page(**values, text_z=text_z, section_table=sections.pack(table) if table else ())
     fragment = None
-    if fragment_values[0] is not None:
-        fragment = Fragment(*(tuple(json.loads(v)) for v in fragment_values))
-    entries = list(table)
-    return Page(**values, section_table=sections.pack(entries) if entries else ()), fragment
+    if FRAGMENT_FIELDS[0] in lists:
+        fragment = shared_strings(page, Fragment(*(tuple(lists[name]) for name in FRAGMENT_FIELDS)))
+    return page, fragment
