@@ -21,7 +21,7 @@ from serve.errors import KnowledgeSourceError
 from serve.settings import OPTIONS, ServeSettings, SettingsError, SourceProfileError, resolve_settings
 
 if TYPE_CHECKING:
-    from serve.early_read import EarlyRead
+    from serve.watch.early_read import EarlyRead
 
 # How long READY=1 waits for the start-up warm-up (index load or build) at most.
 READY_WAIT_SECONDS = 900.0
@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return start_failed(f"cannot listen on {_address(settings.host, settings.port)}: "
                                 f"{_reason(exc)}")
     if args.command in ("serve", "mcp"):  # long-running: build temporaries must not stay resident
-        from serve.memory import keep_large_blocks_out_of_the_heap
+        from serve.support.memory import keep_large_blocks_out_of_the_heap
 
         keep_large_blocks_out_of_the_heap()
     if args.command == "serve":
@@ -317,8 +317,8 @@ def bind_early(host: str, port: int) -> list[socket.socket]:
 def start_early_read(settings: ServeSettings) -> EarlyRead | None:
     """Start parsing a large folder before the service's own imports, unless the restart
     cache will supply the pages."""
-    from serve.early_read import EarlyRead
     from serve.store.database import default_cache_dir, is_inside, store_path
+    from serve.watch.early_read import EarlyRead
 
     root = settings.root.expanduser().resolve()
     if settings.page_cache:

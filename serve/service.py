@@ -37,26 +37,26 @@ from common.schemas import (
     WikiManifest,
 )
 from common.version import __version__
-from serve.early_read import EarlyRead
 from serve.errors import KnowledgeSourceError
-from serve.freshness import Freshness
-from serve.graph import Edge, Node, canonical_relation, lookup_key, slug
-from serve.graph_view import GraphView
-from serve.handles import parse_handle
-from serve.memory import release_free_memory
-from serve.projection import Projection
-from serve.read_focus import ReadOptions, read_payload, section_read
-from serve.read_target import find_read_target
+from serve.graph.model import Edge, Node, canonical_relation, lookup_key, slug
+from serve.graph.views import GraphView
+from serve.reads.focus import ReadOptions, read_payload, section_read
+from serve.reads.target import find_read_target
 from serve.retrieval.index import COMPACT_DEAD_SHARE, LexicalIndex
 from serve.retrieval.search import Searcher, SearchRequest, project_fields
 from serve.routes import endpoint_paths
 from serve.settings import ServeSettings
+from serve.snapshot.projection import Projection
 from serve.source import okf
 from serve.source.git_head import head_commit
+from serve.source.handles import parse_handle
 from serve.source.page import Page
 from serve.store.database import Database, default_cache_dir
 from serve.store.files import FileRecords
 from serve.store.search_index import Pending, StoredIndex, Views
+from serve.support.memory import release_free_memory
+from serve.watch.early_read import EarlyRead
+from serve.watch.freshness import Freshness
 
 # What this build can actually answer, in the contract's order (4.3).
 BASE_CAPABILITIES = (
@@ -335,7 +335,7 @@ class KnowledgeSource:
         p = self.snapshot()
         page = find_read_target(p, page_id, self.allow(include_drafts))
         handle = parse_handle(page_id) if page is None else None
-        if handle is not None:  # a page or section handle (serve/handles.py)
+        if handle is not None:  # a page or section handle (serve/source/handles.py)
             page = p.find_page(handle.page_id) if handle.source_id == p.source_id else None
             if page is not None and page.id != handle.page_id:
                 page = None  # handles name pages by id, never by path

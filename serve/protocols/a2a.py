@@ -14,7 +14,7 @@ from common.a2a import INPUT_MODES, OUTPUT_MODES
 from common.errors import ValidationFailed, issue, json_response
 from common.schemas import WikiManifest
 from common.version import __version__
-from serve import off_loop
+from serve.protocols import off_loop
 from serve.protocols.params import read_json_body
 from serve.routes import path_of
 from serve.service import KnowledgeSource

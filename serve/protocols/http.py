@@ -14,18 +14,17 @@ from common.errors import CodedError, DetailError, HttpError, json_response
 from common.limits import DEFAULT_NEIGHBORHOOD_DEPTH, DEFAULT_NEIGHBORHOOD_LIMIT
 from common.logging import setup_request_context
 from common.schemas import CorsStatus, QueryRequest
-from serve import off_loop
 from serve.errors import KnowledgeSourceError, NotReady, UserError, WikiRootError
-from serve.memory import release_free_memory
-from serve.protocols import a2a, mcp_http
+from serve.protocols import a2a, mcp_http, off_loop
 from serve.protocols.openapi import docs_page, openapi_document
 from serve.protocols.params import QueryParams, model_from_body, read_json_body
 from serve.protocols.security import OriginPolicy, setup_security
-from serve.read_focus import ReadOptions
+from serve.reads.focus import ReadOptions
 from serve.retrieval.search import SearchRequest
 from serve.routes import routed
 from serve.service import DIRECTIONS, KnowledgeSource
 from serve.settings import ServeSettings
+from serve.support.memory import release_free_memory
 
 SOURCE_KEY = web.AppKey("knowledge_source", KnowledgeSource)
 POLICY_KEY = web.AppKey("origin_policy", OriginPolicy)
@@ -221,7 +220,7 @@ def create_app(settings: ServeSettings, source: KnowledgeSource | None = None) -
     app[SOURCE_KEY] = knowledge
     app[POLICY_KEY] = policy
     if settings.metrics:  # off: no middleware, no route, prometheus_client not even imported
-        from serve.metrics import install_metrics
+        from serve.protocols.metrics import install_metrics
 
         install_metrics(app, knowledge)  # first, so outermost: it sees the status the client gets
     setup_request_context(app, "serve")

@@ -46,10 +46,10 @@ from common.schemas import QueryRequest, SearchMode
 from common.serve_tools import argument_models, input_schema, output_schema
 from common.version import __version__
 from serve.errors import KnowledgeSourceError, UserError
-from serve.handles import page_handle
-from serve.read_focus import ReadOptions
+from serve.reads.focus import ReadOptions
 from serve.service import DIRECTIONS, KnowledgeSource
 from serve.settings import MCP_TOOL_NAMES, SettingsError, tool_selection
+from serve.source.handles import page_handle
 
 TOOL_NAMES: tuple[str, ...] = MCP_TOOL_NAMES
 DEFAULT_SERVER_NAME = "LLMWiki Serve"
@@ -562,7 +562,7 @@ class Dispatcher:
         return Reply(200, response(rid, result, omit_null_id=True))
 
 
-page_uri = page_handle  # a page's resource uri is its handle (serve/handles.py)
+page_uri = page_handle  # a page's resource uri is its handle (serve/source/handles.py)
 
 
 def _tool_error(text: str) -> dict[str, Any]:

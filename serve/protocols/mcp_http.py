@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from common.errors import json_response
 from common.mcp import INVALID_REQUEST, McpError, Rejection, Reply, response, route_stream
-from serve import off_loop
+from serve.protocols import off_loop
 from serve.protocols.mcp import Dispatcher
 from serve.protocols.params import model_from_body, read_json_body
 from serve.protocols.security import LOOPBACK_HOSTS, OriginPolicy

@@ -12,7 +12,7 @@ import numpy as np
 from serve.retrieval.analyzer import analyze
 from serve.retrieval.pairs import SIGNATURE_BATCH, literal_haystack, signature_columns
 from serve.source.page import Page
-from serve.workers import cpu_count, die_with_parent, fork_pool
+from serve.support.workers import cpu_count, die_with_parent, fork_pool
 
 # Extra copies of a page's title, headings, tags and refs in its bag of terms: a field
 # boost by repetition (the page text already holds the headings once).
@@ -80,7 +80,7 @@ _worker_pages: Sequence[Page] = ()
 
 
 def _start_worker(parent: int, pages: Sequence[Page]) -> None:
-    """As a parse worker starts (serve/parse_pool.py): what the analysis builds is acyclic, and
+    """As a parse worker starts (serve/watch/parse_pool.py): what the analysis builds is acyclic, and
     a collection would traverse the parent's whole heap, forked with it, copying its pages."""
     global _worker_pages
     gc.disable()

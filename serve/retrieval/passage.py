@@ -12,9 +12,9 @@ from functools import lru_cache
 from itertools import accumulate
 from typing import Any
 
-from serve.handles import section_handle
 from serve.retrieval.fields import page_aliases
 from serve.source import sections as S
+from serve.source.handles import section_handle
 from serve.source.page import Page, collapse
 
 LEAD_CHARS = 60  # how much text before the first matched term a passage keeps

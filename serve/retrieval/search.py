@@ -15,8 +15,7 @@ import numpy as np
 from common.json_wire import json_bytes
 from common.limits import SNIPPET_CHARS
 from serve.errors import UserError
-from serve.evidence import GRAPH_BYTES
-from serve.projection import Projection
+from serve.graph.evidence import GRAPH_BYTES
 from serve.retrieval.answerable import Coverage, IndexLookup, judge
 from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import Hit, LexicalIndex
@@ -25,6 +24,7 @@ from serve.retrieval.pairs import literal_haystack
 from serve.retrieval.passage import ITEM_KEYS, locate, without_repeated_passage
 from serve.retrieval.question import asked_terms, question_terms
 from serve.retrieval.scoring import ROLE_MULTIPLIER
+from serve.snapshot.projection import Projection
 from serve.source.page import ROLE_RANK, Page, collapse
 
 DEFAULT_SNIPPET_CHARS = 280

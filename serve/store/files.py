@@ -10,13 +10,13 @@ from typing import Any
 
 import structlog
 
-from serve.graph import Fragment
-from serve.records import FileRecord, shared_strings
+from serve.graph.model import Fragment
 from serve.source import sections
 from serve.source.page import Page, ParseOptions
 from serve.source.sidecar import SidecarEdge
 from serve.source.tree import FileStat
 from serve.store.database import Database, transaction
+from serve.watch.records import FileRecord, shared_strings
 
 log = structlog.get_logger("llmwiki.serve.store")
 

@@ -41,9 +41,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from serve.folder import FolderMirror
-from serve.projection import Projection, orientation_order
+from serve.snapshot.projection import Projection, orientation_order
 from serve.source.page import ROLE_RANK, Page
+from serve.watch.mirror import FolderMirror
 from tests.benchmarks.harness import write_json_report
 from tests.support import judged as J
 

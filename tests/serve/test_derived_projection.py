@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from serve.folder import FolderMirror
-from serve.freshness import Freshness
-from serve.graph import lookup_key
-from serve.projection import Projection
-from serve.read_target import find_read_target
+from serve.graph.model import lookup_key
+from serve.reads.target import find_read_target
+from serve.snapshot.projection import Projection
+from serve.watch.freshness import Freshness
+from serve.watch.mirror import FolderMirror
 from tests.support.folders import copy_fixture
 
 

@@ -10,11 +10,9 @@ from typing import Any
 
 import pytest
 
-import serve.projection as projection_module
-from serve.evidence import edge_meta_json, edge_text, graph_json
-from serve.folder import FolderMirror
-from serve.freshness import Freshness
-from serve.graph import (
+import serve.snapshot.projection as projection_module
+from serve.graph.evidence import edge_meta_json, edge_text, graph_json
+from serve.graph.model import (
     UNRESOLVED_LINK,
     Edge,
     Node,
@@ -23,11 +21,13 @@ from serve.graph import (
     plain_refs,
     unresolved_node,
 )
-from serve.graph_view import GraphView, compact_json
-from serve.projection import Projection
+from serve.graph.views import GraphView, compact_json
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
+from serve.snapshot.projection import Projection
 from serve.source.page import Page
+from serve.watch.freshness import Freshness
+from serve.watch.mirror import FolderMirror
 from tests.support.folders import copy_fixture
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -10,19 +10,19 @@ from typing import Any
 
 import pytest
 
-import serve.folder as folder_module
-import serve.parse_pool as parse_pool_module
-import serve.records as records_module
 import serve.source.layout as layout_module
+import serve.watch.mirror as folder_module
+import serve.watch.parse_pool as parse_pool_module
+import serve.watch.records as records_module
 from common.schemas import CorsStatus
-from serve.early_read import EarlyRead
-from serve.file_read import digest_file
-from serve.folder import FolderMirror
-from serve.records import FileRecord
 from serve.service import KnowledgeSource
 from serve.settings import DEFAULT_MAX_PAGE_BYTES, ServeSettings
 from serve.source.reading import NotRegularFile
 from serve.source.tree import Walk, is_tracked_file, walk_dir, walk_root
+from serve.watch.early_read import EarlyRead
+from serve.watch.file_read import digest_file
+from serve.watch.mirror import FolderMirror
+from serve.watch.records import FileRecord
 from tests.support.folders import copy_fixture
 
 LOCAL_CORS = CorsStatus(mode="local-dev-allowlist", local_dev_origins=True, explicit_origin_count=0)

@@ -14,11 +14,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-import serve.freshness as freshness_module
+import serve.watch.freshness as freshness_module
 from serve.errors import WikiRootError
-from serve.freshness import Freshness
-from serve.projection import Projection
 from serve.protocols.http import SOURCE_KEY
+from serve.snapshot.projection import Projection
+from serve.watch.freshness import Freshness
 from tests.support.folders import FIXTURES, copy_fixture
 
 Client = TestClient[web.Request, web.Application]
@@ -587,7 +587,7 @@ def test_snapshot_is_immutable(make_freshness: FreshnessFactory, sample_root: Pa
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """A settable monotonic clock, seen only by serve.freshness."""
+    """A settable monotonic clock, seen only by serve.watch.freshness."""
     now = [1000.0]
     monkeypatch.setattr(freshness_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
     return now
@@ -960,7 +960,7 @@ def test_watch_limit_falls_back_to_scan(sample_root: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from serve import inotify
+    from serve.watch import inotify
 
     def refuse(self: inotify.Inotify, path: str, mask: int = 0) -> int:
         raise OSError(errno.ENOSPC, "inotify watch limit reached", path)
@@ -980,7 +980,7 @@ def test_inotify_init_failure_falls_back_to_scan(sample_root: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from serve import inotify
+    from serve.watch import inotify
 
     def refuse(self: inotify.Inotify) -> None:
         raise OSError(errno.EMFILE, "Too many open files")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from serve.folder import FolderMirror
-from serve.graph import graph_counts
+from serve.graph.model import graph_counts
+from serve.watch.mirror import FolderMirror
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FOLDERS = [FIXTURES / "sample-wiki"] + sorted(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from serve import memory
+from serve.support import memory
 
 
 class FakeLibc:

@@ -1,5 +1,5 @@
 """Added, deleted, renamed and retitled pages derive the next snapshot page by page (the link
-index, serve/link_index.py); after every step of seeded random churn it must show exactly
+index, serve/graph/links.py); after every step of seeded random churn it must show exactly
 what a snapshot built anew from the same files shows: graph nodes and edges node by node,
 link resolution, backlinks, evidence graphs, counts and search results."""
 
@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from serve.evidence import incoming_links
-from serve.folder import FolderMirror
-from serve.freshness import Freshness
-from serve.graph import build_graph, graph_counts
-from serve.graph_view import GraphView, approved_view
-from serve.link_index import LinkIndex
-from serve.projection import Projection
+from serve.graph.evidence import incoming_links
+from serve.graph.links import LinkIndex
+from serve.graph.model import build_graph, graph_counts
+from serve.graph.views import GraphView, approved_view
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
+from serve.snapshot.projection import Projection
+from serve.watch.freshness import Freshness
+from serve.watch.mirror import FolderMirror
 
 NAMES = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta", "zeta", "lambda"]
 WORDS = ["rollback", "token", "release", "signing", "cache", "incident", "deploy", "index"]

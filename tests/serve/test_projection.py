@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from serve.folder import FolderMirror
-from serve.graph import Edge, Node, canonical_relation, lookup_key, slug, unresolved_node
-from serve.graph_view import approved_view
-from serve.projection import Projection, bundle_id_of, signature_of
+from serve.graph.model import Edge, Node, canonical_relation, lookup_key, slug, unresolved_node
+from serve.graph.views import approved_view
+from serve.snapshot.projection import Projection, bundle_id_of, signature_of
 from serve.source.page import ParseOptions, parse_page
+from serve.watch.mirror import FolderMirror
 from tests.support.folders import (
     FIXTURES,
     OUTSIDE_GRAPH_RELATION,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from serve.read_focus import (
+from serve.reads.focus import (
     FOCUSED_DEFAULT_MAX_CHARS,
     ReadOptions,
     TextSection,

@@ -15,11 +15,11 @@ from urllib.parse import unquote
 import pytest
 
 from serve.errors import WikiRootError
-from serve.file_read import read_file
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
 from serve.source import sections as S
 from serve.source.page import ParseOptions, parse_page
+from serve.watch.file_read import read_file
 from tests.support.folders import copy_fixture
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from serve.records import FileRecord
 from serve.service import KnowledgeSource
 from serve.settings import DEFAULT_MAX_PAGE_BYTES, ServeSettings
 from serve.store.database import Database, transaction
 from serve.store.files import FileRecords
+from serve.watch.records import FileRecord
 
 IDENTITY = {"max_page_bytes": str(DEFAULT_MAX_PAGE_BYTES)}
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from structlog.testing import capture_logs
 
-import serve.records as records_module
+import serve.watch.records as records_module
 from serve.retrieval.index import LexicalIndex
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-import serve.file_read as file_read_module
-import serve.records as records_module
+import serve.watch.file_read as file_read_module
+import serve.watch.records as records_module
 from serve.protocols.http import SOURCE_KEY, create_app
-from serve.records import FileRecord
 from serve.service import KnowledgeSource
 from serve.settings import DEFAULT_MAX_PAGE_BYTES, ServeSettings
 from serve.store.database import SCHEMA_VERSION, Database, store_path
 from serve.store.files import FileRecords
+from serve.watch.records import FileRecord
 from tests.support.folders import tree_digest
 
 ROLLBACK = "runbooks/rollback.md"

@@ -26,9 +26,8 @@ from common.schemas import (
     SearchResponse,
     SearchResult,
 )
-from serve import off_loop
-from serve.evidence import GRAPH_BYTES
-from serve.protocols import http
+from serve.graph.evidence import GRAPH_BYTES
+from serve.protocols import http, off_loop
 from serve.retrieval.search import SearchRequest
 from tests.support.folders import copy_fixture
 from tests.support.guidance import assert_serve_guidance

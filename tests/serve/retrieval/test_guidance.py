@@ -12,8 +12,6 @@ import pytest
 from pydantic import ValidationError
 
 from common.guidance import RetrievalGuidance
-from serve.folder import FolderMirror
-from serve.projection import Projection
 from serve.retrieval.guidance import CHARACTER_BUDGET, build_guidance
 from serve.retrieval.guidance_text import (
     clean_markdown,
@@ -23,6 +21,8 @@ from serve.retrieval.guidance_text import (
     terms_from_text,
     trim,
 )
+from serve.snapshot.projection import Projection
+from serve.watch.mirror import FolderMirror
 from tests.support.folders import FIXTURES, build_adversarial, copy_fixture, tree_digest
 from tests.support.guidance import assert_serve_guidance
 

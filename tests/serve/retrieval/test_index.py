@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from serve.folder import FolderMirror
-from serve.projection import Projection
 from serve.retrieval import documents as documents_module
 from serve.retrieval.analyzer import query_terms
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.literal_bounds import literal_bounds
 from serve.retrieval.pairs import needle_bits
+from serve.snapshot.projection import Projection
+from serve.watch.mirror import FolderMirror
 from tests.benchmarks.generate import generate
 from tests.support.folders import copy_fixture
 

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from serve.folder import FolderMirror
-from serve.projection import Projection
 from serve.retrieval.analyzer import STOPWORDS
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.literal_bounds import literal_bounds
@@ -20,7 +18,9 @@ from serve.retrieval.scoring import ROLE_MULTIPLIER
 from serve.retrieval.search import Searcher, SearchRequest, SlowSearch
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
+from serve.snapshot.projection import Projection
 from serve.source.page import ROLE_RANK, Page
+from serve.watch.mirror import FolderMirror
 from tests.benchmarks.generate import generate
 from tests.support.folders import copy_fixture
 

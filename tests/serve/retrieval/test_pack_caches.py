@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from serve.freshness import Freshness
-from serve.graph_view import compact_json
+from serve.graph.views import compact_json
 from serve.retrieval import guidance
 from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.search import MEMO_ENTRIES, Searcher, SearchRequest, result, snippet
+from serve.watch.freshness import Freshness
 from tests.support.folders import copy_fixture
 
 

@@ -27,9 +27,9 @@ REPO = Path(__file__).resolve().parents[3]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from serve.folder import FolderMirror  # noqa: E402
-from serve.projection import Projection  # noqa: E402
 from serve.service import KnowledgeSource  # noqa: E402
+from serve.snapshot.projection import Projection  # noqa: E402
+from serve.watch.mirror import FolderMirror  # noqa: E402
 from tests.support import judged as J  # noqa: E402
 
 K = 10

@@ -11,8 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from serve.folder import FolderMirror
-from serve.projection import Projection
 from serve.retrieval.analyzer import analyze
 from serve.retrieval.fields import weigh_fields
 from serve.retrieval.index import Hit, LexicalIndex
@@ -25,7 +23,9 @@ from serve.retrieval.scoring import (
     pool_floor,
     term_weight,
 )
+from serve.snapshot.projection import Projection
 from serve.source.page import ROLE_RANK
+from serve.watch.mirror import FolderMirror
 from tests.support.folders import copy_fixture
 
 WORDS = ["release", "rollback", "token", "rotation", "signing", "key", "incident", "pager", "schedule",

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 import yaml
 
-from serve.file_read import decode_text
 from serve.source.frontmatter import (
     MAX_FRONTMATTER_CHARS,
     MAX_FRONTMATTER_VALUES,
     json_safe,
     split_frontmatter,
 )
+from serve.watch.file_read import decode_text
 from tests.support.folders import FIXTURES
 
 # -- the split rule ------------------------------------------------------------------
@@ -226,7 +226,7 @@ def test_oversized_block_is_broken() -> None:
     assert split.body == text
 
 
-# -- decoding done by the caller (serve.file_read.decode_text) --------------------------
+# -- decoding done by the caller (serve.watch.file_read.decode_text) --------------------------
 
 
 def test_decode_normalises_crlf_so_crlf_frontmatter_parses() -> None:

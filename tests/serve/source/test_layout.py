@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from serve.errors import WikiRootError
-from serve.folder import FolderMirror
-from serve.projection import Projection
+from serve.snapshot.projection import Projection
+from serve.watch.mirror import FolderMirror
 from tests.support.folders import FIXTURES, tree_digest
 
 UNSUPPORTED = "No supported wiki files were found under the configured root."

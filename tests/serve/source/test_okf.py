@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from serve.errors import WikiRootError
-from serve.folder import FolderMirror
-from serve.projection import Projection, signature_of
 from serve.settings import ServeSettings, parse_source_profile, resolve_settings
+from serve.snapshot.projection import Projection, signature_of
 from serve.source import okf
 from serve.source.layout import FolderView, detect_layout
 from serve.source.page import Page, ParseOptions
+from serve.watch.mirror import FolderMirror
 from tests.support.folders import FIXTURES
 
 OKF = ParseOptions(okf=True)

@@ -8,8 +8,8 @@ import zlib
 import pytest
 
 import serve.source.page as page_module
-from serve.file_read import decode_text
 from serve.source.page import Page, ParseOptions, parse_page
+from serve.watch.file_read import decode_text
 
 GENERIC = ParseOptions()
 DENDRON = ParseOptions(alias_target_last=True)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from json.encoder import encode_basestring
 from typing import Any, NamedTuple
 
-from serve.graph import (
+from serve.graph.model import (
     UNRESOLVED_LINK,
     Edge,
     Fragment,
@@ -20,7 +20,7 @@ from serve.graph import (
     plain_refs,
     unresolved_node,
 )
-from serve.graph_view import GraphView, compact_json
+from serve.graph.views import GraphView, compact_json
 from serve.source.page import Page
 from serve.source.sidecar import SidecarEdge
 

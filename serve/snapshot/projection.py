@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from serve.evidence import (
+from serve.graph.evidence import (
     SeedItems,
     SidecarFact,
     budget_seeds,
@@ -24,7 +24,16 @@ from serve.evidence import (
     seed_items,
     sidecar_facts,
 )
-from serve.graph import (
+from serve.graph.links import (
+    LinkIndex,
+    Owners,
+    SidecarPart,
+    alias_keys,
+    changed_paths,
+    own_keys,
+    sidecar_part,
+)
+from serve.graph.model import (
     Edge,
     Fragment,
     Node,
@@ -37,20 +46,11 @@ from serve.graph import (
     page_node,
     slug,
 )
-from serve.graph_view import ApprovedView, FullView, GraphView, approved_view
-from serve.link_index import (
-    LinkIndex,
-    Owners,
-    SidecarPart,
-    alias_keys,
-    changed_paths,
-    own_keys,
-    sidecar_part,
-)
-from serve.snapshot_caches import EvidenceMemo, SnapshotCaches
+from serve.graph.views import ApprovedView, FullView, GraphView, approved_view
+from serve.snapshot.caches import EvidenceMemo, SnapshotCaches
+from serve.snapshot.source_refs import source_refs
 from serve.source.layout import Layout
 from serve.source.page import ROLE_RANK, Page
-from serve.source_refs import source_refs
 
 __all__ = ["FileProblem", "Projection", "SidecarFile", "canonical_relation", "lookup_key", "slug"]
 

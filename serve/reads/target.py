@@ -11,8 +11,8 @@ telling that the draft exists. Requests never reach the filesystem.
 
 from __future__ import annotations
 
-from serve.graph import OWN_KEYS, TITLE_KEY, lookup_key
-from serve.projection import Projection
+from serve.graph.model import OWN_KEYS, TITLE_KEY, lookup_key
+from serve.snapshot.projection import Projection
 from serve.source.page import Page
 
 LOGSEQ_DIRS = ("pages/", "journals/")

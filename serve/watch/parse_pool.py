@@ -6,10 +6,10 @@ import gc
 import marshal
 from collections.abc import Iterable, Iterator
 
-from serve.file_read import ReadJob, read_file
-from serve.records import FileRecord, decode_record, encode_record, record_from
 from serve.source.tree import FileStat
-from serve.workers import cpu_count, die_with_parent, fork_pool
+from serve.support.workers import cpu_count, die_with_parent, fork_pool
+from serve.watch.file_read import ReadJob, read_file
+from serve.watch.records import FileRecord, decode_record, encode_record, record_from
 
 # Parsing is CPU-bound pure Python: a large first load is spread over worker processes.
 PARALLEL_PARSE_MIN = 1500

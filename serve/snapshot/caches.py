@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from serve.evidence import SeedItems, SidecarFact
-from serve.graph import Edge, Node
-from serve.graph_view import GraphView
-from serve.link_index import LinkIndex, Owners, SidecarPart
+from serve.graph.evidence import SeedItems, SidecarFact
+from serve.graph.links import LinkIndex, Owners, SidecarPart
+from serve.graph.model import Edge, Node
+from serve.graph.views import GraphView
 from serve.source.page import Page
 
 
@@ -43,7 +43,7 @@ class SnapshotCaches:
     full_graph: GraphView | None = None
     approved_graph: GraphView | None = None
     owners: dict[bool, dict[str, str]] = field(default_factory=dict)
-    # The link index (serve/link_index.py): made on first use, or derived from the parent's
+    # The link index (serve/graph/links.py): made on first use, or derived from the parent's
     # when pages are added, deleted or renamed; the views answered from it.
     links: LinkIndex | None = None
     indexable: bool | None = None

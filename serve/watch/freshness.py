@@ -12,14 +12,14 @@ from time import time_ns  # wall clock for mtimes (tests replace the `time` modu
 
 import structlog
 
-from serve import inotify
 from serve.errors import KnowledgeSourceError, WikiRootError, root_missing
-from serve.folder import FolderMirror
-from serve.projection import Projection
-from serve.records import FileRecord
 from serve.settings import DEFAULT_MAX_PAGE_BYTES
+from serve.snapshot.projection import Projection
 from serve.source.reading import TooLarge, read_regular
 from serve.source.tree import MARKER_DIRS, PAGE_SUFFIXES, is_tracked_file, is_walked_dir
+from serve.watch import inotify
+from serve.watch.mirror import FolderMirror
+from serve.watch.records import FileRecord
 
 # Directory mtimes come from the kernel's coarse clock: allow for its granularity.
 DIR_MTIME_SLACK_NS = 50_000_000
@@ -27,7 +27,7 @@ DIR_MTIME_SLACK_NS = 50_000_000
 WRITE_SETTLE_SECONDS = 2.0
 MARKER_LIMIT = 1 << 20  # a producer manifest is small; a larger one counts as absent
 
-log = structlog.get_logger("llmwiki.serve.freshness")
+log = structlog.get_logger("llmwiki.serve.watch.freshness")
 
 
 class Freshness:

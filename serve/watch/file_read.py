@@ -6,7 +6,7 @@ import hashlib
 import time
 from dataclasses import dataclass
 
-from serve.graph import Fragment, page_fragment
+from serve.graph.model import Fragment, page_fragment
 from serve.source import okf, sections
 from serve.source.page import Page, ParseOptions, parse_page
 from serve.source.reading import FileChanging, NotRegularFile, TooLarge, read_regular

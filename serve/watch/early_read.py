@@ -6,13 +6,13 @@ from pathlib import Path
 
 import structlog
 
-from serve.folder import FolderMirror
-from serve.parse_pool import ParseInWorkers, worth_forking
-from serve.records import FileRecord
 from serve.source.layout import FolderView, detect_layout
 from serve.source.tree import walk_root
+from serve.watch.mirror import FolderMirror
+from serve.watch.parse_pool import ParseInWorkers, worth_forking
+from serve.watch.records import FileRecord
 
-log = structlog.get_logger("llmwiki.serve.folder")
+log = structlog.get_logger("llmwiki.serve.watch.mirror")
 
 
 class EarlyRead:

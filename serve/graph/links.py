@@ -15,7 +15,7 @@ from bisect import insort
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from serve.graph import (
+from serve.graph.model import (
     OWN_KEYS,
     UNRESOLVED_LINK,
     Edge,

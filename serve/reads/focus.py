@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.limits import READ_MAX_CHARS
-from serve.handles import section_handle
 from serve.retrieval.passage import file_path
 from serve.source import sections as S
+from serve.source.handles import section_handle
 from serve.source.page import Page
 
 FOCUSED_DEFAULT_MAX_CHARS = 8000

@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 from typing import Any, NamedTuple
 
-from serve.file_read import ReadResult
-from serve.graph import Fragment
+from serve.graph.model import Fragment
 from serve.source.page import Page, ParseOptions
 from serve.source.sidecar import SidecarEdge
 from serve.source.tree import FileStat
+from serve.watch.file_read import ReadResult
 
 # A file whose ctime is this close to when it was verified may still change without a
 # visible stat difference (coarse timestamps); such records are re-read, never trusted.

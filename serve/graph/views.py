@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from common.json_wire import json_bytes
-from serve.graph import Edge, Fragment, Node, page_node
+from serve.graph.model import Edge, Fragment, Node, page_node
 from serve.source.page import Page
 
 if TYPE_CHECKING:
-    from serve.link_index import LinkIndex, Segment, SidecarPart
+    from serve.graph.links import LinkIndex, Segment, SidecarPart
 
 PAGE_JSON_ENTRIES = 50_000  # page nodes' JSON kept per snapshot (~300 bytes each)
 

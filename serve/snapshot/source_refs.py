@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from serve.graph import slug
+from serve.graph.model import slug
 from serve.source import okf
 from serve.source.page import Page
 

@@ -11,11 +11,8 @@ from pathlib import Path
 import structlog
 
 from serve.errors import okf_invalid, root_missing, root_unsupported
-from serve.file_read import CHANGING, ReadJob, decode_text, read_file
-from serve.graph import Fragment, SidecarFile
-from serve.parse_pool import read_all
-from serve.projection import FileProblem, Projection, signature_of
-from serve.records import FileRecord
+from serve.graph.model import Fragment, SidecarFile
+from serve.snapshot.projection import FileProblem, Projection, signature_of
 from serve.source import okf
 from serve.source.layout import HUB_FILES, FolderView, Layout, detect_layout
 from serve.source.page import Page, ParseOptions
@@ -32,8 +29,11 @@ from serve.source.tree import (
     walk_order_key,
     walk_root,
 )
+from serve.watch.file_read import CHANGING, ReadJob, decode_text, read_file
+from serve.watch.parse_pool import read_all
+from serve.watch.records import FileRecord
 
-log = structlog.get_logger("llmwiki.serve.folder")
+log = structlog.get_logger("llmwiki.serve.watch.mirror")
 # Known graph sizes by projection signature (from the restart cache).
 CountsFor = Callable[[str], "tuple[int, int] | None"]
 

@@ -1,0 +1,1 @@
+"""One consistent snapshot of the folder's pages (Projection) and what it computes on first use."""

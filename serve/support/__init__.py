@@ -1,0 +1,1 @@
+"""Process-level helpers every room may use: the fork pool, giving freed memory back."""
