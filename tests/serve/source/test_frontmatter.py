@@ -261,7 +261,7 @@ def test_decode_of_valid_utf8_reports_nothing() -> None:
     assert (text, problem) == ("# 태그 日本\n", "")
 
 
-# -- the fast path must agree with the YAML loader (contract: "parsed with YAML safe-load") --
+# -- values as the YAML loader gives them (contract: "parsed with YAML safe-load") --------
 
 
 def _contract_split(text: str) -> tuple[Any, str]:
@@ -368,7 +368,7 @@ def test_repeated_key_keeps_the_last_value() -> None:
 
 
 @pytest.mark.parametrize("items", [MAX_FRONTMATTER_VALUES - 3, MAX_FRONTMATTER_VALUES - 2])
-def test_fast_path_counts_values_as_the_full_walk_does(items: int) -> None:
+def test_the_value_limit_counts_every_value(items: int) -> None:
     # A mapping, its key and its list count too: the limit falls between these two sizes.
     text = "---\nk: [" + ",".join("1" for _ in range(items)) + "]\n---\nx"
     assert split_frontmatter(text).broken is (items + 3 > MAX_FRONTMATTER_VALUES)
