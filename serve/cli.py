@@ -250,7 +250,7 @@ def _one_shot(args: argparse.Namespace, settings: ServeSettings, started: float)
     if slow:
         current = source.freshness.current
         pages = current.page_count if current is not None else 0
-        origin = {"cache": "from the restart cache", "built": "built"}.get(source.index_origin, "not used")
+        origin = {"cache": "from the restart cache", "built": "built"}.get(source.indexing.origin, "not used")
         sys.stderr.write(f"llmwiki-serve: done in {time.monotonic() - started:.1f} s "
                          f"({pages} pages; search index {origin})\n")
     return 0
@@ -364,9 +364,9 @@ def _serve(settings: ServeSettings, early: EarlyRead | None, sockets: list[socke
         if not warmed:  # systemd times the start out and restarts us
             log.warning("not_ready", url=url, phase=source.phase, waited_seconds=READY_WAIT_SECONDS)
             return
-        state = "ready" if source.index_ready else "listening (folder not loaded)"
-        log.info("ready", url=url, index_ready=source.index_ready, phase=source.phase,
-                 index_origin=source.index_origin,
+        state = "ready" if source.indexing.ready else "listening (folder not loaded)"
+        log.info("ready", url=url, index_ready=source.indexing.ready, phase=source.phase,
+                 index_origin=source.indexing.origin,
                  seconds=round(time.monotonic() - source.started, 3))
         systemd_notify.ready(f"{state}: {url}")
 

@@ -13,8 +13,6 @@ from common.limits import (
     DEFAULT_NEIGHBORHOOD_DEPTH,
     DEFAULT_NEIGHBORHOOD_LIMIT,
     GRAPH_LIMIT,
-    NEIGHBORHOOD_DEPTH,
-    NEIGHBORHOOD_LIMIT,
 )
 from common.schemas import (
     CorsStatus,
@@ -38,11 +36,11 @@ from common.schemas import (
 )
 from common.version import __version__
 from serve.errors import KnowledgeSourceError
-from serve.graph.model import Edge, Node, canonical_relation, lookup_key, slug
-from serve.graph.views import GraphView
+from serve.graph.model import slug
+from serve.graph.neighbourhood import neighbourhood
+from serve.indexing import IndexKeeper
 from serve.reads.focus import ReadOptions, read_payload, section_read
 from serve.reads.target import find_read_target
-from serve.retrieval.index import COMPACT_DEAD_SHARE, LexicalIndex
 from serve.retrieval.search import Searcher, SearchRequest, project_fields
 from serve.routes import endpoint_paths
 from serve.settings import ServeSettings
@@ -50,10 +48,9 @@ from serve.snapshot.projection import Projection
 from serve.source import okf
 from serve.source.git_head import head_commit
 from serve.source.handles import parse_handle
-from serve.source.page import Page
 from serve.store.database import Database, default_cache_dir
 from serve.store.files import FileRecords
-from serve.store.search_index import Pending, StoredIndex, Views
+from serve.store.search_index import StoredIndex
 from serve.support.memory import release_free_memory
 from serve.watch.early_read import EarlyRead
 from serve.watch.freshness import Freshness
@@ -75,7 +72,6 @@ BASE_CAPABILITIES = (
     "llmwiki_search_mode_literal",
 )
 DIRECTIONS: tuple[str, ...] = get_args(Direction)
-NEIGHBORHOOD_SEED_MATCHES = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +94,12 @@ class KnowledgeSource:
         self.a2a_enabled = a2a_enabled or settings.enable_a2a
         self.store: Database | None = None
         self.cache: FileRecords | None = None
-        self.index_cache: StoredIndex | None = None
         records = None
         if settings.page_cache:
             cache_dir = settings.cache_dir or default_cache_dir()
             self.store = Database(cache_dir, self.root,
                                   {"max_page_bytes": str(settings.max_page_bytes)})
             self.cache = FileRecords(self.store)
-            self.index_cache = StoredIndex(self.store)
             records = self.cache.load()
         self.loaded_keys = frozenset(records or ())  # what the restart cache held at start
         self.freshness = Freshness(
@@ -125,15 +119,7 @@ class KnowledgeSource:
             # records, but not counted as loaded, so the cache is written after that scan.
             self.freshness.mirror.pending = early.records
         self._saved_generation = -1
-        self.index = LexicalIndex()
-        self._indexed: Projection | None = None
-        # The index grows in place: syncing and index lookups must not interleave (the
-        # start-up warm-up and literal scans run in worker threads).
-        self._index_lock = threading.Lock()
-        self.index_builds = 0  # full builds, and the last one's duration (for /metrics)
-        self.index_build_seconds = 0.0
-        self.index_origin: Literal["cache", "built", ""] = ""
-        self._index_cache_tried = False
+        self.indexing = IndexKeeper(StoredIndex(self.store) if self.store is not None else None)
         # Set once the start-up warm-up has run (the HTTP service runs it; a one-shot never
         # asks): /health says ready only then, when the first query need not build anything,
         # and READY=1 waits on it.
@@ -160,7 +146,7 @@ class KnowledgeSource:
     def save_cache(self) -> None:
         """Persist parsed pages and the search index for the next start (each skipped when
         nothing changed)."""
-        self.save_index()
+        self.indexing.save()
         if self.cache is None:
             return
         with self.freshness.lock:
@@ -180,34 +166,6 @@ class KnowledgeSource:
             counts = {current.signature: current.graph_counts}
         if self.cache.save(records, counts):
             self._saved_generation = generation
-        release_free_memory()
-
-    def save_index(self) -> None:
-        """Persist the search index when it is a bulk build of the snapshot it serves (after
-        edits it is not: the next start builds it again)."""
-        with self._index_lock:
-            indexed = self._indexed
-            pending = self._pending_index(indexed) if indexed is not None else None
-        if pending is not None:
-            self._write_index(pending, self._index_lock)
-
-    def _pending_index(self, indexed: Projection) -> Pending | None:
-        """What the restart cache's write needs of the index of `indexed` (under the index
-        lock), or None when there is nothing to write."""
-        if self.index_cache is None or not self.index.is_bulk_of(indexed.pages):
-            return None
-        views = Views(indexed.incoming, indexed.owners(False), indexed.lookup)
-        return self.index_cache.prepare(indexed.signature, indexed.pages, self.index, views)
-
-    def _write_index(self, pending: Pending, lock: contextlib.AbstractContextManager[object]) -> None:
-        """Write the index file, then let the pair signatures go from memory (a literal search
-        reads them back from the file) under `lock`: the index lock, or nothing for a caller
-        holding it already."""
-        assert self.index_cache is not None
-        if self.index_cache.write(pending):
-            with lock:
-                self.index_cache.leave_signatures(pending, self.index)
-        del pending
         release_free_memory()
 
     def close(self) -> None:
@@ -248,7 +206,7 @@ class KnowledgeSource:
         ready: queries are answered without building anything first."""
         if self.freshness.current is None:
             return "loading"
-        return "ready" if self.index_ready and self.warmed.is_set() else "indexing"
+        return "ready" if self.indexing.ready and self.warmed.is_set() else "indexing"
 
     def health(self, cors: CorsStatus) -> HealthResponse:
         p = self.snapshot()
@@ -258,8 +216,8 @@ class KnowledgeSource:
             ready=phase == "ready", phase=phase,
             readiness=HealthReadiness(
                 phase=phase, pages=p.page_count,
-                indexed_documents=self.index.n_all if self.index_ready else 0,
-                index_origin=self.index_origin,
+                indexed_documents=self.indexing.index.n_all if self.indexing.ready else 0,
+                index_origin=self.indexing.origin,
                 seconds_since_start=round(time.monotonic() - self.started, 3)),
             version=__version__,
             source=HealthSource(
@@ -363,85 +321,29 @@ class KnowledgeSource:
         if direction not in DIRECTIONS:
             raise ValueError("direction must be out, in or both")
         view = self.snapshot().graph(self.allow(include_drafts))
-        return neighborhood(view, seeds, depth=depth, direction=direction, relations=relations,
-                            limit=limit)
+        return neighbourhood(view, seeds, depth=depth, direction=direction, relations=relations,
+                             limit=limit)
 
     # -- retrieval --------------------------------------------------------------------
 
-    @property
-    def index_ready(self) -> bool:
-        """Whether the search index has been built once (later syncs are quick)."""
-        return self._indexed is not None
-
     def index_lags(self) -> bool:
-        """Whether a search now would first sync the whole index (or build it): after a
-        checkout or a recompiled wiki, seconds of work that must not hold the event loop."""
-        indexed = self._indexed
-        if indexed is None:
-            return True
+        """Whether a search now would first sync the whole index (or build it)."""
         try:
             projection = self.snapshot()
         except KnowledgeSourceError:
-            return False  # nothing to sync: the search itself reports why
-        return _edits_since(indexed, projection) is None
+            return self.indexing.indexed is None  # nothing to sync: the search reports why
+        return self.indexing.lags(projection)
 
     def searcher(self) -> Searcher:
         """A searcher over the current snapshot, with the index brought up to it."""
-        projection = self.snapshot()
-        with self._index_lock:
-            self._index_to(projection)
-            self._indexed = projection
-        return Searcher(projection, self.index, self._index_lock)
-
-    def _index_to(self, projection: Projection) -> None:
-        """Bring the index up to `projection` (under the index lock): from the restart cache
-        the first time, else in bulk or by the pages that changed; the caller publishes it."""
-        indexed = self._indexed
-        if indexed is None and not self._index_cache_tried:
-            self._index_cache_tried = True  # one try: later snapshots differ from the file's
-            cached = (self.index_cache.load(projection.signature, projection.pages)
-                      if self.index_cache is not None else None)
-            if cached is not None:
-                self.index, views = cached.index, cached.views
-                if views is not None:  # the snapshot's own index
-                    projection.adopt_link_views(views.incoming, views.owners, views.lookup)
-                self.index.update(cached.missing)  # pages changed since it was written
-                indexed = projection
-                self.index_origin = "cache"
-        if indexed is not projection:
-            changed = _edits_since(indexed, projection) if indexed is not None else None
-            if changed is None:
-                started = time.perf_counter()
-                self.index.sync(projection.pages)
-                self.index_build_seconds = time.perf_counter() - started
-                self.index_builds += 1
-                self.index_origin = self.index_origin or "built"
-            else:  # a few pages changed, came or went: only they are looked at
-                pages, position = projection.pages, projection.position
-                self.index.remove([path for path in changed if path not in position])
-                self.index.update([pages[position[path]] for path in sorted(changed)
-                                   if path in position])
+        return self.indexing.searcher(self.snapshot())
 
     def warm(self) -> None:
         """Build (or load) the search index and the graph views ahead of the first query, and
-        keep a built index in the restart cache, all before the index is published (a search
-        meanwhile waits for the warm-up, as for the build): its pair signatures are then left
-        in the file until a literal search needs them, before any request can see the index,
-        and the write (a second or so) never competes with the first requests."""
+        keep a built index in the store, before the index is published (IndexKeeper.warm);
+        then wake whoever waits for the warm-up."""
         try:
-            projection = self.snapshot()
-            with self._index_lock:
-                self._index_to(projection)
-                len(projection.incoming)  # the link index behind context-pack graphs
-                len(projection.approved_position)  # what the first edit's snapshot needs
-                len(projection.owners(False))
-                len(projection.facts)
-                pending = self._pending_index(projection)
-                if pending is not None:
-                    self._write_index(pending, contextlib.nullcontext())
-                    del pending
-                self._indexed = projection
-            release_free_memory()
+            self.indexing.warm(self.snapshot())
         except KnowledgeSourceError:
             pass  # nothing to warm until the folder can be served
         finally:
@@ -490,114 +392,5 @@ class KnowledgeSource:
         return self.searcher().context_json(req, graph_limit=self.settings.context_graph_limit)
 
 
-def _edits_since(indexed: Projection, projection: Projection) -> set[str] | None:
-    """The paths whose pages to edit into an index synced to `indexed` to bring it up to
-    `projection`, or None when it is synced whole: `projection` is not derived from it, or so
-    many pages changed (a checkout, a recompiled wiki) that sync's rebuild in bulk is quicker
-    than editing them in one by one."""
-    changed = projection.changed_since(indexed)
-    if changed is None or len(changed) > COMPACT_DEAD_SHARE * len(projection.pages):
-        return None
-    return changed
-
-
-def neighborhood(view: GraphView, seeds: Sequence[str], *, depth: int = DEFAULT_NEIGHBORHOOD_DEPTH,
-                 direction: str = "both", relations: Sequence[str] = (),
-                 limit: int = DEFAULT_NEIGHBORHOOD_LIMIT) -> GraphNeighborhoodResponse:
-    """Breadth-first neighbourhood of seed nodes in one graph view (contract 4.12)."""
-    depth = NEIGHBORHOOD_DEPTH.clamp(depth)
-    limit = NEIGHBORHOOD_LIMIT.clamp(limit)
-    wanted = list(dict.fromkeys(_relation(r) for r in relations if r.strip()))
-    found: dict[str, None] = {}
-    unmatched: list[str] = []
-    by_key: dict[str, list[str]] | None = None  # made once, only if a seed needs it
-    for seed in seeds:
-        seed = seed.strip()
-        if not seed:
-            continue
-        ids = _exact_seed(view.by_id, seed)
-        if not ids:
-            if by_key is None:
-                by_key = _seed_keys(view.nodes)
-            seed_key = lookup_key(seed)
-            ids = by_key.get(seed_key, []) if seed_key else []
-        if not ids:
-            unmatched.append(seed)
-        found.update(dict.fromkeys(ids))
-    resolved = list(found)
-    visited: list[str] = []
-    seen: set[str] = set()
-    for nid in resolved:
-        if len(visited) >= limit:
-            break
-        visited.append(nid)
-        seen.add(nid)
-    traversed: list[Edge] = []
-    traversed_keys: set[tuple[str, str, str]] = set()
-    frontier = list(visited)
-    allowed = set(wanted)
-    for _ in range(depth):
-        if len(visited) >= limit:
-            break
-        next_frontier: list[str] = []
-        for nid in frontier:
-            candidates: list[tuple[Edge, str]] = []
-            if direction in ("out", "both"):
-                candidates += [(e, e.target) for e in view.outgoing(nid)]
-            if direction in ("in", "both"):
-                candidates += [(e, e.source) for e in view.incoming(nid)]
-            for edge, other in candidates:
-                if allowed and edge.relation not in allowed:
-                    continue
-                key = (edge.source, edge.target, edge.relation)
-                if key not in traversed_keys:
-                    traversed_keys.add(key)
-                    traversed.append(edge)
-                if other not in seen and len(visited) < limit:
-                    seen.add(other)
-                    visited.append(other)
-                    next_frontier.append(other)
-                if len(visited) >= limit:
-                    break
-            if len(visited) >= limit:
-                break
-        frontier = next_frontier
-    edges = [e for e in traversed if e.source in seen and e.target in seen][:limit]
-    graph = view.payload([view.by_id[n] for n in visited], edges)
-    return GraphNeighborhoodResponse(seeds=resolved, unmatched=unmatched, depth=depth,
-                                     direction=direction,
-                                     relations=wanted, **graph)
-
-
 def _projection(p: Projection) -> ProjectionMetadata:
     return ProjectionMetadata(**p.projection_metadata())
-
-
-def _relation(value: str) -> str:
-    return canonical_relation(value.strip())
-
-
-def _exact_seed(by_id: dict[str, Node], seed: str) -> list[str]:
-    for candidate in (seed, f"page:{seed}", f"page:{slug(seed)}"):
-        if candidate in by_id:
-            return [candidate]
-    return []
-
-
-def _seed_keys(nodes: Sequence[Node]) -> dict[str, list[str]]:
-    """Lookup key -> the first NEIGHBORHOOD_SEED_MATCHES node ids (in node order) one of whose
-    forms (id, id without `page:`, label, path, file stem) has that key: one pass over the nodes
-    for all of a request's seeds."""
-    by_key: dict[str, list[str]] = {}
-    for node in nodes:
-        nid, path = node.id, node.path
-        name = path.rsplit("/", 1)[-1]
-        stem = name.rsplit(".", 1)[0] if "." in name else name
-        forms: tuple[str, ...] = (nid, nid.removeprefix("page:"), node.label, path, stem)
-        if isinstance(node.meta, Page):
-            forms += node.meta.aliases
-        for key in {lookup_key(form) for form in forms}:
-            ids = by_key.setdefault(key, [])
-            if len(ids) < NEIGHBORHOOD_SEED_MATCHES:
-                ids.append(nid)
-    return by_key

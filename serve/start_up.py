@@ -89,7 +89,7 @@ def one_shot_progress(source: KnowledgeSource, doing: str) -> Ticker:
         now = progress(source)
         phase = now["phase"]
         what = (f"reading the folder: {now['files_parsed']} files parsed" if phase == "loading"
-                else "building the search index" if not source.index_ready else doing)
+                else "building the search index" if not source.indexing.ready else doing)
         sys.stderr.write(f"llmwiki-serve: {what} ({now['seconds']:.0f} s)\n")
         sys.stderr.flush()
     return Ticker(say).start()

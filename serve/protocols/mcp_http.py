@@ -57,7 +57,7 @@ async def _answer(request: web.Request, message: Mapping[str, Any],
     tool waits for the start-up warm-up only so long: see off_loop.warmed)."""
     source = request.app[MCP_SOURCE_KEY]
     may_block = _may_block(message, source)
-    if may_block and not source.index_ready:
+    if may_block and not source.indexing.ready:
         await off_loop.warmed(source)
     return _send(await off_loop.call(handle, may_block=may_block))
 

@@ -36,13 +36,13 @@ class SourceCollector(Collector):
                                   "Full walks of the served folder since start.", value=freshness.walks)
         yield CounterMetricFamily(f"{NAMESPACE}_index_builds",
                                   "Full builds of the search index since start.",
-                                  value=self.source.index_builds)
+                                  value=self.source.indexing.builds)
         yield GaugeMetricFamily(f"{NAMESPACE}_index_build_seconds",
                                 "Duration of the last full search-index build (0 before the first).",
-                                value=self.source.index_build_seconds)
+                                value=self.source.indexing.build_seconds)
         yield GaugeMetricFamily(f"{NAMESPACE}_index_ready",
                                 "1 once the search index has been built.",
-                                value=1 if self.source.index_ready else 0)
+                                value=1 if self.source.indexing.ready else 0)
 
 
 def install_metrics(app: web.Application, source: KnowledgeSource) -> ServiceMetrics:

@@ -71,7 +71,7 @@ async def search(source: KnowledgeSource, req: SearchRequest,
     """A search or context operation (`work`) for `req`. Most literal searches read a few
     dozen pages, so they are tried on the loop first with a read budget, and only those
     that exceed it move to a thread."""
-    if not source.index_ready:
+    if not source.indexing.ready:
         await warmed(source)
         return await in_thread(lambda: work(req))
     if source.index_lags():

@@ -68,14 +68,14 @@ def folder(tmp_path: Path) -> tuple[Path, Path]:
 def test_a_restart_answers_from_the_cached_index_as_a_fresh_build_does(folder: tuple[Path, Path]) -> None:
     root, cache = folder
     first = started(root, cache)
-    assert first.index_origin == "built"
+    assert first.indexing.origin == "built"
     expected = answers(first)
     first.close()
     conn = sqlite3.connect(store_of(cache, root))
     assert dict(conn.execute("SELECT key, value FROM index_meta"))["documents"] == str(PAGES)
     conn.close()
     second = started(root, cache)
-    assert second.index_origin == "cache"
+    assert second.indexing.origin == "cache"
     assert second.phase == "ready"
     assert answers(second) == expected
     second.close()
@@ -90,12 +90,12 @@ def test_a_slightly_changed_folder_reuses_the_documents_of_unchanged_pages(
     (root / "wiki" / "page-0007.md").unlink()
     (root / "wiki" / "page-new.md").write_text("---\ntitle: New\n---\n# New\n\nrefund zanzibar queue\n")
     again = started(root, cache)
-    assert again.index_origin == "cache"
-    assert again.index.dead == 2  # the edited page's old document and the deleted page's
+    assert again.indexing.origin == "cache"
+    assert again.indexing.index.dead == 2  # the edited page's old document and the deleted page's
     assert sorted(r["path"] for r in again.search(again.request(query="zanzibar")).results) == [
         "page-0003.md", "page-new.md"]
     fresh = started(root, tmp_path / "fresh-cache")
-    assert fresh.index_origin == "built"
+    assert fresh.indexing.origin == "built"
     assert answers(again) == answers(fresh)
     again.close()
     fresh.close()
@@ -110,7 +110,7 @@ def test_damaged_pair_signatures_of_a_reused_index_are_made_again_from_its_pages
     page.write_text(page.read_text() + "\nrelease window zanzibar\n")
     (root / "wiki" / "page-0007.md").unlink()
     again = started(root, cache)
-    assert again.index_origin == "cache" and again.index.dead == 2
+    assert again.indexing.origin == "cache" and again.indexing.index.dead == 2
     fresh = started(root, tmp_path / "fresh-cache")
     with capture_logs() as logs:
         assert answers(again) == answers(fresh)
@@ -126,7 +126,7 @@ def test_a_much_changed_folder_rebuilds_the_index(folder: tuple[Path, Path]) -> 
         page = root / "wiki" / f"page-{i:04d}.md"
         page.write_text(page.read_text() + "\nzanzibar\n")
     again = started(root, cache)
-    assert again.index_origin == "built"
+    assert again.indexing.origin == "built"
     found = [r["path"] for r in again.search(again.request(query="zanzibar")).results]
     assert found and all(int(path[5:9]) % 2 == 0 for path in found)
     again.close()
@@ -173,13 +173,13 @@ def test_a_damaged_index_is_rebuilt_not_served(folder: tuple[Path, Path], where:
     else:
         alter(path, *DAMAGES[where])
     again = started(root, cache)
-    assert again.index_origin == "built"
+    assert again.indexing.origin == "built"
     assert answers(again) == expected
     again.close()
 
 
 def signature_columns_of(source: KnowledgeSource) -> np.ndarray:
-    signatures = source.index.pair_signatures
+    signatures = source.indexing.index.pair_signatures
     return signatures.columns[:, : -(-signatures.count // 8)].copy()
 
 
@@ -187,15 +187,15 @@ def test_the_pair_signatures_stay_in_the_store_until_a_literal_search(folder: tu
     root, cache = folder
     first = started(root, cache)
     # A cold build lets them go once written; the first literal search reads them back.
-    assert not first.index.pair_signatures.is_read
+    assert not first.indexing.index.pair_signatures.is_read
     expected = answers(first)
-    assert first.index.pair_signatures.is_read
+    assert first.indexing.index.pair_signatures.is_read
     built = signature_columns_of(first)
     first.close()
     again = started(root, cache)
-    assert again.index_origin == "cache" and not again.index.pair_signatures.is_read
+    assert again.indexing.origin == "cache" and not again.indexing.index.pair_signatures.is_read
     lexical = again.search(again.request(query=QUERIES[0], mode="lexical")).results
-    assert lexical and not again.index.pair_signatures.is_read  # lexical search never reads them
+    assert lexical and not again.indexing.index.pair_signatures.is_read  # lexical search never reads them
     with capture_logs() as logs:
         assert answers(again) == expected
     assert [e["event"] for e in logs if e["event"].startswith("index_cache_signatures")] == [
@@ -221,7 +221,7 @@ def test_damaged_pair_signatures_are_found_at_the_first_literal_search_and_made_
     if damage == "cut before":  # before the start: only their declared shape is checked there
         cut_pair_signatures(path)
     again = started(root, cache)
-    assert again.index_origin == "cache" and not again.index.pair_signatures.is_read
+    assert again.indexing.origin == "cache" and not again.indexing.index.pair_signatures.is_read
     if damage == "cut":
         cut_pair_signatures(path)
     elif damage == "replaced":
@@ -233,7 +233,7 @@ def test_damaged_pair_signatures_are_found_at_the_first_literal_search_and_made_
         page.write_text(page.read_text() + "\nrelease window zanzibar\n")
         assert "page-0003.md" in [
             r["path"] for r in again.search(again.request(query="zanzibar")).results]
-        assert not again.index.pair_signatures.is_read
+        assert not again.indexing.index.pair_signatures.is_read
     fresh = started(root, tmp_path / "fresh-cache")
     with capture_logs() as logs:
         assert answers(again) == answers(fresh)
@@ -241,8 +241,8 @@ def test_damaged_pair_signatures_are_found_at_the_first_literal_search_and_made_
     assert len(remade) == 1 and remade[0]["documents"] == PAGES
     if damage == "edited first":
         # The edit's new document sits past the cache's, and the cold build has it in place.
-        live = np.frombuffer(again.index.alive, dtype=np.uint8).astype(bool)
-        assert again.index.pair_signatures.count == len(live) == PAGES + 1
+        live = np.frombuffer(again.indexing.index.alive, dtype=np.uint8).astype(bool)
+        assert again.indexing.index.pair_signatures.count == len(live) == PAGES + 1
     else:
         assert np.array_equal(signature_columns_of(again), signature_columns_of(fresh))
         again.save_cache()  # as at shutdown: the store is whole again
@@ -284,7 +284,7 @@ def test_an_altered_index_is_rejected(folder: tuple[Path, Path], name: str,
     first.close()
     rewrite_array(store_of(cache, root), name, change)
     again = started(root, cache)
-    assert again.index_origin == "built"
+    assert again.indexing.origin == "built"
     assert answers(again) == expected
     again.close()
 
@@ -293,7 +293,7 @@ def test_restored_refuses_arrays_that_do_not_fit_the_pages(folder: tuple[Path, P
     root, cache = folder
     source = started(root, cache)
     pages = source.snapshot().pages
-    terms, arrays = source.index.exported()
+    terms, arrays = source.indexing.index.exported()
     copies = {name: np.array(value) for name, value in arrays.items()}
     assert LexicalIndex.restored(pages, terms, copies).n_all == len(pages)
     with pytest.raises(ValueError):
@@ -315,6 +315,6 @@ def test_altered_fingerprints_are_rejected_when_a_later_snapshot_would_use_them(
     page = root / "wiki" / "page-0003.md"
     page.write_text(page.read_text() + "\nzanzibar\n")
     again = started(root, cache)
-    assert again.index_origin == "built"
+    assert again.indexing.origin == "built"
     assert [r["path"] for r in again.search(again.request(query="zanzibar")).results] == ["page-0003.md"]
     again.close()

@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient
 
 from common.version import __version__
 from serve.cli import build_parser
+from serve.indexing import IndexKeeper
 from serve.protocols import http
 from serve.protocols.a2a import (
     NO_EVIDENCE,
@@ -23,7 +24,6 @@ from serve.protocols.a2a import (
     message_query,
     render_summary,
 )
-from serve.service import KnowledgeSource
 from serve.settings import resolve_settings
 
 Client = TestClient[web.Request, web.Application]
@@ -346,7 +346,7 @@ async def test_a_query_before_the_index_exists_does_not_hold_the_event_loop(
     rule HTTP and MCP follow), so /health answers meanwhile."""
     client = await serve_client(sample_root, enable_a2a=True)
     source = client.app[http.SOURCE_KEY]
-    monkeypatch.setattr(KnowledgeSource, "index_ready", property(lambda self: False))
+    monkeypatch.setattr(IndexKeeper, "ready", property(lambda self: False))
     context = source.context
     started, release = threading.Event(), threading.Event()
     threads: list[bool] = []

@@ -155,7 +155,7 @@ def test_literal_and_lexical_search_after_edits_equal_a_fresh_index(
         sync = LexicalIndex.sync
 
         def counted(index: LexicalIndex, pages: Sequence[Page]) -> int:
-            if index is source.index:
+            if index is source.indexing.index:
                 full_syncs.append(len(pages))
             return sync(index, pages)
 

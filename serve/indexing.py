@@ -1,0 +1,136 @@
+"""The search index kept in step with the current snapshot, and in the store for the next start."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Literal
+
+from serve.retrieval.index import COMPACT_DEAD_SHARE, LexicalIndex
+from serve.retrieval.search import Searcher
+from serve.snapshot.projection import Projection
+from serve.store.search_index import Pending, StoredIndex, Views
+from serve.support.memory import release_free_memory
+
+
+class IndexKeeper:
+    """One folder's search index. It grows in place, so syncing it and reading it must not
+    interleave: every use holds `lock` (the start-up warm-up and literal scans run in worker
+    threads). `stored` is the store's copy, tried once at the first sync."""
+
+    def __init__(self, stored: StoredIndex | None) -> None:
+        self.stored = stored
+        self.index = LexicalIndex()
+        self.lock = threading.Lock()
+        self.indexed: Projection | None = None  # the snapshot the index was last synced to
+        self.builds = 0  # full builds, and the last one's duration (for /metrics)
+        self.build_seconds = 0.0
+        self.origin: Literal["cache", "built", ""] = ""
+        self._stored_tried = False
+
+    @property
+    def ready(self) -> bool:
+        """Whether the index has been built once (later syncs are quick)."""
+        return self.indexed is not None
+
+    def lags(self, projection: Projection) -> bool:
+        """Whether a search of `projection` would first sync the whole index (or build it):
+        after a checkout or a recompiled wiki, seconds of work that must not hold the event
+        loop."""
+        indexed = self.indexed
+        return indexed is None or _edits_since(indexed, projection) is None
+
+    def searcher(self, projection: Projection) -> Searcher:
+        """A searcher over `projection`, with the index brought up to it."""
+        with self.lock:
+            self._sync(projection)
+            self.indexed = projection
+        return Searcher(projection, self.index, self.lock)
+
+    def warm(self, projection: Projection) -> None:
+        """Sync (or load) the index and the link views the first context pack needs, and keep
+        a bulk-built index in the store, all before the index is published (a search meanwhile
+        waits for it): its pair signatures are then left in the store until a literal search
+        needs them, before any request can see the index."""
+        with self.lock:
+            self._sync(projection)
+            len(projection.incoming)  # the link index behind context-pack graphs
+            len(projection.approved_position)  # what the first edit's snapshot needs
+            len(projection.owners(False))
+            len(projection.facts)
+            pending = self._pending(projection)
+            if pending is not None:
+                self._write(pending, contextlib.nullcontext())
+                del pending
+            self.indexed = projection
+        release_free_memory()
+
+    def save(self) -> None:
+        """Keep the index in the store when it is a bulk build of the snapshot it serves
+        (after edits it is not: the next start builds it again)."""
+        with self.lock:
+            indexed = self.indexed
+            pending = self._pending(indexed) if indexed is not None else None
+        if pending is not None:
+            self._write(pending, self.lock)
+
+    def _sync(self, projection: Projection) -> None:
+        """Bring the index up to `projection` (under the lock): from the store the first time,
+        else in bulk or by the pages that changed; the caller publishes it."""
+        indexed = self.indexed
+        if indexed is None and not self._stored_tried:
+            self._stored_tried = True  # one try: later snapshots differ from the stored one
+            stored = (self.stored.load(projection.signature, projection.pages)
+                      if self.stored is not None else None)
+            if stored is not None:
+                self.index, views = stored.index, stored.views
+                if views is not None:  # the snapshot's own index
+                    projection.adopt_link_views(views.incoming, views.owners, views.lookup)
+                self.index.update(stored.missing)  # pages changed since it was written
+                indexed = projection
+                self.origin = "cache"
+        if indexed is projection:
+            return
+        changed = _edits_since(indexed, projection) if indexed is not None else None
+        if changed is None:
+            started = time.perf_counter()
+            self.index.sync(projection.pages)
+            self.build_seconds = time.perf_counter() - started
+            self.builds += 1
+            self.origin = self.origin or "built"
+        else:  # a few pages changed, came or went: only they are looked at
+            pages, position = projection.pages, projection.position
+            self.index.remove([path for path in changed if path not in position])
+            self.index.update([pages[position[path]] for path in sorted(changed)
+                               if path in position])
+
+    def _pending(self, indexed: Projection) -> Pending | None:
+        """What the store's write needs of the index of `indexed` (under the lock), or None
+        when there is nothing to write."""
+        if self.stored is None or not self.index.is_bulk_of(indexed.pages):
+            return None
+        views = Views(indexed.incoming, indexed.owners(False), indexed.lookup)
+        return self.stored.prepare(indexed.signature, indexed.pages, self.index, views)
+
+    def _write(self, pending: Pending, lock: contextlib.AbstractContextManager[object]) -> None:
+        """Write the index to the store, then let the pair signatures go from memory (a literal
+        search reads them back) under `lock`: the index lock, or nothing for a caller holding
+        it already."""
+        assert self.stored is not None
+        if self.stored.write(pending):
+            with lock:
+                self.stored.leave_signatures(pending, self.index)
+        del pending
+        release_free_memory()
+
+
+def _edits_since(indexed: Projection, projection: Projection) -> set[str] | None:
+    """The paths whose pages to edit into an index synced to `indexed` to bring it up to
+    `projection`, or None when it is synced whole: `projection` is not derived from it, or so
+    many pages changed (a checkout, a recompiled wiki) that sync's rebuild in bulk is quicker
+    than editing them in one by one."""
+    changed = projection.changed_since(indexed)
+    if changed is None or len(changed) > COMPACT_DEAD_SHARE * len(projection.pages):
+        return None
+    return changed
