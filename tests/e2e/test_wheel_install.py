@@ -1,5 +1,5 @@
 """Installed like a tool: the wheel built from the checkout (without a warning of our own making)
-installs into a fresh virtual environment with pip, and as a uv tool, and both console scripts work
+installs into a fresh virtual environment with pip, as a pipx tool and as a uv tool, and both console scripts work
 from there, with the settings page's bundled files, from another working directory."""
 
 from __future__ import annotations
@@ -127,16 +127,28 @@ def _pip_sources() -> list[str]:
     return [*(word for pair in pairs for word in pair), "--index-strategy", "unsafe-best-match"]
 
 
-@pytest.fixture(scope="module")
-def uv() -> Path:
-    """uv from PyPI, installed once into ~/.cache/llmwiki-tests (outside the tree)."""
+def _tool_from_pypi(name: str) -> Path:
+    """A tool from PyPI, installed once into ~/.cache/llmwiki-tests/<name> (outside the tree)."""
     home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    venv = home / "llmwiki-tests" / "uv"
-    binary = venv / "bin" / "uv"
+    venv = home / "llmwiki-tests" / name
+    binary = venv / "bin" / name
     if not binary.exists():
         _run([sys.executable, "-m", "venv", "--clear", venv])
-        _run([venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "uv"])
+        _run([venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", name])
     return binary
+
+
+@pytest.fixture(scope="module")
+def uv() -> Path:
+    return _tool_from_pypi("uv")
+
+
+def test_pipx_installs_it_as_a_tool(wheel: Path, tmp_path: Path) -> None:
+    pipx = _tool_from_pypi("pipx")
+    env = {**os.environ, "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "bin"),
+           "PIPX_MAN_DIR": str(tmp_path / "man")}
+    _run([pipx, "install", "--python", sys.executable, wheel], env=env, cwd=tmp_path)
+    _both_scripts_work(tmp_path / "bin", tmp_path)
 
 
 def test_uv_installs_it_as_a_tool(wheel: Path, uv: Path, tmp_path: Path) -> None:
