@@ -1,6 +1,6 @@
 """Installed like a tool: the wheel built from the checkout (without a warning of our own making)
-installs into a fresh virtual environment with pip, as a pipx tool and as a uv tool, and both console scripts work
-from there, with the settings page's bundled files, from another working directory."""
+installs into a fresh virtual environment with pip, as a pipx tool and as a uv tool, and both
+console scripts work from there, with the settings page's bundled files, from another directory."""
 
 from __future__ import annotations
 
