@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from bridge.cli import build_parser as bridge_parser
-from serve.cli import build_parser as serve_parser
+from serve.cli_args import build_parser as serve_parser
 from serve.settings import OPTIONS
 
 
