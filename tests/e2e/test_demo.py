@@ -119,16 +119,22 @@ def test_the_banner_comes_when_both_answer_and_ctrl_c_stops_both(tmp_path: Path,
     assert _free(int(ports["LLMWIKI_SERVE_PORT"])) and _free(int(ports["LLMWIKI_AGENT_BRIDGE_PORT"]))
 
 
-def test_ctrl_c_while_serve_starts_stops_at_once(tmp_path: Path, ports: dict[str, str]) -> None:
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stop_while_serve_starts_stops_at_once(tmp_path: Path, ports: dict[str, str],
+                                                 signum: signal.Signals, status: int) -> None:
+    """Ctrl-C (SIGINT to the group) or SIGTERM while serve is still loading."""
     demo = _demo(tmp_path, ports)
     try:
         _read_until(demo, "starting llmwiki-serve")
-        os.killpg(demo.pid, signal.SIGINT)
+        if signum == signal.SIGINT:
+            os.killpg(demo.pid, signum)
+        else:
+            demo.send_signal(signum)
         rest = _finish(demo, QUICK_SECONDS)
     finally:
         if demo.poll() is None:
             os.killpg(demo.pid, signal.SIGKILL)
-    assert demo.returncode == 130, rest
+    assert demo.returncode == status, rest
     assert "Try:" not in rest
     deadline = time.monotonic() + STOP_SECONDS
     while not _free(int(ports["LLMWIKI_SERVE_PORT"])):  # the serve it started is gone too
