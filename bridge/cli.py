@@ -27,8 +27,10 @@ from common.version import __version__
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="llmwiki-agent-bridge",
-        description="Fan a question out to LLMWiki Knowledge Sources and return cited evidence "
-                    "(HTTP, evidence-only in this release).")
+        description="Fan a question out to LLMWiki Knowledge Sources (llmwiki-http, MCP, A2A) and "
+                    "answer over A2A and MCP with one cited llmwiki_agent_result: evidence-only, or "
+                    "written by an OpenAI-compatible model (delegated-runtime, the default; hybrid). "
+                    "Settings page at /settings.")
     parser.add_argument("-v", "--version", action="version", version=__version__)
     parser.add_argument("command", nargs="?", choices=("serve", "sources", "ls", "status"),
                         default="serve",

@@ -170,6 +170,8 @@ class BridgeService:
                              "allowedSourceOrigins": [redact_url(o) for o in s.allowed_source_origins],
                              "fanoutConcurrency": s.fanout_concurrency},
             "observability": s.observability(),
+            # Not in the contract's shape: the settings page says when no model is needed.
+            "orchestration": {"defaultMode": s.default_mode},
             "persistence": self.persistence(),
         }
 

@@ -25,6 +25,7 @@ class Option:
     legacy_env: tuple[str, ...] = ()  # older environment variable names still honoured
     file_keys: tuple[str, ...] = ()  # keys in a settings file (the bridge has one)
     secret: bool = False  # never echoed back (tokens, API keys)
+    http_only: bool = False  # means nothing to `llmwiki-serve mcp` (stdio), which therefore does not offer it
 
 
 def parse_public_url(value: str) -> str:

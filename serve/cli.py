@@ -15,10 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from common.limits import SEARCH_LIMIT, SNIPPET_CHARS, Limit
-from common.version import __version__
+from serve.cli_args import build_parser
 from serve.errors import KnowledgeSourceError
-from serve.settings import OPTIONS, ServeSettings, SettingsError, SourceProfileError, resolve_settings
+from serve.settings import ServeSettings, SettingsError, SourceProfileError, resolve_settings
 
 if TYPE_CHECKING:
     from serve.watch.early_read import EarlyRead
@@ -28,88 +27,7 @@ READY_WAIT_SECONDS = 900.0
 # How long the rest of an unread request body (after a 408 or 413) is drained before the
 # connection closes: enough for the client to read our answer, not a slot held for long.
 LINGER_SECONDS = 1.0
-
-
-def _add_serve_options(parser: argparse.ArgumentParser) -> None:
-    for option in OPTIONS:
-        dest = option.name
-        if option.is_flag:
-            action = "store_true" if option.flag_value else "store_false"
-            parser.add_argument(option.flag, *option.aliases, dest=dest, action=action, default=None,
-                                help=f"{option.help} [env {option.env}]")
-        elif option.repeatable:
-            parser.add_argument(option.flag, dest=dest, action="append", default=None,
-                                help=f"{option.help} [env {option.env}]")
-        else:
-            parser.add_argument(option.flag, *option.aliases, dest=dest, type=option.parse,
-                                default=None,
-                                help=f"{option.help} [env {option.env}]")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="llmwiki-serve",
-        description="Serve a Markdown knowledge folder read-only to agents (HTTP).",
-    )
-    parser.add_argument("-v", "--version", action="version", version=__version__)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    serve = commands.add_parser("serve", help="run the HTTP service for ROOT")
-    serve.add_argument("root", metavar="ROOT", help="the knowledge folder to serve")
-    _add_serve_options(serve)
-
-    mcp = commands.add_parser("mcp", help="speak MCP over stdin/stdout for ROOT (stdio transport)")
-    mcp.add_argument("root", metavar="ROOT", help="the knowledge folder to serve")
-    _add_serve_options(mcp)
-
-    for name, text in (("query", "print the context pack JSON for a question"),
-                       ("search", "print the search results JSON for terms")):
-        retrieval = commands.add_parser(name, help=text)
-        retrieval.add_argument("root", metavar="ROOT")
-        retrieval.add_argument("text", metavar="TEXT")
-        retrieval.add_argument("-l", "--limit", type=_bounded_int(SEARCH_LIMIT), default=None)
-        retrieval.add_argument("--mode", choices=("lexical", "literal", "vector", "hybrid"),
-                               default="lexical")
-        retrieval.add_argument("--fields", action="append", default=None,
-                               help="result fields to keep (repeat or comma-separate)")
-        retrieval.add_argument("--snippet-chars", type=_bounded_int(SNIPPET_CHARS), default=None)
-        retrieval.add_argument("--min-score", type=_non_negative, default=None)
-        retrieval.add_argument("--exclude-page-id", action="append", default=None)
-        retrieval.add_argument("--source-id", dest="source_id", default=None)
-        retrieval.add_argument("--source-profile", dest="source_profile", default=None,
-                               help="auto or okf-v0.2")
-
-    for name, text in (("manifest", "print the manifest JSON (with the local root)"),
-                       ("source-refs", "print the source refs JSON"),
-                       ("source-bundle", "print the source bundle JSON")):
-        one_shot = commands.add_parser(name, help=text)
-        one_shot.add_argument("root", metavar="ROOT")
-        one_shot.add_argument("--source-id", dest="source_id", default=None)
-        one_shot.add_argument("--source-profile", dest="source_profile", default=None,
-                              help="auto or okf-v0.2")
-    return parser
-
-
-def _bounded_int(limit: Limit) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-        if not limit.contains(value):
-            raise argparse.ArgumentTypeError(f"must be between {limit.low} and {limit.high}")
-        return value
-    return parse
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
-    return value
+__all__ = ["build_parser", "main"]
 
 
 def _names(values: list[str] | None) -> tuple[str, ...] | None:
@@ -212,7 +130,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         from serve.protocols.stdio import run_stdio
 
         return run_stdio(settings)
+    if args.command == "inspect":
+        return _inspect(args, settings)
     return _one_shot(args, settings, started)
+
+
+def _inspect(args: argparse.Namespace, settings: ServeSettings) -> int:
+    """What serve would see in ROOT, read as serve reads it; no server, no cache written."""
+    from serve.inspect import inspect_folder, render_text
+
+    report = inspect_folder(settings.root, max_page_bytes=settings.max_page_bytes,
+                            source_profile=settings.source_profile)
+    if args.json:
+        _print_json(report.as_json())
+    else:
+        sys.stdout.write(render_text(report))
+    return 0
 
 
 def _one_shot(args: argparse.Namespace, settings: ServeSettings, started: float) -> int:

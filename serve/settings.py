@@ -142,16 +142,17 @@ def parse_list(text: str) -> tuple[str, ...]:
 
 OPTIONS: tuple[Option, ...] = (
     Option("host", "--host", "LLMWIKI_SERVE_HOST", str,
-           "Address to bind. Loopback by default; a public address needs --allowed-host."),
-    Option("port", "--port", "LLMWIKI_SERVE_PORT", parse_int, "Port to bind (1..65535, default 8765)."),
+           "Address to bind. Loopback by default; a public address needs --allowed-host.", http_only=True),
+    Option("port", "--port", "LLMWIKI_SERVE_PORT", parse_int, "Port to bind (1..65535, default 8765).",
+           http_only=True),
     Option("allow_drafts", "--allow-drafts", "LLMWIKI_SERVE_ALLOW_DRAFTS", parse_bool,
            "Let requests opt in to withheld pages with include_drafts=true.", is_flag=True),
     Option("cors_origins", "--cors-origin", "LLMWIKI_SERVE_CORS_ORIGINS", parse_list,
            "Allowed browser origin (repeatable; env is comma-separated). Replaces the local-dev "
-           "allowlist.", repeatable=True),
+           "allowlist.", repeatable=True, http_only=True),
     Option("allowed_hosts", "--allowed-host", "LLMWIKI_SERVE_ALLOWED_HOSTS", parse_list,
            "Extra Host header value accepted besides loopback names (repeatable; '*' disables "
-           "the Host check).", repeatable=True),
+           "the Host check).", repeatable=True, http_only=True),
     Option("refresh_interval_seconds", "--refresh-interval-seconds",
            "LLMWIKI_SERVE_REFRESH_INTERVAL_SECONDS", parse_float,
            "Reuse the snapshot for this many seconds between freshness checks (0 = strict)."),
@@ -185,9 +186,10 @@ OPTIONS: tuple[Option, ...] = (
            "Largest accepted request body (default 1 MiB)."),
     Option("idle_timeout_seconds", "--idle-timeout-seconds", "LLMWIKI_SERVE_IDLE_TIMEOUT_SECONDS",
            parse_float, "Close a connection idle this long, or whose request headers have not "
-           "ended by then (default 30)."),
+           "ended by then (default 30).", http_only=True),
     Option("body_timeout_seconds", "--body-timeout-seconds", "LLMWIKI_SERVE_BODY_TIMEOUT_SECONDS",
-           parse_float, "A request body must arrive within this many seconds, else 408 (default 30)."),
+           parse_float, "A request body must arrive within this many seconds, else 408 (default 30).",
+           http_only=True),
     Option("inotify", "--no-inotify", "LLMWIKI_SERVE_INOTIFY", parse_bool,
            "Use stat scans instead of kernel change notifications (env: set to false).",
            is_flag=True, flag_value=False),
@@ -209,17 +211,18 @@ OPTIONS: tuple[Option, ...] = (
            "MCP tools to hide and block (repeatable or comma-separated).", repeatable=True),
     Option("enable_a2a", "--enable-a2a", "LLMWIKI_SERVE_ENABLE_A2A", parse_bool,
            "Serve the A2A agent card and POST /message:send (off by default).", is_flag=True,
-           aliases=("--enable-a2a-compat",)),
+           aliases=("--enable-a2a-compat",), http_only=True),
     Option("public_url", "--public-url", "LLMWIKI_SERVE_PUBLIC_URL", parse_public_url,
            "serve's URL as clients reach it (e.g. https://wiki.example.org behind a TLS proxy); the "
-           "A2A card's absolute URLs start with it instead of the request's scheme and Host."),
+           "A2A card's absolute URLs start with it instead of the request's scheme and Host.",
+           http_only=True),
     Option("metrics", "--metrics", "LLMWIKI_SERVE_METRICS", parse_bool,
            "Serve GET /metrics in the Prometheus text format (off by default; the Host, Origin and "
-           "CORS rules of every route apply).", is_flag=True),
+           "CORS rules of every route apply).", is_flag=True, http_only=True),
     Option("shutdown_timeout_seconds", "--shutdown-timeout-seconds",
            "LLMWIKI_SERVE_SHUTDOWN_TIMEOUT_SECONDS", parse_float,
            "On SIGTERM, how long requests in flight may take to finish before they are cancelled "
-           "(default 10)."),
+           "(default 10).", http_only=True),
 )
 
 

@@ -93,7 +93,8 @@ OPTIONS: tuple[Option, ...] = (
            "Loopback names, a non-wildcard bind host, the --public-url host and allowed origins' "
            "hosts are always accepted; any other Host gets 421.", (), ("allowedHosts",)),
     _option("source_policy", "--source-policy", "LLMWIKI_AGENT_BRIDGE_SOURCE_POLICY",
-           "Which source URLs may be called: private-http (default), allowlist or public-https.",
+           "Which source URLs may be called: private-http (default; any http(s) URL, private or "
+           "public), allowlist or public-https.",
            ("HERMES_A2A_BRIDGE_SOURCE_POLICY",), ("sourcePolicy",)),
     _option("allowed_source_origins", "--allowed-source-origin",
            "LLMWIKI_AGENT_BRIDGE_ALLOWED_SOURCE_ORIGINS",

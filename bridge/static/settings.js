@@ -118,6 +118,7 @@
 
   function showLocked(message) {
     state.token = null;
+    $('loading').hidden = true;
     $('unlocked').hidden = true;
     $('reload-overview').hidden = true;
     $('token-section').hidden = false;
@@ -128,6 +129,7 @@
   }
 
   function showUnlocked() {
+    $('loading').hidden = true;
     $('token-section').hidden = true;
     $('reload-overview').hidden = false;
     $('unlocked').hidden = false;
@@ -173,6 +175,7 @@
         showLocked(null);
         return;
       }
+      $('loading').hidden = true;
       showError(describeError('The settings could not be loaded', error));
     }
   }
@@ -251,7 +254,11 @@
       policy.configuredAllowedSourceOrigins || 0, 'allowed origin', 'allowed origins')}`;
 
     const hero = $('overview-hero');
-    if (selected > 0 && !runtimeState.ok && runtimeState.checked) {
+    if (selected > 0 && evidenceOnly()) {
+      hero.textContent = 'Bridge is ready: it answers evidence-only, so no model is needed. Run the '
+        + 'setup check in step 3.';
+      hero.className = 'hero hero-ready';
+    } else if (selected > 0 && !runtimeState.ok && runtimeState.checked) {
       hero.textContent = `The runtime is not usable (${runtimeState.text}): runtime-backed answers will `
         + 'fail until step 1 is fixed. Evidence-only checks in step 3 work now.';
       hero.className = 'hero hero-todo';
@@ -281,8 +288,25 @@
     return String(reason || 'unknown').replace(/_/g, ' ');
   }
 
-  // What /health?probe=1 found: checked says whether the runtime was reached for at all.
+  // Whether requests that name no mode are answered without a model (the demo's setting).
+  function evidenceOnly() {
+    const orchestration = (state.settings || {}).orchestration || {};
+    return orchestration.defaultMode === 'evidence-only';
+  }
+
+  // What /health?probe=1 found: checked says whether the runtime was reached for at all. When
+  // the bridge answers evidence-only, an unreachable runtime is no problem, only a note.
   function runtimeStatus() {
+    const found = probedRuntime();
+    if (!evidenceOnly()) {
+      return found;
+    }
+    const note = found.ok ? '' : ' Requests that ask for delegated-runtime or hybrid need the runtime '
+      + 'of step 1.';
+    return {ok: true, checked: found.checked, text: `evidence-only: no model needed.${note}`};
+  }
+
+  function probedRuntime() {
     const health = state.health;
     if (!health) {
       return {ok: false, checked: false, text: 'Checking the runtime…'};

@@ -96,7 +96,7 @@ def test_page_references_no_external_url() -> None:
 
 def test_page_ships_as_package_data() -> None:
     setup = (REPO / "setup.cfg").read_text(encoding="utf-8")
-    assert re.search(r"^\[options\.package_data\]\nbridge = .*static/\*\.js", setup, re.MULTILINE)
+    assert re.search(r"^\[options\.package_data\]\nbridge\.static = .*\*\.js", setup, re.MULTILINE)
 
 
 # ---------------------------------------------------------------------------- in the browser

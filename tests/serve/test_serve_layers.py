@@ -1,8 +1,9 @@
 """serve's rooms sit on floors, read from the source (ast, nothing imported); a module imports
 only from its own floor or below:
 
-    cli -> protocols/ -> service.py, indexing.py, start_up.py -> store/ -> watch/ -> reads/ -> retrieval/
-        -> snapshot/ -> graph/ -> source/ -> support/, settings.py, errors.py, routes.py
+    cli.py, cli_args.py, inspect.py -> protocols/ -> service.py, indexing.py, start_up.py
+        -> store/ -> watch/ -> reads/ -> retrieval/ -> snapshot/ -> graph/ -> source/
+        -> support/, settings.py, errors.py, routes.py
 
 Below protocols/ nothing reaches a web framework or a metrics library. No module grows past
 ~400 lines; the few that are longer are listed with their length, which may only shrink."""
@@ -31,14 +32,14 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("serve.store",),
     ("serve.indexing", "serve.service", "serve.start_up"),
     ("serve.protocols",),
-    ("serve.cli",),
+    ("serve.cli", "serve.cli_args", "serve.inspect"),
 )
 WEB = ("aiohttp", "aiohttp_cors", "prometheus_client", "serve.protocols")
 # Over the cap today, to be split (issue 25); each may only shrink.
 LONGER: dict[str, int] = {
     "serve.snapshot.projection": 691, "serve.watch.mirror": 589,
     "serve.protocols.mcp": 577, "serve.retrieval.index": 547, "serve.source.page": 468,
-    "serve.retrieval.search": 427, "serve.graph.evidence": 420, "serve.cli": 407,
+    "serve.retrieval.search": 427, "serve.graph.evidence": 420,
     "serve.graph.views": 402, "serve.reads.focus": 401,
 }
 
@@ -96,8 +97,9 @@ def test_every_module_is_in_a_room_and_the_top_holds_only_the_service() -> None:
     homeless = [m for m in MODULES if m != "serve" and not room_of(m)]
     assert not homeless, f"modules on no floor: {homeless}"
     top = {m for m in MODULES if m.count(".") == 1 and MODULES[m].name != "__init__.py"}
-    assert top == {"serve.cli", "serve.service", "serve.indexing", "serve.start_up",
-                   "serve.settings", "serve.errors", "serve.routes"}
+    assert top == {"serve.cli", "serve.cli_args", "serve.inspect", "serve.service",
+                   "serve.indexing", "serve.start_up", "serve.settings", "serve.errors",
+                   "serve.routes"}
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m != "serve"))
