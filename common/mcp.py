@@ -10,6 +10,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from common.json_read import JsonRejected, loads_bounded
+from common.jsonrpc import INTERNAL_ERROR as INTERNAL_ERROR
+from common.jsonrpc import INVALID_PARAMS as INVALID_PARAMS
+from common.jsonrpc import INVALID_REQUEST as INVALID_REQUEST
+from common.jsonrpc import METHOD_NOT_FOUND as METHOD_NOT_FOUND
+from common.jsonrpc import PARSE_ERROR as PARSE_ERROR
+from common.jsonrpc import SERVER_ERROR
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSION = "2026-07-28"
@@ -22,12 +28,8 @@ META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 META_CLIENT_CAPS = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
-# Error codes (JSON-RPC and MCP).
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL = -32000
+# MCP's own error codes (the JSON-RPC ones live in common.jsonrpc).
+INTERNAL = SERVER_ERROR
 HEADER_ERROR = -32020
 UNSUPPORTED_VERSION = -32022
 

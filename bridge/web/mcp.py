@@ -19,6 +19,7 @@ from common.errors import CodedError, json_response
 from common.logging import REQUEST_ID
 from common.mcp import (
     HANDSHAKE_VERSIONS,
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -37,7 +38,6 @@ from common.version import __version__
 
 SERVER_NAME = "llmwiki-agent-bridge"
 DEFAULT_VERSION = "2025-06-18"  # what upstream answers when the requested version is not one it knows
-INTERNAL_ERROR = -32603
 CAPABILITIES = {"tools": {"listChanged": False}}
 INSTRUCTIONS = (
     "LLMWiki agent bridge. Use llmwiki_agent_run for a grounded, cited answer over the selected "

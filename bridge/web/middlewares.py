@@ -18,9 +18,9 @@ from bridge.support import audit
 from bridge.support.auth import bearer_matches
 from bridge.support.errors import BridgeError
 from bridge.support.iolog import header_summary, io_scope
-from bridge.web.a2a import SEND_PATH
 from bridge.web.errors import http_error
 from bridge.web.requests import service_of, trace_id
+from common.a2a import SEND_PATH
 from common.errors import CodedError, HttpError, json_response
 from common.logging import REQUEST_ID
 

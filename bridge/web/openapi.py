@@ -9,10 +9,9 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from bridge.core.request import MODES
-from bridge.web.a2a import SEND_PATH
 from bridge.web.requests import service_of
 from common import bridge_schemas, schemas
-from common.a2a import CARD_PATH, JSONRPC_PATH
+from common.a2a import CARD_PATH, JSONRPC_PATH, REST_ROUTES, SEND_PATH
 from common.errors import json_response
 from common.metrics import METRICS_PATH
 from common.openapi import METRICS_OPERATION, JsonRpcRequest, JsonRpcResponse, components, json_body, ref
@@ -94,7 +93,10 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("PUT", "/settings/sources.json"): _op("Replace the registered sources", body=OBJECT),
     ("GET", CARD_PATH): _op("A2A agent card (1.0, with the 0.3 connection fields)"),
     ("POST", SEND_PATH): _op("Run a question over the Knowledge Sources", ARTIFACT, body=MESSAGE_SEND),
-    ("POST", JSONRPC_PATH): _rpc("A2A JSON-RPC: SendMessage (1.0) and message/send (0.3)"),
+    ("POST", JSONRPC_PATH): _rpc("A2A JSON-RPC: SendMessage, GetTask, ListTasks, CancelTask (1.0) "
+                                 "and message/send (0.3)"),
+    ("POST", JSONRPC_PATH + "/"): _rpc("The A2A JSON-RPC endpoint, with a trailing slash"),
+    **{(method, path): _op(summary) for _, method, path, summary in REST_ROUTES},
     ("POST", "/mcp"): _rpc("MCP over JSON-RPC: the bridge's tools"),
     ("GET", OPENAPI_PATH): _op("This document"),
 }

@@ -65,6 +65,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_put("/settings/config.json", put_config)
     app.router.add_get("/settings/sources.json", get_sources_json, allow_head=False)
     app.router.add_put("/settings/sources.json", put_sources_json)
-    app.router.add_routes(a2a.routes(service_of, read_json_body, trace_id))  # card, /message:send, JSON-RPC
+    operations = a2a.operations(service_of, trace_id)
+    app.router.add_routes(a2a.routes(service_of, read_json_body, trace_id, operations))  # card, A2A
     app.router.add_routes(mcp.routes(service_of, read_json_body, trace_id))  # POST /mcp
     app.router.add_get(OPENAPI_PATH, openapi, allow_head=False)  # bridge/web/openapi.py lists them all
