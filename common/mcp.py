@@ -21,7 +21,10 @@ HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSION = "2026-07-28"
 LATEST_HANDSHAKE = "2025-11-25"
 DEFAULT_HEADER_VERSION = "2025-03-26"  # handshake-era requests that carry no version header
-ACCEPTED_HEADER_VERSIONS = ("2026-07-28", "2025-06-18", "2025-11-25", "2025-03-26", "2024-11-05")
+# The one list of versions we speak: server/discover and the unsupported-version error name it alike.
+SUPPORTED_VERSIONS = ("2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+ACCEPTED_HEADER_VERSIONS = SUPPORTED_VERSIONS
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 VERSION_HEADER = "MCP-Protocol-Version"
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
@@ -188,19 +191,41 @@ def route_stream(headers: Mapping[str, str], raw: bytes) -> Routed | Rejection:
                                                       f"request params._meta.{key} is malformed"))
     name_header = headers.get("Mcp-Name")
     if name_header is not None and isinstance(params, dict):
-        target_key = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}.get(method)
+        target_key = NAME_BEARING.get(method)
         if target_key is not None and decode_header(name_header) != params.get(target_key):
             return _reject(400, message, McpError(
                 HEADER_ERROR, "Mcp-Name header does not match the request body name"))
     if version == MODERN_VERSION:
+        missing = _modern_missing(message, method, params, meta, headers)
+        if missing is not None:
+            return _reject(400, message, missing)
         params = dict(params or {})
-        synthesized = {META_VERSION: version,
-                       META_CLIENT_INFO: {"name": "current-mcp-client", "version": "unknown"},
-                       META_CLIENT_CAPS: {}}
+        # clientInfo is a SHOULD: a request without it reads as an unnamed client.
+        synthesized = {META_CLIENT_INFO: {"name": "current-mcp-client", "version": "unknown"}}
         params["_meta"] = {**synthesized, **(meta or {})}
         message = {**message, "params": params}
         return Routed(message, "modern", version)
     return Routed(message, "handshake", version)
+
+
+def _modern_missing(message: Mapping[str, Any], method: str, params: Any, meta: Any,
+                    headers: Mapping[str, str]) -> McpError | None:
+    """What a 2026-07-28 request lacks: a request's `_meta` must carry the protocol version and
+    the client's capabilities (-32602); every message names its method in `Mcp-Method`, and a
+    call naming a tool, prompt or resource names it in `Mcp-Name` too (-32020)."""
+    if "id" in message:
+        keys = meta if isinstance(meta, dict) else {}
+        absent = [key for key in (META_VERSION, META_CLIENT_CAPS) if key not in keys]
+        if absent:
+            return McpError(INVALID_PARAMS, "params._meta is missing the required key(s): "
+                            + ", ".join(absent))
+    if headers.get("Mcp-Method") is None:
+        return McpError(HEADER_ERROR, "Mcp-Method header is required")
+    target_key = NAME_BEARING.get(method)
+    if target_key is not None and isinstance(params, dict) and params.get(target_key) is not None \
+            and headers.get("Mcp-Name") is None:
+        return McpError(HEADER_ERROR, "Mcp-Name header is required")
+    return None
 
 
 def stdio_era(message: Mapping[str, Any]) -> Era:

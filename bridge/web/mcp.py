@@ -13,7 +13,12 @@ from aiohttp import web
 from bridge.service import BridgeService
 from bridge.support import audit
 from bridge.support.errors import BridgeError
-from bridge.web.mcp_descriptors import TOOL_NAMES, ToolArgumentError, tool_descriptors
+from bridge.web.mcp_descriptors import (
+    TOOL_NAMES,
+    ToolArgumentError,
+    argument_error_result,
+    tool_descriptors,
+)
 from bridge.web.mcp_tools import SourceTools
 from common.errors import CodedError, json_response
 from common.logging import REQUEST_ID
@@ -23,7 +28,7 @@ from common.mcp import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    MODERN_VERSION,
+    SUPPORTED_VERSIONS,
     VERSION_HEADER,
     Era,
     McpError,
@@ -87,7 +92,8 @@ class BridgeMcp:
     def __init__(self, service: BridgeService) -> None:
         self.tools = SourceTools(service)
 
-    async def tools_call(self, params: Mapping[str, Any], request_id: str, trace_id: str) -> dict[str, Any]:
+    async def tools_call(self, params: Mapping[str, Any], era: Era, request_id: str,
+                         trace_id: str) -> dict[str, Any]:
         name = params.get("name")
         if not isinstance(name, str) or not name:
             raise McpError(INVALID_PARAMS, "MCP tools/call params.name is required.")
@@ -99,18 +105,20 @@ class BridgeMcp:
         try:
             return await self.tools.call(name, arguments, request_id, trace_id)
         except ToolArgumentError as exc:
-            raise McpError(INVALID_PARAMS, str(exc)) from None
+            if era == "compat":
+                raise McpError(INVALID_PARAMS, str(exc)) from None
+            return argument_error_result(str(exc))
 
     async def result(self, method: str, params: Mapping[str, Any], era: Era, request_id: str,
                      trace_id: str) -> tuple[dict[str, Any], bool]:
         """The result of one method and whether it may be cached (lists and discovery)."""
         if method == "tools/call":
-            return await self.tools_call(params, request_id, trace_id), False
+            return await self.tools_call(params, era, request_id, trace_id), False
         if method == "tools/list":
             tools = tool_descriptors(annotated=era != "compat")
             return {"serverInfo": {"name": SERVER_NAME, "settingsUrl": "/settings"}, "tools": tools}, True
         if method == "server/discover" and era == "modern":
-            return {"supportedVersions": [MODERN_VERSION], "capabilities": CAPABILITIES,
+            return {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": CAPABILITIES,
                     "instructions": INSTRUCTIONS}, True
         if method == "initialize" and era != "modern":
             return {"protocolVersion": negotiated_version(params), "capabilities": CAPABILITIES,

@@ -42,6 +42,7 @@ from bridge.web.mcp_descriptors import (
 )
 from bridge.web.mcp_payloads import context_value, prefixed, search_results, string
 from common.bridge_schemas import Diagnostic, JsonObject, TraceStep
+from common.options import reference_text
 from common.options import reference_text as query_text
 
 # ----------------------------------------------------------------------------- the tools
@@ -139,6 +140,10 @@ class SourceTools:
         """The arguments are the `/message:send` body; caller errors become -32602, runtime failures
         (5xx) propagate and are answered with the HTTP error body."""
         envelope = args if isinstance(args.get("data"), dict) else {"data": args}
+        if envelope is not args and not reference_text(args.get("query")) and "message" not in args:
+            # Said in the tool's own words (the run's check speaks of A2A request fields).
+            raise ToolArgumentError("llmwiki_agent_run arguments.query is required: the question to "
+                                    "answer.")
         try:
             task = await self.service.run(envelope, request_id, trace_id)
         except RunFailed as exc:

@@ -33,7 +33,7 @@ from common.mcp import (
     INVALID_REQUEST,
     LATEST_HANDSHAKE,
     METHOD_NOT_FOUND,
-    MODERN_VERSION,
+    SUPPORTED_VERSIONS,
     Era,
     McpError,
     Reply,
@@ -489,7 +489,7 @@ class Dispatcher:
 
     def discover(self) -> dict[str, Any]:
         manifest = self._manifest()
-        return {"supportedVersions": [MODERN_VERSION], "capabilities": CAPABILITIES,
+        return {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": CAPABILITIES,
                 "instructions": self.instructions(manifest)}
 
     def _standard(self, method: str, params: Mapping[str, Any], era: Era) -> tuple[dict[str, Any], bool]:
