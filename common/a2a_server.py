@@ -23,6 +23,7 @@ log = structlog.get_logger("llmwiki.a2a")
 PART_KINDS_V1 = ("text", "raw", "url", "data")
 PART_KINDS_V03 = ("text", "file", "data")
 USER_ROLES = ("ROLE_USER", "user")
+MESSAGE_FIELDS = ("messageId", "role", "parts", "metadata", "extensions", "referenceTaskIds")
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,9 @@ class A2aOperations:
         task = a2a.task_v1(task_id, context_id, outcome.artifact_name, outcome.data, outcome.text,
                            outcome.metadata)
         task["status"]["state"] = outcome.state
-        task["history"] = [{**message, "taskId": task_id, "contextId": context_id}]
+        # The client's message as A2A defines it (unknown fields are not echoed back).
+        kept = {k: message[k] for k in MESSAGE_FIELDS if k in message}
+        task["history"] = [{**kept, "taskId": task_id, "contextId": context_id}]
         self.store.put(task)
         if v03:
             task03 = a2a.task_v03(task_id, context_id, outcome.artifact_name, outcome.data,
