@@ -39,9 +39,11 @@ class Outcome:
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# What a streaming run reports while it works: one status message's `parts` and `metadata`.
+Progress = Callable[[dict[str, Any]], None]
 # The service's run of one validated SendMessageRequest (its `message` checked), for the HTTP
-# request that carried it.
-Execute = Callable[[dict[str, Any], web.Request], Awaitable[Outcome]]
+# request that carried it; `progress` is given when the client streams.
+Execute = Callable[[dict[str, Any], web.Request, Progress | None], Awaitable[Outcome]]
 
 
 def _invalid(message: str) -> A2aError:
@@ -97,19 +99,12 @@ class A2aOperations:
     async def send(self, params: object, request: web.Request, *, v03: bool = False) -> dict[str, Any]:
         """SendMessage: validated, checked against the tasks it may continue, run, kept. The 1.0
         result (`{"task": ...}`), or the 0.3 task for `message/send`."""
-        message = validate_send(params, v03=v03)
-        self.store.check_follow_up(message)
+        message = self.accept(params, v03=v03)
         assert isinstance(params, dict)
-        outcome = await self.execute(params, request)
+        outcome = await self.execute(params, request, None)
         task_id = outcome.task_id or str(uuid.uuid4())
         context_id = a2a.context_id_of(message)
-        task = a2a.task_v1(task_id, context_id, outcome.artifact_name, outcome.data, outcome.text,
-                           outcome.metadata)
-        task["status"]["state"] = outcome.state
-        # The client's message as A2A defines it (unknown fields are not echoed back).
-        kept = {k: message[k] for k in MESSAGE_FIELDS if k in message}
-        task["history"] = [{**kept, "taskId": task_id, "contextId": context_id}]
-        self.store.put(task)
+        task = self.finish(task_id, context_id, message, outcome)
         if v03:
             task03 = a2a.task_v03(task_id, context_id, outcome.artifact_name, outcome.data,
                                   outcome.text, outcome.metadata)
@@ -117,6 +112,22 @@ class A2aOperations:
             return task03
         configuration = params.get("configuration") or {}
         return {"task": _trimmed(task, configuration.get("historyLength"))}
+
+    def accept(self, params: object, *, v03: bool = False) -> dict[str, Any]:
+        """The request's message once it is valid and may start (or continue) a task."""
+        message = validate_send(params, v03=v03)
+        self.store.check_follow_up(message)
+        return message
+
+    def finish(self, task_id: str, context_id: str, message: dict[str, Any],
+               outcome: Outcome) -> dict[str, Any]:
+        """The finished task, kept in the store."""
+        task = a2a.task_v1(task_id, context_id, outcome.artifact_name, outcome.data, outcome.text,
+                           outcome.metadata)
+        task["status"]["state"] = outcome.state
+        task["history"] = [history_message(message, task_id, context_id)]
+        self.store.put(task)
+        return task
 
     async def call(self, method: str, params: object, request: web.Request) -> Any:
         """A JSON-RPC method's result; A2aError for every refusal."""
@@ -179,10 +190,7 @@ class A2aOperations:
         async def extended_card(request: web.Request) -> web.Response:
             return await answer(request, "GetExtendedAgentCard", {})
 
-        async def stream(request: web.Request) -> web.Response:
-            return await answer(request, "SendStreamingMessage", {})
-
-        return {"a2a_message_stream": stream, "a2a_list_tasks": list_tasks, "a2a_get_task": get_task,
+        return {"a2a_list_tasks": list_tasks, "a2a_get_task": get_task,
                 "a2a_task_action": task_action, "a2a_create_push_config": push_config,
                 "a2a_list_push_configs": push_config, "a2a_get_push_config": push_config,
                 "a2a_delete_push_config": push_config, "a2a_extended_card": extended_card}
@@ -210,6 +218,12 @@ def check_content_type(request: web.Request) -> None:
         raise A2aError("ContentTypeNotSupported", "JSON-RPC requests must be application/json.")
 
 
+def history_message(message: dict[str, Any], task_id: str, context_id: str) -> dict[str, Any]:
+    """The client's message as A2A defines it (unknown fields are not echoed back)."""
+    kept = {k: message[k] for k in MESSAGE_FIELDS if k in message}
+    return {**kept, "taskId": task_id, "contextId": context_id}
+
+
 def rest_error(exc: A2aError, status: int | None = None) -> web.Response:
     return json_response(exc.rest_body(), status=status or exc.http_status)
 
@@ -223,20 +237,26 @@ def _trimmed(task: dict[str, Any], history_length: object) -> dict[str, Any]:
 _V03_STATES = {"TASK_STATE_COMPLETED": "completed", "TASK_STATE_FAILED": "failed",
                "TASK_STATE_CANCELED": "canceled", "TASK_STATE_REJECTED": "rejected"}
 
+# Tasks are kept once they end; a stream in progress belongs to the client that opened it.
+_RESUBSCRIBE = ("UnsupportedOperation", "Only the client that opened a stream receives its events; "
+                "use GetTask to read a task.")
 TaskOperation = Callable[[TaskStore, dict[str, Any]], Any]
+def _subscribe(store: TaskStore, params: dict[str, Any]) -> Any:
+    store.get({"id": params.get("id")})  # TaskNotFound first
+    raise A2aError(*_RESUBSCRIBE)
+
+
 TASK_OPERATIONS: dict[str, TaskOperation] = {
+    "SubscribeToTask": _subscribe,
     "GetTask": TaskStore.get,
     "ListTasks": TaskStore.list,
     "CancelTask": TaskStore.cancel,
 }
 _PUSH = ("PushNotificationNotSupported", "Push notifications are not supported (the agent card "
          "declares pushNotifications: false).")
-_STREAM = ("UnsupportedOperation", "Streaming is not supported (the agent card declares "
-           "streaming: false).")
 # Methods A2A defines that are refused with the spec's error for an undeclared capability.
 REFUSED: dict[str, tuple[str, str]] = {
-    "SendStreamingMessage": _STREAM, "SubscribeToTask": _STREAM,
-    "message/stream": _STREAM, "tasks/resubscribe": _STREAM,
+    "tasks/resubscribe": _RESUBSCRIBE,
     "CreateTaskPushNotificationConfig": _PUSH, "GetTaskPushNotificationConfig": _PUSH,
     "ListTaskPushNotificationConfigs": _PUSH, "DeleteTaskPushNotificationConfig": _PUSH,
     "tasks/pushNotificationConfig/set": _PUSH, "tasks/pushNotificationConfig/get": _PUSH,

@@ -10,13 +10,14 @@ from aiohttp import web
 
 from bridge.core.artifact import ARTIFACT_NAME
 from bridge.core.errors import RunFailed
-from bridge.service import BridgeService
+from bridge.core.gather import SourceOutcome
+from bridge.service import BridgeService, RunReports
 from bridge.support.fields import as_list, as_object
 from bridge.support.iolog import io_scope
 from bridge.web.errors import http_error
-from common import a2a
+from common import a2a, a2a_stream
 from common.a2a import CARD_PATH, INPUT_MODES, JSONRPC_PATH, OUTPUT_MODES, SEND_PATH, A2aError
-from common.a2a_server import A2aOperations, Outcome, card_response, check_content_type, rest_error
+from common.a2a_server import A2aOperations, Outcome, Progress, card_response, check_content_type, rest_error
 from common.a2a_tasks import TaskStore
 from common.errors import CodedError, json_response
 from common.logging import REQUEST_ID
@@ -62,7 +63,7 @@ def agent_card(service: BridgeService, base_url: str) -> dict[str, Any]:
         "agentRuntime": identity["agentRuntime"],
         "provider": {"organization": identity["providerOrganization"]},
         "version": __version__,
-        "capabilities": {"streaming": False, "pushNotifications": False,
+        "capabilities": {"streaming": True, "pushNotifications": False,
                          "extensions": [BRIDGE_EXTENSION]},
         "defaultInputModes": INPUT_MODES,
         "defaultOutputModes": OUTPUT_MODES,
@@ -174,15 +175,15 @@ def run_error(exc: CodedError) -> A2aError:
 
 
 async def logged_run(service: BridgeService, body: Any, request_id: str, trace_id: str,
-                     route: str | None) -> dict[str, Any]:
+                     route: str | None, reports: RunReports | None = None) -> dict[str, Any]:
     """The run, with its request and answer (or error, as the client gets it) in the I/O log under
-    `route` when the operator turned the log on."""
+    `route` when the operator turned the log on; `reports` hears a streaming run's progress."""
     io = service.io
     if route is None or not io.enabled:
-        return await service.run(body, request_id, trace_id)
+        return await service.run(body, request_id, trace_id, reports=reports)
     with io_scope(trace_id=trace_id):
         try:
-            task = await service.run(body, request_id, trace_id, inbound=route)
+            task = await service.run(body, request_id, trace_id, inbound=route, reports=reports)
         except RunFailed as exc:
             error = http_error(exc)
             io.emit("bridge.error", "inbound", route=route,
@@ -192,20 +193,45 @@ async def logged_run(service: BridgeService, body: Any, request_id: str, trace_i
         return task
 
 
+# -- streaming --------------------------------------------------------------------------------
+
+SOURCE_STEP = "urn:llmwiki:a2a-extension:agent-bridge:v1#sourceStep"
+ANSWER_DELTA = "urn:llmwiki:a2a-extension:agent-bridge:v1#answerDelta"
+
+
+def source_report(outcome: SourceOutcome) -> dict[str, Any]:
+    """One source's completed part as a progress message: its citations, steps and diagnostics."""
+    citations = outcome.evidence.citations if outcome.evidence is not None else []
+    data = {"sourceId": outcome.source.id, "status": "failed" if outcome.failed else "answered",
+            "citations": [c.wire() for c in citations],
+            "steps": [s.wire() for s in outcome.steps],
+            "diagnostics": [d.wire() for d in outcome.diagnostics]}
+    return {"parts": [{"data": data, "mediaType": "application/json"}],
+            "metadata": {"event": SOURCE_STEP}}
+
+
+def stream_reports(progress: Progress) -> RunReports:
+    """A streaming run's reports as A2A progress messages."""
+    return RunReports(
+        source_done=lambda outcome: progress(source_report(outcome)),
+        answer_delta=lambda text: progress({"parts": [{"text": text}], "metadata": {"event": ANSWER_DELTA}}))
+
+
 # -- operations ---------------------------------------------------------------------------
 
 def operations(service_of: ServiceOf, trace_id_of: TraceIdOf) -> A2aOperations:
     """The bridge's A2A operations: each message is one run; finished tasks kept as the settings
     bound them (in memory: a restart forgets them)."""
 
-    async def execute(params: dict[str, Any], request: web.Request) -> Outcome:
+    async def execute(params: dict[str, Any], request: web.Request, progress: Progress | None) -> Outcome:
         inbound = SEND_PATH if request.path == SEND_PATH else None
         service = service_of(request)
         # The live settings bound the store (a settings change applies from the next run on).
         store.resize(service.settings.a2a_max_tasks, service.settings.a2a_task_ttl_seconds)
         try:
             envelope = await logged_run(service, params, request[REQUEST_ID],
-                                        trace_id_of(request), inbound)
+                                        trace_id_of(request), inbound,
+                                        None if progress is None else stream_reports(progress))
         except RunFailed as exc:
             # Steps and diagnostics ride in the error's details; the body has the whole envelope.
             raise run_error(http_error(exc)) from None
@@ -238,7 +264,7 @@ def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf,
         service = service_of(request)
         return card_response(request, agent_card(service, _base_url(request, service)))
 
-    async def send(request: web.Request) -> web.Response:
+    async def send(request: web.Request) -> web.StreamResponse:
         request_id, trace_id = request[REQUEST_ID], trace_id_of(request)
         version = request.headers.get(a2a.VERSION_HEADER)
         try:
@@ -252,7 +278,7 @@ def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf,
                                  status=exc.status)
         service = service_of(request)
         if is_jsonrpc(body):
-            return json_response(await ops.rpc(body, request))
+            return await a2a_stream.rpc_response(ops, request, body)
         if not is_send_message_request(body, version):
             # A refused or failed run escapes to the pipeline, which answers its coded body.
             return json_response(await logged_run(service, body, request_id, trace_id, SEND_PATH))
@@ -261,7 +287,7 @@ def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf,
         except A2aError as exc:
             return rest_error(exc)
 
-    async def jsonrpc(request: web.Request) -> web.Response:
+    async def jsonrpc(request: web.Request) -> web.StreamResponse:
         try:
             check_content_type(request)
         except A2aError as exc:
@@ -270,9 +296,9 @@ def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf,
             payload = await body_of(request)
         except CodedError:
             return json_response(a2a.rpc_error(None, a2a.PARSE_ERROR, "Parse error"))
-        return json_response(await ops.rpc(payload, request))
+        return await a2a_stream.rpc_response(ops, request, payload)
 
-    rest = ops.rest_handlers()
+    rest = a2a_stream.rest_handlers(ops, body_of)
     return [web.get(CARD_PATH, card, allow_head=False), web.post(SEND_PATH, send),
             web.post(JSONRPC_PATH, jsonrpc), web.post(JSONRPC_PATH + "/", jsonrpc),
             *(web.route(method, path, rest[name]) if method != "GET"

@@ -8,9 +8,17 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from common import a2a
+from common import a2a, a2a_stream
 from common.a2a import INPUT_MODES, OUTPUT_MODES, A2aError
-from common.a2a_server import A2aOperations, Handler, Outcome, card_response, check_content_type, rest_error
+from common.a2a_server import (
+    A2aOperations,
+    Handler,
+    Outcome,
+    Progress,
+    card_response,
+    check_content_type,
+    rest_error,
+)
 from common.a2a_tasks import TaskStore
 from common.errors import ValidationFailed, issue, json_response
 from common.schemas import WikiManifest
@@ -110,7 +118,7 @@ def agent_card(manifest: WikiManifest, base_url: str) -> dict[str, Any]:
         "name": title,
         "description": manifest.description or DEFAULT_DESCRIPTION,
         "version": __version__,
-        "capabilities": {"streaming": False, "pushNotifications": False},
+        "capabilities": {"streaming": True, "pushNotifications": False},
         "defaultInputModes": INPUT_MODES,
         "defaultOutputModes": OUTPUT_MODES,
         "skills": [{
@@ -157,7 +165,7 @@ def operations(source: KnowledgeSource) -> A2aOperations:
     """serve's A2A operations: each message is one context pack, approved pages only; finished
     tasks kept as the settings bound them."""
 
-    async def execute(params: dict[str, Any], request: web.Request) -> Outcome:
+    async def execute(params: dict[str, Any], request: web.Request, progress: Progress | None) -> Outcome:
         pack = await _pack(source, message_query(params["message"]))
         return Outcome(ARTIFACT_NAME, pack, render_summary(pack))
 
@@ -197,7 +205,7 @@ def handlers(source_of: SourceOf, ops: A2aOperations) -> dict[str, Handler]:
         except A2aError as exc:
             return rest_error(exc)
 
-    async def jsonrpc(request: web.Request) -> web.Response:
+    async def jsonrpc(request: web.Request) -> web.StreamResponse:
         try:
             check_content_type(request)
         except A2aError as exc:
@@ -206,10 +214,10 @@ def handlers(source_of: SourceOf, ops: A2aOperations) -> dict[str, Handler]:
             payload = await read_json_body(request)
         except ValidationFailed:
             return json_response(a2a.rpc_error(None, a2a.PARSE_ERROR, "Parse error"))
-        return json_response(await ops.rpc(payload, request))
+        return await a2a_stream.rpc_response(ops, request, payload)
 
     return {"a2a_agent_card": card, "a2a_message_send": send, "a2a_jsonrpc": jsonrpc,
-            "a2a_jsonrpc_slash": jsonrpc, **ops.rest_handlers()}
+            "a2a_jsonrpc_slash": jsonrpc, **a2a_stream.rest_handlers(ops, read_json_body)}
 
 
 def openapi_paths() -> dict[str, Any]:

@@ -70,7 +70,7 @@ async def test_card_is_a_contract_card_and_an_a2a_card(bridge_client: BridgeFact
     assert {"name", "runtime", "agentRuntime", "provider"} <= set(card)
     assert card["url"] == base + "/message:send"
     capabilities = card["capabilities"]
-    assert capabilities["streaming"] is False
+    assert capabilities["streaming"] is True
     # The bridge's own facts ride in a declared, optional extension (strict A2A parsers reject
     # unknown keys in `capabilities`).
     [extension] = capabilities["extensions"]
@@ -248,7 +248,8 @@ async def test_jsonrpc_send_message_1_0_and_0_3(bridge_client: BridgeFactory, se
     ('{"jsonrpc": "2.0", "id": {"x": 1}, "method": "SendMessage"}', -32600, None),
     ('{"jsonrpc": "2.0", "id": 3, "method": "Nope", "params": {}}', -32601, 3),
     ('{"jsonrpc": "2.0", "id": 4, "method": "GetTask", "params": {"id": "t"}}', -32001, 4),
-    ('{"jsonrpc": "2.0", "id": 5, "method": "SendStreamingMessage", "params": {}}', -32004, 5),
+    ('{"jsonrpc": "2.0", "id": 5, "method": "SendStreamingMessage", "params": {}}', -32602, 5),
+    ('{"jsonrpc": "2.0", "id": 10, "method": "SubscribeToTask", "params": {"id": "t"}}', -32001, 10),
     ('{"jsonrpc": "2.0", "id": 6, "method": "tasks/get", "params": {"id": "t"}}', -32004, 6),
     ('{"jsonrpc": "2.0", "id": 7, "method": "CancelTask", "params": {"id": "t"}}', -32001, 7),
     ('{"jsonrpc": "2.0", "id": 9, "method": "SendMessage", "params": {}}', -32602, 9),

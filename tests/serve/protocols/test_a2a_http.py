@@ -112,7 +112,7 @@ async def test_agent_card_is_a_1_0_card_with_0_3_and_contract_fields(
     assert card["name"] == manifest["title"]
     assert card["description"] == manifest["description"]
     assert card["version"] == __version__
-    assert card["capabilities"] == {"streaming": False, "pushNotifications": False}
+    assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
     assert card["supportedInterfaces"] == [
         {"url": base, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         {"url": base + "/a2a/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
