@@ -10,7 +10,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from bridge.service import BridgeService
+from bridge.service import BridgeService, RunReports
 from bridge.support import audit
 from bridge.support.errors import BridgeError
 from bridge.web.mcp_descriptors import (
@@ -19,6 +19,7 @@ from bridge.web.mcp_descriptors import (
     argument_error_result,
     tool_descriptors,
 )
+from bridge.web.mcp_progress import answer_with_progress, progress_token
 from bridge.web.mcp_tools import SourceTools
 from common.errors import CodedError, json_response
 from common.logging import REQUEST_ID
@@ -91,6 +92,7 @@ class BridgeMcp:
 
     def __init__(self, service: BridgeService) -> None:
         self.tools = SourceTools(service)
+        self.reports: RunReports | None = None  # set for a call whose client takes progress
 
     async def tools_call(self, params: Mapping[str, Any], era: Era, request_id: str,
                          trace_id: str) -> dict[str, Any]:
@@ -103,7 +105,7 @@ class BridgeMcp:
         if not isinstance(arguments, dict):
             arguments = {}  # as the reference: the tool then says which argument it lacks
         try:
-            return await self.tools.call(name, arguments, request_id, trace_id)
+            return await self.tools.call(name, arguments, request_id, trace_id, self.reports)
         except ToolArgumentError as exc:
             if era == "compat":
                 raise McpError(INVALID_PARAMS, str(exc)) from None
@@ -161,13 +163,17 @@ def routes(service_of: Callable[[web.Request], BridgeService],
     `MCP-Protocol-Version` is validated as serve validates it (headers, `_meta`, versions). The
     pipeline has already checked the origin, the bearer token and the body size."""
 
-    async def mcp_post(request: web.Request) -> web.Response:
+    async def mcp_post(request: web.Request) -> web.StreamResponse:
         dispatcher = BridgeMcp(service_of(request))  # stateless: there are no sessions to keep
         request_id, trace_id = request[REQUEST_ID], trace_id_of(request)
         if VERSION_HEADER in request.headers:
             routed = route_stream(request.headers, await request.read())
             if isinstance(routed, Rejection):
                 return json_response(routed.body, status=routed.status)
+            token = progress_token(routed.message, request)
+            if token is not None:
+                return await answer_with_progress(request, dispatcher, routed.message, routed.era, token,
+                                                  trace_id)
             return await dispatcher.answer(routed.message, routed.era, request_id, trace_id)
         message = await body_of(request)  # not JSON: the bridge's 400 invalid_json body
         problem = compat_check(message)
