@@ -175,3 +175,17 @@ async def test_a_client_that_goes_away_stops_the_run(bridge: Service, model: Mod
     assert state == "TASK_STATE_CANCELED"
     assert words_at_hangup < len(ANSWER.split(" "))
     assert len(model.sent) <= words_at_hangup + 2  # the model stopped being read soon after
+
+
+@pytest.mark.parametrize("agent", ["serve", "bridge"])
+async def test_a_stream_carries_the_cors_headers_of_an_allowed_origin(our_serve: Service, bridge: Service,
+                                                                     agent: str) -> None:
+    """A stream is sent before its handler returns: the CORS headers must be on it all the same."""
+    url = our_serve.url if agent == "serve" else bridge.url
+    body = {"message": {"messageId": "cors", "role": "ROLE_USER", "parts": [{"text": QUESTION}]}}
+    async with httpx.AsyncClient(timeout=60) as session, session.stream(
+            "POST", url + "/message:stream", json=body,
+            headers={"A2A-Version": "1.0", "Origin": "http://localhost:3000"}) as response:
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        assert response.headers["Access-Control-Allow-Origin"] == "http://localhost:3000"
+        assert [line async for line in response.aiter_lines() if line.startswith("data:")]
