@@ -77,12 +77,16 @@ async def _checked(request: web.Request, handler: Handler, service: BridgeServic
 
 async def _cors_headers(request: web.Request, response: web.StreamResponse) -> None:
     """The CORS headers, set as any response is about to be sent: a stream (SSE) is sent before
-    its handler returns, so the middleware could not add them afterwards."""
+    its handler returns, so the middleware could not add them afterwards. A request refused for
+    its Host gets none (421 says nothing to a rebinding page)."""
+    policy = service_of(request).browser_policy
+    if not policy.host_allowed(request.headers.get("Host", "")):
+        return
     response.headers["Access-Control-Allow-Headers"] = ALLOW_HEADERS
     response.headers["Access-Control-Allow-Methods"] = ALLOW_METHODS
     response.headers["Vary"] = "Origin"
     origin = request.headers.get("Origin")
-    if origin is not None and service_of(request).browser_policy.origin_allowed(origin):
+    if origin is not None and policy.origin_allowed(origin):
         response.headers["Access-Control-Allow-Origin"] = origin
 
 
