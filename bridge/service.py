@@ -40,16 +40,13 @@ from bridge.support.fanout import fan_out
 from bridge.support.fields import as_object
 from bridge.support.iolog import IoLog, current_scope, io_scope
 from bridge.support.redaction import redact_text
+from bridge.support.routes import ENDPOINTS
 
 log = structlog.get_logger("llmwiki.bridge.service")
 
 # How many sources' last probes a bridge keeps.
 PROBES_KEPT = 1024
 
-ENDPOINTS = {"health": "/health", "sources": "/sources", "agentCard": "/.well-known/agent-card.json",
-             "messageSend": "/message:send", "mcp": "/mcp", "settings": "/settings",
-             "settingsJson": "/settings.json", "settingsConfigJson": "/settings/config.json",
-             "settingsSourcesJson": "/settings/sources.json"}
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,16 @@ from bridge.support.fields import as_list, as_object
 from bridge.support.iolog import io_scope
 from bridge.web.errors import http_error
 from common import a2a, a2a_stream
-from common.a2a import CARD_PATH, INPUT_MODES, JSONRPC_PATH, OUTPUT_MODES, SEND_PATH, A2aError
-from common.a2a_server import A2aOperations, Outcome, Progress, card_response, check_content_type, rest_error
+from common.a2a import INPUT_MODES, JSONRPC_PATH, OUTPUT_MODES, SEND_PATH, A2aError
+from common.a2a_server import (
+    A2aOperations,
+    Handler,
+    Outcome,
+    Progress,
+    card_response,
+    check_content_type,
+    rest_error,
+)
 from common.a2a_tasks import TaskStore
 from common.errors import CodedError, json_response
 from common.logging import REQUEST_ID
@@ -255,10 +263,10 @@ def _base_url(request: web.Request, service: BridgeService) -> str:
     return f"{request.scheme}://{host.strip()}"
 
 
-def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf,
-           ops: A2aOperations) -> list[web.RouteDef]:
-    """The card, `/message:send`, the JSON-RPC endpoint and the HTTP+JSON task routes. The
-    pipeline has already checked the origin, the bearer token and the body size."""
+def handlers(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf,
+             ops: A2aOperations) -> dict[str, Handler]:
+    """The card, `/message:send`, the JSON-RPC endpoint and the HTTP+JSON task routes, by route
+    name. The pipeline has already checked the origin, the bearer token and the body size."""
 
     async def card(request: web.Request) -> web.Response:
         service = service_of(request)
@@ -298,9 +306,5 @@ def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf,
             return json_response(a2a.rpc_error(None, a2a.PARSE_ERROR, "Parse error"))
         return await a2a_stream.rpc_response(ops, request, payload)
 
-    rest = a2a_stream.rest_handlers(ops, body_of)
-    return [web.get(CARD_PATH, card, allow_head=False), web.post(SEND_PATH, send),
-            web.post(JSONRPC_PATH, jsonrpc), web.post(JSONRPC_PATH + "/", jsonrpc),
-            *(web.route(method, path, rest[name]) if method != "GET"
-              else web.get(path, rest[name], allow_head=False)
-              for name, method, path, _ in a2a.REST_ROUTES)]
+    return {"agent_card": card, "message_send": send, "a2a_jsonrpc": jsonrpc, "a2a_jsonrpc_slash": jsonrpc,
+            **a2a_stream.rest_handlers(ops, body_of)}

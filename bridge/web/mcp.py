@@ -156,9 +156,10 @@ class BridgeMcp:
         return json_response(response(rid, result))
 
 
-def routes(service_of: Callable[[web.Request], BridgeService],
-           body_of: Callable[[web.Request], Awaitable[Any]],
-           trace_id_of: Callable[[web.Request], str]) -> list[web.RouteDef]:
+def handler(service_of: Callable[[web.Request], BridgeService],
+            body_of: Callable[[web.Request], Awaitable[Any]],
+            trace_id_of: Callable[[web.Request], str]
+            ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     """`POST /mcp`. Unversioned requests get upstream's MCP-style JSON-RPC; a request with
     `MCP-Protocol-Version` is validated as serve validates it (headers, `_meta`, versions). The
     pipeline has already checked the origin, the bearer token and the body size."""
@@ -181,4 +182,4 @@ def routes(service_of: Callable[[web.Request], BridgeService],
             return json_response(response(echo_id(message), error=problem))
         return await dispatcher.answer(message, "compat", request_id, trace_id)
 
-    return [web.post("/mcp", mcp_post)]
+    return mcp_post
