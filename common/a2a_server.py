@@ -4,6 +4,8 @@ service declares (push notifications, the extended card)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import uuid
 from collections.abc import Awaitable, Callable
@@ -95,6 +97,8 @@ class A2aOperations:
     def __init__(self, store: TaskStore, execute: Execute) -> None:
         self.store = store
         self.execute = execute
+        # Streaming runs in progress by task id: CancelTask stops them.
+        self.running: dict[str, asyncio.Future[Outcome]] = {}
 
     async def send(self, params: object, request: web.Request, *, v03: bool = False) -> dict[str, Any]:
         """SendMessage: validated, checked against the tasks it may continue, run, kept. The 1.0
@@ -141,7 +145,21 @@ class A2aOperations:
             raise A2aError("MethodNotFound", "Method not found")
         if not isinstance(params, dict):
             raise _invalid("params must be an object.")
+        task_id = params.get("id")
+        run = self.running.get(task_id) if method == "CancelTask" and isinstance(task_id, str) else None
+        if run is not None:
+            return await self.cancel_running(str(task_id), run)
         return task_op(self.store, params)
+
+    async def cancel_running(self, task_id: str, run: asyncio.Future[Outcome]) -> dict[str, Any]:
+        """CancelTask of a task still working: its run is stopped and the task answered canceled."""
+        run.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await run
+        task = self.store.find(task_id) or {"id": task_id}
+        canceled = {**task, "status": {"state": "TASK_STATE_CANCELED", "timestamp": a2a.timestamp()}}
+        self.store.put(canceled)
+        return shaped(canceled, None)
 
     async def rpc(self, payload: object, request: web.Request) -> dict[str, Any]:
         """One JSON-RPC request to its response (errors included: all sent with HTTP 200)."""

@@ -43,6 +43,7 @@ async def stream_task(ops: A2aOperations, params: dict[str, Any], request: web.R
     yield {"task": working}
     progress: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     run = asyncio.ensure_future(ops.execute(params, request, progress.put_nowait))
+    ops.running[task_id] = run
     try:
         while True:
             waiter = asyncio.ensure_future(progress.get())
@@ -53,6 +54,10 @@ async def stream_task(ops: A2aOperations, params: dict[str, Any], request: web.R
                     yield _update(task_id, context_id, progress.get_nowait())
                 break
             yield _update(task_id, context_id, waiter.result())
+        if run.cancelled():  # CancelTask stopped it: the stream ends with that status
+            yield {"statusUpdate": {"taskId": task_id, "contextId": context_id,
+                                    "status": _status("TASK_STATE_CANCELED")}}
+            return
         try:
             outcome = run.result()
         except A2aError as exc:
@@ -67,6 +72,7 @@ async def stream_task(ops: A2aOperations, params: dict[str, Any], request: web.R
                                       "lastChunk": True}}
         yield {"statusUpdate": {"taskId": task_id, "contextId": context_id, "status": task["status"]}}
     finally:
+        ops.running.pop(task_id, None)
         if not run.done():  # the client went away (or the server is stopping): stop the run
             run.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

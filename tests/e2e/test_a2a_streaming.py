@@ -5,6 +5,7 @@ as they happen, the result artifact equal to the non-streamed one, then the term
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -189,3 +190,42 @@ async def test_a_stream_carries_the_cors_headers_of_an_allowed_origin(our_serve:
         assert response.headers["Content-Type"].startswith("text/event-stream")
         assert response.headers["Access-Control-Allow-Origin"] == "http://localhost:3000"
         assert [line async for line in response.aiter_lines() if line.startswith("data:")]
+
+
+async def test_cancel_task_stops_a_streaming_run(bridge: Service, model: ModelServer) -> None:
+    """CancelTask of a task still working stops its run: the answer stops, the task and the
+    stream both end canceled."""
+    model.chunk_delay = 0.3
+    model.sent.clear()
+    body = {"message": {"messageId": "cancel-me", "role": "ROLE_USER", "parts": [
+        {"text": QUESTION}, {"data": {"orchestrationMode": "delegated-runtime"}}]}}
+    states: list[str] = []
+    asked = False
+    try:
+        async with httpx.AsyncClient(timeout=60) as session, session.stream(
+                "POST", bridge.url + "/message:stream", json=body,
+                headers={"A2A-Version": "1.0"}) as response:
+            task_id = ""
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                event = json.loads(line[5:])
+                if "task" in event:
+                    task_id = event["task"]["id"]
+                update = event.get("statusUpdate", {})
+                if update:
+                    states.append(update["status"]["state"])
+                    meta = update["status"].get("message", {}).get("metadata", {})
+                    if meta.get("event") == ANSWER_DELTA and not asked:
+                        asked = True  # ask once, at the first word
+                        async with httpx.AsyncClient(timeout=30) as other:
+                            answer = (await other.post(bridge.url + f"/tasks/{task_id}:cancel",
+                                                       headers={"A2A-Version": "1.0"})).json()
+                        assert answer["id"] == task_id and answer["status"]["state"] == "TASK_STATE_CANCELED"
+    finally:
+        model.chunk_delay = 0.0
+    assert states[-1] == "TASK_STATE_CANCELED"  # the stream's last word
+    assert len(model.sent) < len(ANSWER.split(" "))  # the model was not read to the end
+    async with httpx.AsyncClient(timeout=30) as session:
+        kept = (await session.get(f"{bridge.url}/tasks/{task_id}", headers={"A2A-Version": "1.0"})).json()
+    assert kept["status"]["state"] == "TASK_STATE_CANCELED"
