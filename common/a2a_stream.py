@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -15,7 +16,7 @@ from aiohttp import web
 
 from common import a2a
 from common.a2a import A2aError
-from common.a2a_server import A2aOperations, Handler, history_message, rest_error
+from common.a2a_server import A2aOperations, Handler, check_content_type, history_message, rest_error
 from common.errors import json_response
 from common.json_wire import json_bytes
 
@@ -141,15 +142,34 @@ async def rpc_response(ops: A2aOperations, request: web.Request, payload: object
                      lambda event: a2a.rpc_result(call.id, event))
 
 
-def rest_handlers(ops: A2aOperations, read_body: Callable[[web.Request], Any]) -> dict[str, Handler]:
-    """Every handler of `a2a.REST_ROUTES` by name, the stream's included (`read_body` is the
-    service's JSON reader: its errors become AIP-193 bodies)."""
+@dataclass(frozen=True)
+class BodyReader:
+    """A service's JSON body reader and what it raises for a body that is not JSON."""
+
+    read: Callable[[web.Request], Awaitable[Any]]
+    errors: tuple[type[Exception], ...]
+
+
+def handlers(ops: A2aOperations, body: BodyReader) -> dict[str, Handler]:
+    """The JSON-RPC endpoint (both URL forms) and every route of `a2a.REST_ROUTES`, by route
+    name; each service answers the card and `/message:send` (legacy forms included) itself."""
+
+    async def jsonrpc(request: web.Request) -> web.StreamResponse:
+        try:
+            check_content_type(request)
+            payload = await body.read(request)
+        except A2aError as exc:
+            return json_response(exc.rpc(None))
+        except body.errors:
+            return json_response(a2a.rpc_error(None, a2a.PARSE_ERROR, "Parse error"))
+        return await rpc_response(ops, request, payload)
 
     async def stream(request: web.Request) -> web.StreamResponse:
         try:
-            body = await read_body(request)
-        except Exception:  # the service's own "not JSON" error, whatever its type
+            payload = await body.read(request)
+        except body.errors:
             return rest_error(A2aError("ParseError", "The request body is not valid JSON."))
-        return await rest_stream(ops, request, body)
+        return await rest_stream(ops, request, payload)
 
-    return {**ops.rest_handlers(), "a2a_message_stream": stream}
+    return {"a2a_jsonrpc": jsonrpc, "a2a_jsonrpc_slash": jsonrpc, **ops.rest_handlers(),
+            "a2a_message_stream": stream}

@@ -23,7 +23,6 @@ from common.a2a_server import (
     Outcome,
     Progress,
     card_response,
-    check_content_type,
     rest_error,
 )
 from common.a2a_tasks import TaskStore
@@ -295,16 +294,5 @@ def handlers(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf,
         except A2aError as exc:
             return rest_error(exc)
 
-    async def jsonrpc(request: web.Request) -> web.StreamResponse:
-        try:
-            check_content_type(request)
-        except A2aError as exc:
-            return json_response(exc.rpc(None))
-        try:
-            payload = await body_of(request)
-        except CodedError:
-            return json_response(a2a.rpc_error(None, a2a.PARSE_ERROR, "Parse error"))
-        return await a2a_stream.rpc_response(ops, request, payload)
-
-    return {"agent_card": card, "message_send": send, "a2a_jsonrpc": jsonrpc, "a2a_jsonrpc_slash": jsonrpc,
-            **a2a_stream.rest_handlers(ops, body_of)}
+    return {"agent_card": card, "message_send": send,
+            **a2a_stream.handlers(ops, a2a_stream.BodyReader(body_of, (CodedError,)))}

@@ -16,7 +16,6 @@ from common.a2a_server import (
     Outcome,
     Progress,
     card_response,
-    check_content_type,
     rest_error,
 )
 from common.a2a_tasks import TaskStore
@@ -205,19 +204,8 @@ def handlers(source_of: SourceOf, ops: A2aOperations) -> dict[str, Handler]:
         except A2aError as exc:
             return rest_error(exc)
 
-    async def jsonrpc(request: web.Request) -> web.StreamResponse:
-        try:
-            check_content_type(request)
-        except A2aError as exc:
-            return json_response(exc.rpc(None))
-        try:
-            payload = await read_json_body(request)
-        except ValidationFailed:
-            return json_response(a2a.rpc_error(None, a2a.PARSE_ERROR, "Parse error"))
-        return await a2a_stream.rpc_response(ops, request, payload)
-
-    return {"a2a_agent_card": card, "a2a_message_send": send, "a2a_jsonrpc": jsonrpc,
-            "a2a_jsonrpc_slash": jsonrpc, **a2a_stream.rest_handlers(ops, read_json_body)}
+    return {"a2a_agent_card": card, "a2a_message_send": send,
+            **a2a_stream.handlers(ops, a2a_stream.BodyReader(read_json_body, (ValidationFailed,)))}
 
 
 def openapi_paths() -> dict[str, Any]:
