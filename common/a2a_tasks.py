@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.a2a import A2aError
+from common.json_wire import json_bytes
 
 TERMINAL_STATES = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED",
                              "TASK_STATE_REJECTED"})
@@ -18,6 +19,9 @@ STATES = TERMINAL_STATES | {"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_
                             "TASK_STATE_AUTH_REQUIRED"}
 DEFAULT_MAX_TASKS = 1000
 DEFAULT_MAX_AGE_SECONDS = 3600.0
+# Whatever the count limit, the kept tasks' JSON stays under this many bytes (a bridge result may
+# be megabytes): the oldest go first, and a task larger than all of it is not kept.
+MAX_BYTES = 64 << 20
 MAX_PAGE_SIZE = 100
 DEFAULT_PAGE_SIZE = 50
 
@@ -27,6 +31,7 @@ class _Entry:
     task: dict[str, Any]
     stored_at: float  # monotonic: the age limit is immune to clock changes
     sequence: int  # ties in status timestamps keep the newest first
+    size: int  # its JSON's bytes, for the store's byte budget
 
 
 def _not_found(task_id: object) -> A2aError:
@@ -84,6 +89,8 @@ class TaskStore:
         self._clock = clock
         self._tasks: OrderedDict[str, _Entry] = OrderedDict()
         self._sequence = 0
+        self._bytes = 0
+        self.max_bytes = MAX_BYTES
 
     def resize(self, max_tasks: int, max_age_seconds: float) -> None:
         self.max_tasks = max_tasks
@@ -98,17 +105,25 @@ class TaskStore:
         cutoff = self._clock() - self.max_age_seconds
         while self._tasks:
             oldest = next(iter(self._tasks.values()))
-            if oldest.stored_at >= cutoff and len(self._tasks) <= self.max_tasks:
+            if oldest.stored_at >= cutoff and len(self._tasks) <= self.max_tasks \
+                    and self._bytes <= self.max_bytes:
                 break
-            self._tasks.popitem(last=False)
+            self._bytes -= self._tasks.popitem(last=False)[1].size
+
+    def _drop(self, task_id: str) -> None:
+        entry = self._tasks.pop(task_id, None)
+        if entry is not None:
+            self._bytes -= entry.size
 
     def put(self, task: dict[str, Any]) -> None:
         """Keep (or replace) a task; a store of size 0 keeps nothing."""
-        if self.max_tasks <= 0:
+        self._drop(task["id"])
+        size = len(json_bytes(task, exact_floats=False))
+        if self.max_tasks <= 0 or size > self.max_bytes:
             return
         self._sequence += 1
-        self._tasks.pop(task["id"], None)
-        self._tasks[task["id"]] = _Entry(copy.deepcopy(task), self._clock(), self._sequence)
+        self._tasks[task["id"]] = _Entry(copy.deepcopy(task), self._clock(), self._sequence, size)
+        self._bytes += size
         self._expire()
 
     def find(self, task_id: object) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ import pytest
 from common import a2a
 from common.a2a import A2aError
 from common.a2a_tasks import TaskStore
+from common.json_wire import json_bytes
 
 
 class Clock:
@@ -49,6 +50,20 @@ def test_tasks_older_than_the_age_limit_are_gone() -> None:
         store.get({"id": "old"})
     assert kind(caught) == "TASK_NOT_FOUND"
     assert store.get({"id": "young"})["id"] == "young"
+
+
+def test_the_byte_budget_drops_the_oldest_and_refuses_a_task_larger_than_all_of_it() -> None:
+    store = TaskStore()
+    store.max_bytes = 3 * len(json_bytes(task("a"), exact_floats=False)) + 10  # three tasks fit
+    for name in ("a", "b", "c", "d"):
+        store.put(task(name))
+    assert store.find("a") is None and [n for n in "bcd" if store.find(n)] == ["b", "c", "d"]
+    huge = task("huge")
+    huge["artifacts"][0]["parts"][0]["data"] = {"k": "x" * store.max_bytes}
+    store.put(huge)
+    assert store.find("huge") is None and store.find("d") is not None
+    store.put(task("d"))  # replacing a task does not count it twice
+    assert [n for n in "bcd" if store.find(n)] == ["b", "c", "d"]
 
 
 def test_a_zero_sized_store_keeps_nothing() -> None:
