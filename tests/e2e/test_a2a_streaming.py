@@ -229,3 +229,26 @@ async def test_cancel_task_stops_a_streaming_run(bridge: Service, model: ModelSe
     async with httpx.AsyncClient(timeout=30) as session:
         kept = (await session.get(f"{bridge.url}/tasks/{task_id}", headers={"A2A-Version": "1.0"})).json()
     assert kept["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+async def test_a_run_that_fails_mid_stream_ends_failed_with_its_reason(
+        tmp_path_factory: pytest.TempPathFactory, our_serve: Service) -> None:
+    """The stream has begun (the task is out) when the runtime fails: the last event is the
+    failed status carrying the run's safe message, and the kept task says the same."""
+    settings = {"sources": [{"id": "web", "protocol": "llmwiki-http", "url": our_serve.url}]}
+    broken = start_bridge(tmp_path_factory.mktemp("broken-runtime"), settings=settings,
+                          env={"LLMWIKI_AGENT_BRIDGE_BASE_URL": "http://127.0.0.1:9/v1"})
+    try:
+        events = await exchange(broken.url, "HTTP+JSON", streaming=True, mode="delegated-runtime")
+        async with httpx.AsyncClient(timeout=30) as session:
+            kept = (await session.get(f"{broken.url}/tasks/{events[0][1].task.id}",
+                                      headers={"A2A-Version": "1.0"})).json()
+    finally:
+        stop_checked(broken)
+    assert kinds(events)[0] == "task" and kinds(events)[-1] == "status_update"
+    last = events[-1][1].status_update.status
+    assert last.state == TaskState.TASK_STATE_FAILED
+    assert "Chat completions request failed" in last.message.parts[0].text
+    assert "127.0.0.1:9" not in last.message.parts[0].text  # no URL in what the client reads
+    assert not [e for _, e in events if e.HasField("artifact_update")]
+    assert kept["status"]["state"] == "TASK_STATE_FAILED"
