@@ -11,6 +11,7 @@ from typing import Any
 from common.booleans import parse_bool
 from common.limits import CONTEXT_GRAPH_LIMIT, GRAPH_LIMIT, READ_MAX_CHARS, SEARCH_LIMIT, Limit
 from common.options import Option, parse_public_url
+from common.serve_tools import TOOL_NAMES
 
 DEFAULT_MAX_PAGE_BYTES = 8 * 1024 * 1024
 
@@ -99,10 +100,7 @@ class ServeSettings:
         tool_selection(self.mcp_tools, self.mcp_exclude_tools)
 
 
-MCP_TOOL_NAMES = (
-    "llmwiki_context", "llmwiki_search", "llmwiki_read", "llmwiki_graph",
-    "llmwiki_graph_neighbors", "llmwiki_source_refs", "llmwiki_source_bundle",
-)
+MCP_TOOL_NAMES = TOOL_NAMES
 
 
 def tool_selection(include: Sequence[str], exclude: Sequence[str]) -> tuple[str, ...]:
