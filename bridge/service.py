@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
@@ -23,6 +25,7 @@ from bridge.config.registry import (
 from bridge.config.settings import BridgeSettings
 from bridge.config.store import SettingsStore
 from bridge.core.errors import RequestRejected
+from bridge.core.gather import SourceOutcome
 from bridge.core.run import RunContext, run_task
 from bridge.runtime.base import model_configured
 from bridge.runtime.chat import ChatRuntime
@@ -37,16 +40,22 @@ from bridge.support.fanout import fan_out
 from bridge.support.fields import as_object
 from bridge.support.iolog import IoLog, current_scope, io_scope
 from bridge.support.redaction import redact_text
+from bridge.support.routes import ENDPOINTS
 
 log = structlog.get_logger("llmwiki.bridge.service")
 
 # How many sources' last probes a bridge keeps.
 PROBES_KEPT = 1024
 
-ENDPOINTS = {"health": "/health", "sources": "/sources", "agentCard": "/.well-known/agent-card.json",
-             "messageSend": "/message:send", "mcp": "/mcp", "settings": "/settings",
-             "settingsJson": "/settings.json", "settingsConfigJson": "/settings/config.json",
-             "settingsSourcesJson": "/settings/sources.json"}
+
+
+@dataclass(frozen=True)
+class RunReports:
+    """Who hears a streaming run while it works: each source's part as it completes, and the
+    runtime's answer as it is generated."""
+
+    source_done: Callable[[SourceOutcome], None]
+    answer_delta: Callable[[str], None]
 
 
 class RunMeter(Protocol):
@@ -259,28 +268,32 @@ class BridgeService:
 
     # ------------------------------------------------------------------ the run
 
-    def run_context(self) -> RunContext:
-        """What a run starting now is made with (one settings snapshot)."""
+    def run_context(self, reports: RunReports | None = None) -> RunContext:
+        """What a run starting now is made with (one settings snapshot); a streaming run's runtime
+        answers token by token to `reports`."""
         transport = self.transport()
         metrics = self.metrics
-        if metrics is None:
-            return RunContext(self.settings, list(self.sources), lambda source: client_for(transport, source),
-                              transport.policy, _open_chat, transport.io)
+        answer_delta = reports.answer_delta if reports is not None else None
+        on_source = reports.source_done if reports is not None else None
 
-        def metered_chat(settings: BridgeSettings, io: IoLog | None) -> ChatRuntime:
-            return metrics.metered_runtime(_open_chat(settings, io))
+        def open_chat(settings: BridgeSettings, io: IoLog | None) -> ChatRuntime:
+            chat = ChatRuntime(settings, io=io, on_delta=answer_delta)
+            return metrics.metered_runtime(chat) if metrics is not None else chat
 
-        return RunContext(self.settings, list(self.sources),
-                          lambda source: metrics.metered_source(client_for(transport, source)),
-                          transport.policy, metered_chat, transport.io)
+        def source_client(source: SourceDescriptor) -> SourceClient:
+            client = client_for(transport, source)
+            return metrics.metered_source(client) if metrics is not None else client
+
+        return RunContext(self.settings, list(self.sources), source_client, transport.policy, open_chat,
+                          transport.io, on_source)
 
     async def run(self, envelope: Any, request_id: str, trace_id: str, *,
-                  inbound: str | None = None) -> dict[str, Any]:
+                  inbound: str | None = None, reports: RunReports | None = None) -> dict[str, Any]:
         """`/message:send` (see `bridge.core.run`). `inbound` is the route the I/O log records the
         accepted request under (the A2A adapter's message route, which logs the answer too; MCP runs
-        are not logged as bridge requests)."""
+        are not logged as bridge requests). `reports` hears a streaming run's progress."""
         audit.note(traceId=trace_id)
-        context = self.run_context()
+        context = self.run_context(reports)
         io = self.io
         if not io.enabled:
             return await run_task(context, envelope, request_id, trace_id)
@@ -293,10 +306,6 @@ class BridgeService:
         with io_scope(trace_id=trace_id):
             return await run_task(context, envelope, request_id, trace_id,
                              accepted=accepted if inbound is not None else None)
-
-
-def _open_chat(settings: BridgeSettings, io: IoLog | None) -> ChatRuntime:
-    return ChatRuntime(settings, io=io)
 
 
 def _probe_key(source: SourceDescriptor) -> tuple[str, str, str]:

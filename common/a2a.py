@@ -7,32 +7,117 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from common import jsonrpc
+
 CARD_PATH = "/.well-known/agent-card.json"
 JSONRPC_PATH = "/a2a/jsonrpc"
+SEND_PATH = "/message:send"
+# The HTTP+JSON routes besides the card and /message:send (name, method, path, summary): both
+# services route and document them from this table.
+REST_ROUTES: tuple[tuple[str, str, str, str], ...] = (
+    ("a2a_message_stream", "POST", "/message:stream", "A2A SendStreamingMessage (SSE)"),
+    ("a2a_list_tasks", "GET", "/tasks", "A2A ListTasks: kept tasks, newest first, paged"),
+    ("a2a_get_task", "GET", "/tasks/{task_id}", "A2A GetTask (`{id}:subscribe`: SubscribeToTask)"),
+    ("a2a_task_action", "POST", "/tasks/{task_id}", "A2A CancelTask (`{id}:cancel`) or "
+                                                   "SubscribeToTask (`{id}:subscribe`)"),
+    ("a2a_create_push_config", "POST", "/tasks/{task_id}/pushNotificationConfigs",
+     "Push notifications: not supported"),
+    ("a2a_list_push_configs", "GET", "/tasks/{task_id}/pushNotificationConfigs",
+     "Push notifications: not supported"),
+    ("a2a_get_push_config", "GET", "/tasks/{task_id}/pushNotificationConfigs/{config_id}",
+     "Push notifications: not supported"),
+    ("a2a_delete_push_config", "DELETE", "/tasks/{task_id}/pushNotificationConfigs/{config_id}",
+     "Push notifications: not supported"),
+    ("a2a_extended_card", "GET", "/extendedAgentCard", "A2A GetExtendedAgentCard: not supported"),
+)
 INPUT_MODES = ["text/plain", "application/json"]
 OUTPUT_MODES = ["application/json", "text/plain"]
 
-# JSON-RPC 2.0 codes, and the A2A ones the official client maps to its error types.
-# A2A keeps JSON-RPC errors on HTTP 200: the client checks the status before the body.
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-UNSUPPORTED_OPERATION = -32004
+# A2A keeps JSON-RPC errors on HTTP 200: the official client checks the status before the body.
 ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
 A2A_DOMAIN = "a2a-protocol.org"
 
-# Methods A2A defines (1.0 names, then 0.3 names) besides sending one message: known, so they are
-# "unsupported operations" rather than "method not found".
-OTHER_METHODS = frozenset({
-    "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask", "SubscribeToTask",
-    "CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig",
-    "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig", "GetExtendedAgentCard",
-    "message/stream", "tasks/get", "tasks/list", "tasks/cancel", "tasks/resubscribe",
-    "tasks/pushNotificationConfig/set", "tasks/pushNotificationConfig/get",
-    "tasks/pushNotificationConfig/list", "tasks/pushNotificationConfig/delete",
-    "agent/getAuthenticatedExtendedCard"})
+
+@dataclass(frozen=True)
+class ErrorKind:
+    """One A2A error (spec 5.4): its JSON-RPC code, HTTP status, google.rpc status and the
+    ErrorInfo reason (None for the plain JSON-RPC errors)."""
+
+    code: int
+    http_status: int
+    status: str
+    reason: str | None = None
+
+
+# The one table of A2A errors: both services' bindings render every error from it.
+ERRORS: dict[str, ErrorKind] = {
+    "TaskNotFound": ErrorKind(-32001, 404, "NOT_FOUND", "TASK_NOT_FOUND"),
+    "TaskNotCancelable": ErrorKind(-32002, 409, "FAILED_PRECONDITION", "TASK_NOT_CANCELABLE"),
+    "PushNotificationNotSupported": ErrorKind(-32003, 400, "UNIMPLEMENTED",
+                                              "PUSH_NOTIFICATION_NOT_SUPPORTED"),
+    "UnsupportedOperation": ErrorKind(-32004, 400, "UNIMPLEMENTED", "UNSUPPORTED_OPERATION"),
+    "ContentTypeNotSupported": ErrorKind(-32005, 415, "INVALID_ARGUMENT", "CONTENT_TYPE_NOT_SUPPORTED"),
+    "VersionNotSupported": ErrorKind(-32009, 400, "UNIMPLEMENTED", "VERSION_NOT_SUPPORTED"),
+    "ParseError": ErrorKind(jsonrpc.PARSE_ERROR, 400, "INVALID_ARGUMENT"),
+    "InvalidRequest": ErrorKind(jsonrpc.INVALID_REQUEST, 400, "INVALID_ARGUMENT"),
+    "MethodNotFound": ErrorKind(jsonrpc.METHOD_NOT_FOUND, 404, "NOT_FOUND"),
+    "InvalidParams": ErrorKind(jsonrpc.INVALID_PARAMS, 400, "INVALID_ARGUMENT"),
+    "Internal": ErrorKind(jsonrpc.INTERNAL_ERROR, 500, "INTERNAL"),
+}
+# Kept for callers that name the codes.
+PARSE_ERROR = jsonrpc.PARSE_ERROR
+INVALID_REQUEST = jsonrpc.INVALID_REQUEST
+METHOD_NOT_FOUND = jsonrpc.METHOD_NOT_FOUND
+INVALID_PARAMS = jsonrpc.INVALID_PARAMS
+INTERNAL_ERROR = jsonrpc.INTERNAL_ERROR
+UNSUPPORTED_OPERATION = ERRORS["UnsupportedOperation"].code
+
+
+class A2aError(Exception):
+    """An A2A error by its table name, with a safe message and optional ErrorInfo metadata."""
+
+    def __init__(self, kind: str, message: str, metadata: dict[str, str] | None = None,
+                 extra_details: list[dict[str, Any]] | None = None,
+                 http_status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = ERRORS[kind]
+        self.message = message
+        self.metadata = metadata or {}
+        self.extra_details = extra_details or []
+        # A run's own failure keeps its status (401, 409, 502) over HTTP+JSON.
+        self.http_status = http_status or self.kind.http_status
+
+    def details(self) -> list[dict[str, Any]]:
+        info = [error_info(self.kind.reason, self.metadata)] if self.kind.reason else []
+        return info + self.extra_details
+
+    def rpc(self, rpc_id: object) -> dict[str, Any]:
+        """The JSON-RPC error response (sent with HTTP 200)."""
+        return rpc_error(rpc_id, self.kind.code, self.message, self.details() or None)
+
+    def rest_body(self) -> dict[str, Any]:
+        """The HTTP+JSON body: google.rpc.Status in AIP-193's JSON form (spec 11.6)."""
+        return {"error": {"code": self.http_status, "status": self.kind.status,
+                          "message": self.message, "details": self.details()}}
+
+
+# What a 1.0 request names in `A2A-Version` (absent means 0.3, which we also speak).
+SUPPORTED_VERSIONS = ("1.0", "0.3")
+VERSION_HEADER = "A2A-Version"
+
+
+def check_version(header: str | None) -> None:
+    """Raise VersionNotSupported for an `A2A-Version` we do not speak (spec 3.6.2)."""
+    if header is None or not header.strip():
+        return
+    value = header.strip()
+    major_minor = ".".join(value.split(".")[:2]) if value.count(".") <= 2 else value
+    if major_minor not in SUPPORTED_VERSIONS and value != "1":
+        raise A2aError("VersionNotSupported", f"A2A version {value[:32]!r} is not supported; "
+                       f"supported: {', '.join(SUPPORTED_VERSIONS)}.",
+                       {"supportedVersions": ",".join(SUPPORTED_VERSIONS)})
+
+
 SEND_V1 = "SendMessage"
 SEND_V03 = "message/send"
 

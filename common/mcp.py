@@ -10,24 +10,29 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from common.json_read import JsonRejected, loads_bounded
+from common.jsonrpc import INTERNAL_ERROR as INTERNAL_ERROR
+from common.jsonrpc import INVALID_PARAMS as INVALID_PARAMS
+from common.jsonrpc import INVALID_REQUEST as INVALID_REQUEST
+from common.jsonrpc import METHOD_NOT_FOUND as METHOD_NOT_FOUND
+from common.jsonrpc import PARSE_ERROR as PARSE_ERROR
+from common.jsonrpc import SERVER_ERROR
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSION = "2026-07-28"
 LATEST_HANDSHAKE = "2025-11-25"
 DEFAULT_HEADER_VERSION = "2025-03-26"  # handshake-era requests that carry no version header
-ACCEPTED_HEADER_VERSIONS = ("2026-07-28", "2025-06-18", "2025-11-25", "2025-03-26", "2024-11-05")
+# The one list of versions we speak: server/discover and the unsupported-version error name it alike.
+SUPPORTED_VERSIONS = ("2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+ACCEPTED_HEADER_VERSIONS = SUPPORTED_VERSIONS
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 VERSION_HEADER = "MCP-Protocol-Version"
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 META_CLIENT_CAPS = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
-# Error codes (JSON-RPC and MCP).
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL = -32000
+# MCP's own error codes (the JSON-RPC ones live in common.jsonrpc).
+INTERNAL = SERVER_ERROR
 HEADER_ERROR = -32020
 UNSUPPORTED_VERSION = -32022
 
@@ -186,19 +191,41 @@ def route_stream(headers: Mapping[str, str], raw: bytes) -> Routed | Rejection:
                                                       f"request params._meta.{key} is malformed"))
     name_header = headers.get("Mcp-Name")
     if name_header is not None and isinstance(params, dict):
-        target_key = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}.get(method)
+        target_key = NAME_BEARING.get(method)
         if target_key is not None and decode_header(name_header) != params.get(target_key):
             return _reject(400, message, McpError(
                 HEADER_ERROR, "Mcp-Name header does not match the request body name"))
     if version == MODERN_VERSION:
+        missing = _modern_missing(message, method, params, meta, headers)
+        if missing is not None:
+            return _reject(400, message, missing)
         params = dict(params or {})
-        synthesized = {META_VERSION: version,
-                       META_CLIENT_INFO: {"name": "current-mcp-client", "version": "unknown"},
-                       META_CLIENT_CAPS: {}}
+        # clientInfo is a SHOULD: a request without it reads as an unnamed client.
+        synthesized = {META_CLIENT_INFO: {"name": "current-mcp-client", "version": "unknown"}}
         params["_meta"] = {**synthesized, **(meta or {})}
         message = {**message, "params": params}
         return Routed(message, "modern", version)
     return Routed(message, "handshake", version)
+
+
+def _modern_missing(message: Mapping[str, Any], method: str, params: Any, meta: Any,
+                    headers: Mapping[str, str]) -> McpError | None:
+    """What a 2026-07-28 request lacks: a request's `_meta` must carry the protocol version and
+    the client's capabilities (-32602); every message names its method in `Mcp-Method`, and a
+    call naming a tool, prompt or resource names it in `Mcp-Name` too (-32020)."""
+    if "id" in message:
+        keys = meta if isinstance(meta, dict) else {}
+        absent = [key for key in (META_VERSION, META_CLIENT_CAPS) if key not in keys]
+        if absent:
+            return McpError(INVALID_PARAMS, "params._meta is missing the required key(s): "
+                            + ", ".join(absent))
+    if headers.get("Mcp-Method") is None:
+        return McpError(HEADER_ERROR, "Mcp-Method header is required")
+    target_key = NAME_BEARING.get(method)
+    if target_key is not None and isinstance(params, dict) and params.get(target_key) is not None \
+            and headers.get("Mcp-Name") is None:
+        return McpError(HEADER_ERROR, "Mcp-Name header is required")
+    return None
 
 
 def stdio_era(message: Mapping[str, Any]) -> Era:

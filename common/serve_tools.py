@@ -11,6 +11,14 @@ from common.guidance import MAX_QUERY_VARIANTS
 from common.limits import DEFAULT_NEIGHBORHOOD_DEPTH, DEFAULT_NEIGHBORHOOD_LIMIT
 from common.schemas import Direction, SearchMode
 
+# serve's MCP tools in tools/list order: the one list every surface and `--mcp-tools` read. The
+# search tools are the ones whose calls may wait for the index (run off the event loop).
+TOOL_NAMES: tuple[str, ...] = (
+    "llmwiki_context", "llmwiki_search", "llmwiki_read", "llmwiki_graph",
+    "llmwiki_graph_neighbors", "llmwiki_source_refs", "llmwiki_source_bundle",
+)
+SEARCH_TOOLS: tuple[str, ...] = ("llmwiki_context", "llmwiki_search")
+
 
 class _Args(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -54,6 +62,7 @@ def argument_models(context_limit: int, graph_limit: int) -> dict[str, type[Base
         "llmwiki_source_refs": {"include_drafts": (bool, False)},
         "llmwiki_source_bundle": {"include_drafts": (bool, False)},
     }
+    assert tuple(specs) == TOOL_NAMES  # one model per tool, in the table's order
     return {name: create_model(f"{name}Arguments", __base__=_Args, **spec)
             for name, spec in specs.items()}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from common.a2a import CARD_PATH, JSONRPC_PATH
+from common.a2a import CARD_PATH, JSONRPC_PATH, REST_ROUTES, SEND_PATH
 
 
 class Route(NamedTuple):
@@ -33,8 +33,11 @@ ROUTES: tuple[Route, ...] = (
     Route("openapi", "GET", "/openapi.json"),
     Route("docs", "GET", "/docs"),
     Route("a2a_agent_card", "GET", CARD_PATH, opt_in=True),
-    Route("a2a_message_send", "POST", "/message:send", opt_in=True),
+    Route("a2a_message_send", "POST", SEND_PATH, opt_in=True),
     Route("a2a_jsonrpc", "POST", JSONRPC_PATH, opt_in=True, listed=False),
+    # Clients that join a path onto the card's JSON-RPC URL post to it with a trailing slash.
+    Route("a2a_jsonrpc_slash", "POST", JSONRPC_PATH + "/", opt_in=True, listed=False),
+    *(Route(name, method, path, opt_in=True, listed=False) for name, method, path, _ in REST_ROUTES),
     # Contract 4.5 lists it; the reference's health document does not.
     Route("projection_store", "GET", "/diagnostics/projection-store", listed=False),
 )

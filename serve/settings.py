@@ -11,6 +11,7 @@ from typing import Any
 from common.booleans import parse_bool
 from common.limits import CONTEXT_GRAPH_LIMIT, GRAPH_LIMIT, READ_MAX_CHARS, SEARCH_LIMIT, Limit
 from common.options import Option, parse_public_url
+from common.serve_tools import TOOL_NAMES
 
 DEFAULT_MAX_PAGE_BYTES = 8 * 1024 * 1024
 
@@ -65,6 +66,9 @@ class ServeSettings:
     mcp_tools: tuple[str, ...] = ()
     mcp_exclude_tools: tuple[str, ...] = ()
     enable_a2a: bool = False
+    # Finished A2A tasks kept for GetTask/ListTasks: at most this many, for at most this long.
+    a2a_max_tasks: int = 1000
+    a2a_task_ttl_seconds: float = 3600.0
     source_profile: str = "auto"
     # serve's address as clients reach it (behind a TLS proxy), for the A2A card's absolute URLs.
     public_url: str | None = None
@@ -83,6 +87,9 @@ class ServeSettings:
             _check_range("read_default_max_chars", self.read_default_max_chars, READ_MAX_CHARS)
         _check_range("max_page_bytes", self.max_page_bytes, Limit(1024, 1 << 31))
         _check_range("max_body_bytes", self.max_body_bytes, Limit(1024, 1 << 30))
+        _check_range("a2a_max_tasks", self.a2a_max_tasks, Limit(0, 1_000_000))
+        if not 0 < self.a2a_task_ttl_seconds <= 86400 * 30:
+            raise SettingsError("a2a_task_ttl_seconds must be > 0 and <= 2592000")
         for name in ("idle_timeout_seconds", "body_timeout_seconds", "shutdown_timeout_seconds"):
             if not 0 < getattr(self, name) <= 3600:
                 raise SettingsError(f"{name} must be > 0 and <= 3600")
@@ -93,10 +100,7 @@ class ServeSettings:
         tool_selection(self.mcp_tools, self.mcp_exclude_tools)
 
 
-MCP_TOOL_NAMES = (
-    "llmwiki_context", "llmwiki_search", "llmwiki_read", "llmwiki_graph",
-    "llmwiki_graph_neighbors", "llmwiki_source_refs", "llmwiki_source_bundle",
-)
+MCP_TOOL_NAMES = TOOL_NAMES
 
 
 def tool_selection(include: Sequence[str], exclude: Sequence[str]) -> tuple[str, ...]:
@@ -212,6 +216,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("enable_a2a", "--enable-a2a", "LLMWIKI_SERVE_ENABLE_A2A", parse_bool,
            "Serve the A2A agent card and POST /message:send (off by default).", is_flag=True,
            aliases=("--enable-a2a-compat",), http_only=True),
+    Option("a2a_max_tasks", "--a2a-max-tasks", "LLMWIKI_SERVE_A2A_MAX_TASKS", parse_int,
+           "Finished A2A tasks kept in memory for GetTask and ListTasks (default 1000; 0 keeps "
+           "none; the oldest go first; a restart forgets them).", http_only=True),
+    Option("a2a_task_ttl_seconds", "--a2a-task-ttl-seconds", "LLMWIKI_SERVE_A2A_TASK_TTL_SECONDS",
+           parse_float, "How long a finished A2A task is kept, in seconds (default 3600).",
+           http_only=True),
     Option("public_url", "--public-url", "LLMWIKI_SERVE_PUBLIC_URL", parse_public_url,
            "serve's URL as clients reach it (e.g. https://wiki.example.org behind a TLS proxy); the "
            "A2A card's absolute URLs start with it instead of the request's scheme and Host.",

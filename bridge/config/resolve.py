@@ -113,6 +113,12 @@ OPTIONS: tuple[Option, ...] = (
            "LLMWIKI_AGENT_BRIDGE_MAX_RUNTIME_ANSWER_BYTES",
            "Largest runtime (chat completions) answer accepted, in bytes (default 4194304); a larger "
            "one fails the runtime call.", (), ("maxRuntimeAnswerBytes",)),
+    _option("a2a_max_tasks", "--a2a-max-tasks", "LLMWIKI_AGENT_BRIDGE_A2A_MAX_TASKS",
+           "Finished A2A tasks kept in memory for GetTask and ListTasks (default 1000; 0 keeps none; "
+           "the oldest go first; a restart forgets them).", (), ("a2aMaxTasks",)),
+    _option("a2a_task_ttl_seconds", "--a2a-task-ttl-seconds", "LLMWIKI_AGENT_BRIDGE_A2A_TASK_TTL_SECONDS",
+           "How long a finished A2A task is kept, in seconds (default 3600).", (),
+           ("a2aTaskTtlSeconds",)),
     _option("default_mode", "--default-mode", "LLMWIKI_AGENT_BRIDGE_DEFAULT_MODE",
            "Orchestration mode for requests that name none: delegated-runtime (default, as the "
            "contract says), evidence-only or hybrid.", (), ("defaultOrchestrationMode",)),

@@ -106,6 +106,9 @@ class BridgeSettings(BaseModel):
     max_runtime_answer_bytes: Annotated[int, _number(1024, 1 << 30,
                                                      "must be between 1024 and 1073741824")] = (
         DEFAULT_MAX_RUNTIME_ANSWER_BYTES)
+    # Finished A2A tasks kept in memory for GetTask/ListTasks: at most this many, this long.
+    a2a_max_tasks: Annotated[int, _number(0, 1_000_000, "must be between 0 and 1000000")] = 1000
+    a2a_task_ttl_seconds: Annotated[int, _number(1, 2_592_000, "must be between 1 and 2592000")] = 3600
     # For requests that name no orchestration mode.
     default_mode: Annotated[str, rule(rules.orchestration_mode, "defaultOrchestrationMode")] = (
         "delegated-runtime")

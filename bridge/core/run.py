@@ -46,6 +46,7 @@ class RunContext:
     source_policy: SourcePolicy
     open_chat: OpenChat  # the runtime's client, for runtime-backed runs
     io: IoLog | None  # the I/O log when enabled
+    on_source: Callable[[SourceOutcome], None] | None = None  # a streaming run's client, told each part
 
 
 async def run_task(ctx: RunContext, envelope: Any, request_id: str, trace_id: str, *,
@@ -124,7 +125,11 @@ async def _fan_out(ctx: RunContext, query: str, selected: list[SourceDescriptor]
         scope = (io_scope(source={"id": source.id, "name": source.name, "protocol": source.protocol})
                  if logged else contextlib.nullcontext())
         with scope:
-            return await gather_source(calls, source, discovery.reads.get(index), discovery.plans.get(index))
+            outcome = await gather_source(calls, source, discovery.reads.get(index),
+                                          discovery.plans.get(index))
+        if ctx.on_source is not None:
+            ctx.on_source(outcome)
+        return outcome
 
     return await fan_out(range(len(selected)), one, settings.fanout_concurrency)
 

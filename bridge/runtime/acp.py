@@ -18,6 +18,7 @@ from typing import Any
 
 from bridge.support.facts import CallFailure
 from bridge.support.redaction import redact_text
+from common.jsonrpc import METHOD_NOT_FOUND
 
 PROTOCOL_VERSION = 1
 STDERR_BYTES = 4096
@@ -137,7 +138,8 @@ class _Conversation:
         if method == "session/request_permission":
             self._write({"id": message["id"], "result": {"outcome": {"outcome": "cancelled"}}})
         else:  # the bridge offers the agent no files, terminals or anything else
-            self._write({"id": message["id"], "error": {"code": -32601, "message": "Method not found"}})
+            self._write({"id": message["id"],
+                         "error": {"code": METHOD_NOT_FOUND, "message": "Method not found"}})
 
     async def turn(self, prompt: str, cwd: Path) -> str:
         initialized = await self.request("initialize", {

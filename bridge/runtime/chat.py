@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import openai
@@ -51,9 +51,12 @@ class ChatRuntime:
     answers larger than `max_runtime_answer_bytes` are cut off while they arrive."""
 
     def __init__(self, settings: BridgeSettings, timeout_seconds: float | None = None, *,
-                 io: IoLog | None = None) -> None:
+                 io: IoLog | None = None, on_delta: Callable[[str], None] | None = None) -> None:
         self.settings = settings
         self.io = io
+        # Given: the answer is asked for with stream=True and each piece of text is passed on as
+        # it arrives (the same cap and timeout apply to the whole stream).
+        self.on_delta = on_delta
         self.timeout_seconds = timeout_seconds or settings.timeout_seconds
         base_url = runtime_base(settings.base_url)  # first: it may raise before anything is opened
         http_client = openai.DefaultAsyncHttpxClient(
@@ -94,6 +97,8 @@ class ChatRuntime:
     async def _complete(self, messages: Sequence[dict[str, Any]], extra: dict[str, Any]) -> ChatReply:
         try:
             async with asyncio.timeout(self.timeout_seconds):
+                if self.on_delta is not None:
+                    return await self._streamed(messages, extra, self.on_delta)
                 completion = await self.client.chat.completions.create(
                     model=self.settings.model, messages=list(messages),  # type: ignore[arg-type]
                     temperature=TEMPERATURE, stream=False, extra_headers=self.headers, **extra)
@@ -115,6 +120,34 @@ class ChatRuntime:
             raise RuntimeFailure("Chat completions endpoint returned invalid JSON.",
                                  invalid_json=True) from None
         return _reply(completion)
+
+
+    async def _streamed(self, messages: Sequence[dict[str, Any]], extra: dict[str, Any],
+                        on_delta: Callable[[str], None]) -> ChatReply:
+        """One streamed completion: text passed on chunk by chunk, tool calls put together from
+        their fragments; the reply is what the non-streamed call would have returned."""
+        stream = await self.client.chat.completions.create(
+            model=self.settings.model, messages=list(messages),  # type: ignore[arg-type]
+            temperature=TEMPERATURE, stream=True, extra_headers=self.headers, **extra)
+        text: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        async for chunk in cast("openai.AsyncStream[Any]", stream):
+            for choice in getattr(chunk, "choices", None) or []:
+                delta = getattr(choice, "delta", None)
+                piece = getattr(delta, "content", None)
+                if isinstance(piece, str) and piece:
+                    text.append(piece)
+                    on_delta(piece)
+                for call in getattr(delta, "tool_calls", None) or []:
+                    slot = calls.setdefault(int(getattr(call, "index", 0) or 0),
+                                            {"id": "", "name": "", "arguments": ""})
+                    function = getattr(call, "function", None)
+                    slot["id"] = slot["id"] or str(getattr(call, "id", "") or "")
+                    slot["name"] += str(getattr(function, "name", "") or "")
+                    slot["arguments"] += str(getattr(function, "arguments", "") or "")
+        tool_calls = [ToolCall(slot["id"] or f"call_{index + 1}", slot["name"], slot["arguments"])
+                      for index, slot in sorted(calls.items()) if slot["name"]]
+        return ChatReply("".join(text).strip(), tool_calls)
 
 
 def _text(content: Any) -> str | None:

@@ -14,6 +14,8 @@ from bridge.sources.base import BundleRead, SourceCallError
 from bridge.sources.client import TransportClient
 from bridge.sources.http_source import has_bundle_metadata
 from bridge.sources.transport import SourceAnswer, SourceTransport, call_source, decode_json
+from common.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, SERVER_ERROR
+from common.mcp import HEADER_ERROR, UNSUPPORTED_VERSION
 from common.version import __version__
 
 BUNDLE_TOOL = "llmwiki_source_bundle"
@@ -37,7 +39,8 @@ META = "io.modelcontextprotocol/"
 # JSON-RPC errors that say "not in this form" rather than "this call failed": parse error, invalid
 # request, unknown method, header mismatch (-32020), unsupported version (-32022), and the SDKs'
 # "bad request" (-32000, e.g. a missing session).
-_FORM_ERRORS = frozenset({-32700, -32600, -32601, -32020, -32022, -32000})
+_FORM_ERRORS = frozenset({PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, HEADER_ERROR, UNSUPPORTED_VERSION,
+                          SERVER_ERROR})
 _CLIENT_INFO = {"name": "llmwiki-agent-bridge", "version": __version__}
 
 

@@ -1036,6 +1036,87 @@
     $('verify-result').hidden = false;
   }
 
+  const ANSWER_DELTA = 'urn:llmwiki:a2a-extension:agent-bridge:v1#answerDelta';
+  const SOURCE_STEP = 'urn:llmwiki:a2a-extension:agent-bridge:v1#sourceStep';
+
+  // The run over A2A's stream (POST /message:stream): each source's step and the runtime's answer
+  // show as they arrive; the result artifact then replaces the draft. Resolves with the result.
+  async function streamRun(query, mode, onEvent) {
+    const headers = {Accept: 'text/event-stream', 'Content-Type': 'application/json', 'A2A-Version': '1.0'};
+    if (state.token !== null) {
+      headers.Authorization = `Bearer ${state.token}`;
+    }
+    const body = {message: {messageId: `settings-${Date.now()}`, role: 'ROLE_USER',
+      parts: [{text: query}, {data: {orchestrationMode: mode}}]}};
+    let response;
+    try {
+      response = await fetch('/message:stream', {method: 'POST', headers, body: JSON.stringify(body),
+        cache: 'no-store', credentials: 'omit', redirect: 'error'});
+    } catch (_) {
+      throw new BridgeError(0, 'network_error', 'The bridge could not be reached. Check that it is still running.');
+    }
+    if (!response.ok || !response.body) {
+      let payload = null;
+      try {
+        payload = await response.json();
+      } catch (_) {
+        payload = null;
+      }
+      const error = payload && typeof payload.error === 'object' && payload.error ? payload.error : {};
+      throw new BridgeError(response.status, String(error.code || `http_${response.status}`),
+        String(error.message || `The bridge answered with HTTP ${response.status}.`));
+    }
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = '';
+    let result = null;
+    for (;;) {
+      const {value, done} = await reader.read();
+      if (done) {
+        break;
+      }
+      buffer += value;
+      let end = buffer.indexOf('\n\n');
+      while (end !== -1) {
+        const frame = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        for (const line of frame.split('\n')) {
+          if (line.startsWith('data:')) {
+            const event = JSON.parse(line.slice(5));
+            if (event.artifactUpdate) {
+              result = resultOf({artifacts: [event.artifactUpdate.artifact]}) || result;
+            }
+            const status = event.statusUpdate && event.statusUpdate.status;
+            if (status && status.state === 'TASK_STATE_FAILED') {
+              const parts = (status.message && status.message.parts) || [];
+              throw new BridgeError(500, 'run_failed', String((parts[0] && parts[0].text) || 'The run failed.'));
+            }
+            onEvent(event);
+          }
+        }
+        end = buffer.indexOf('\n\n');
+      }
+    }
+    return result;
+  }
+
+  function showProgress(event, draft) {
+    const message = event.statusUpdate && event.statusUpdate.status && event.statusUpdate.status.message;
+    const kind = message && message.metadata && message.metadata.event;
+    const part = message && Array.isArray(message.parts) ? message.parts[0] : null;
+    if (kind === ANSWER_DELTA && part && typeof part.text === 'string') {
+      draft.answer += part.text;
+      $('verify-answer').textContent = draft.answer;  // plain text until the result arrives
+    } else if (kind === SOURCE_STEP && part && part.data) {
+      draft.sources += 1;
+      draft.citations += Array.isArray(part.data.citations) ? part.data.citations.length : 0;
+    } else {
+      return;
+    }
+    $('verify-summary').textContent = `Running: ${plural(draft.sources, 'source', 'sources')} answered, `
+      + `${plural(draft.citations, 'citation', 'citations')} so far${draft.answer ? '; the answer is arriving' : ''}.`;
+    $('verify-result').hidden = false;
+  }
+
   async function onVerifySubmit(event) {
     event.preventDefault();
     const query = $('verify-query').value.trim();
@@ -1047,8 +1128,11 @@
     const mode = $('verify-mode').value;
     await whileBusy($('verify-run'), async () => {
       try {
-        const task = await api('POST', '/message:send', {data: {query, orchestrationMode: mode}});
-        const result = resultOf(task);
+        const draft = {answer: '', sources: 0, citations: 0};
+        $('verify-answer').textContent = '';
+        $('verify-citations').replaceChildren();
+        $('verify-steps').replaceChildren();
+        const result = await streamRun(query, mode, (update) => showProgress(update, draft));
         if (!result) {
           showError('The bridge answered, but without a result artifact.');
           return;

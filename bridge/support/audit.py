@@ -11,13 +11,11 @@ from typing import Any
 import structlog
 
 from bridge.support.clock import now_iso
+from bridge.support.routes import AUDITED_ROUTES as AUDITED_ROUTES
 from common.json_wire import json_bytes
 
 SCHEMA = "llmwiki.agent-bridge.support.audit.v1"
 EVENT = "llmwiki.agent_bridge.request"
-AUDITED_ROUTES = frozenset({
-    "/message:send", "/mcp", "/sources", "/settings", "/settings.json", "/settings/config.json",
-    "/settings/sources.json", "/.well-known/agent-card.json", "/health", "/sources/probe"})
 KNOWN_MCP_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "server/discover",
                                "notifications/initialized"})
 # What handlers may add to the line; anything else they note is ignored.

@@ -10,20 +10,40 @@ from aiohttp import web
 
 from bridge.core.artifact import ARTIFACT_NAME
 from bridge.core.errors import RunFailed
-from bridge.service import BridgeService
+from bridge.core.gather import SourceOutcome
+from bridge.service import BridgeService, RunReports
 from bridge.support.fields import as_list, as_object
 from bridge.support.iolog import io_scope
 from bridge.web.errors import http_error
-from common import a2a
-from common.a2a import CARD_PATH, INPUT_MODES, JSONRPC_PATH, OUTPUT_MODES
+from common import a2a, a2a_stream
+from common.a2a import INPUT_MODES, JSONRPC_PATH, OUTPUT_MODES, SEND_PATH, A2aError
+from common.a2a_server import (
+    A2aOperations,
+    Handler,
+    Outcome,
+    Progress,
+    card_response,
+    rest_error,
+)
+from common.a2a_tasks import TaskStore
 from common.errors import CodedError, json_response
 from common.logging import REQUEST_ID
 from common.version import __version__
 
-SEND_PATH = "/message:send"
 DESCRIPTION = ("Local A2A-compatible bridge for OpenAI-compatible chat-completions gateways and LLMWiki "
                "Knowledge Source tools.")
 STRUCT_TYPE = "type.googleapis.com/google.protobuf.Struct"
+# The bridge's own card facts (contract 2.6.2 put them in `capabilities`, where a strict A2A parser
+# rejects them): a declared, optional extension carries them instead.
+EXTENSION_URI = "urn:llmwiki:a2a-extension:agent-bridge:v1"
+BRIDGE_EXTENSION: dict[str, Any] = {
+    "uri": EXTENSION_URI,
+    "description": "LLMWiki agent bridge: structured llmwiki_agent_result artifacts from local "
+                   "Knowledge Sources.",
+    "required": False,
+    "params": {"structuredArtifacts": True, "localBridge": True,
+               "knowledgeSourceProtocols": ["llmwiki-http", "mcp", "a2a"]},
+}
 # A2A state names of the contract's lower-case task states.
 _STATES = {"completed": "TASK_STATE_COMPLETED", "failed": "TASK_STATE_FAILED",
            "canceled": "TASK_STATE_CANCELED", "rejected": "TASK_STATE_REJECTED"}
@@ -50,8 +70,8 @@ def agent_card(service: BridgeService, base_url: str) -> dict[str, Any]:
         "agentRuntime": identity["agentRuntime"],
         "provider": {"organization": identity["providerOrganization"]},
         "version": __version__,
-        "capabilities": {"streaming": False, "pushNotifications": False, "structuredArtifacts": True,
-                         "localBridge": True, "knowledgeSourceProtocols": ["llmwiki-http", "mcp", "a2a"]},
+        "capabilities": {"streaming": True, "pushNotifications": False,
+                         "extensions": [BRIDGE_EXTENSION]},
         "defaultInputModes": INPUT_MODES,
         "defaultOutputModes": OUTPUT_MODES,
         "skills": [{
@@ -92,16 +112,19 @@ def is_jsonrpc(body: Any) -> bool:
 
 
 def is_send_message_request(body: Any, version: str | None) -> bool:
-    """An A2A 1.0 SendMessageRequest, answered `{"task": ...}`: a root `message` with the
-    `messageId` A2A requires, no `data` object, and a 1.x `A2A-Version` header or a 1.0 role
-    (`ROLE_USER`). A plain client's `{"message": {"role": "user", ...}}` stays legacy."""
-    if not isinstance(body, dict) or isinstance(body.get("data"), dict):
+    """An A2A 1.0 SendMessageRequest, answered `{"task": ...}` and validated as one: no legacy
+    `data` object or top-level `query`, and either a 1.x `A2A-Version` header or a root `message`
+    with the `messageId` A2A requires and a 1.0 role (`ROLE_USER`). A plain client's
+    `{"message": {"role": "user", ...}}` stays legacy."""
+    if not isinstance(body, dict) or isinstance(body.get("data"), dict) or "query" in body:
         return False
+    if (version or "").strip().startswith("1"):
+        return True
     message = body.get("message")
     if not isinstance(message, dict) or "messageId" not in message:
         return False
     role = message.get("role")
-    return (version or "").strip().startswith("1") or (isinstance(role, str) and role.startswith("ROLE_"))
+    return isinstance(role, str) and role.startswith("ROLE_")
 
 
 # -- answers ------------------------------------------------------------------------------
@@ -120,18 +143,15 @@ def _result(envelope: dict[str, Any]) -> tuple[str, Any]:
     return ARTIFACT_NAME, {}
 
 
-def task_of(envelope: dict[str, Any], message: object, *, v03: bool = False) -> dict[str, Any]:
-    """The run's task envelope (contract 4.1) as an A2A Task: same id, the result as a data part
-    plus the answer as text, the request and trace ids in `metadata`."""
+def outcome_of(envelope: dict[str, Any]) -> Outcome:
+    """The run's task envelope (contract 4.1) as the A2A task's pieces: same id, the result as a
+    data part plus the answer as text, the request and trace ids in `metadata`."""
     name, data = _result(envelope)
     metadata = {k: envelope[k] for k in ("requestId", "traceId") if isinstance(envelope.get(k), str)}
-    build = a2a.task_v03 if v03 else a2a.task_v1
-    task = build(str(envelope.get("id")), a2a.context_id_of(message), name, data, _answer(envelope),
-                 metadata)
     state = as_object(envelope.get("status")).get("state")
-    if state in _STATES and state != "completed":  # the builders assume completed
-        task["status"]["state"] = state if v03 else _STATES[state]
-    return task
+    return Outcome(name, data, _answer(envelope), metadata,
+                   _STATES.get(state, "TASK_STATE_COMPLETED") if isinstance(state, str)
+                   else "TASK_STATE_COMPLETED", str(envelope.get("id") or ""))
 
 
 # -- errors -------------------------------------------------------------------------------
@@ -154,26 +174,23 @@ def error_details(exc: CodedError) -> list[dict[str, Any]]:
     return [a2a.error_info(_error_kind(exc.status)[1], metadata), {"@type": STRUCT_TYPE, "value": body}]
 
 
-def rest_error(exc: CodedError) -> dict[str, Any]:
-    """The A2A HTTP+JSON error body (`google.rpc.Status`), for 1.0 SendMessageRequests."""
-    return {"error": {"code": exc.status, "status": _error_kind(exc.status)[2], "message": exc.message,
-                      "details": error_details(exc)}}
-
-
-def rpc_run_error(rpc_id: object, exc: CodedError) -> dict[str, Any]:
-    return a2a.rpc_error(rpc_id, _error_kind(exc.status)[0], exc.message, error_details(exc))
+def run_error(exc: CodedError) -> A2aError:
+    """A refused or failed run as the A2A error both bindings render, its status kept."""
+    kind = {a2a.INVALID_PARAMS: "InvalidParams", a2a.UNSUPPORTED_OPERATION: "UnsupportedOperation"}.get(
+        _error_kind(exc.status)[0], "Internal")
+    return A2aError(kind, exc.message, extra_details=error_details(exc), http_status=exc.status)
 
 
 async def logged_run(service: BridgeService, body: Any, request_id: str, trace_id: str,
-                     route: str | None) -> dict[str, Any]:
+                     route: str | None, reports: RunReports | None = None) -> dict[str, Any]:
     """The run, with its request and answer (or error, as the client gets it) in the I/O log under
-    `route` when the operator turned the log on."""
+    `route` when the operator turned the log on; `reports` hears a streaming run's progress."""
     io = service.io
     if route is None or not io.enabled:
-        return await service.run(body, request_id, trace_id)
+        return await service.run(body, request_id, trace_id, reports=reports)
     with io_scope(trace_id=trace_id):
         try:
-            task = await service.run(body, request_id, trace_id, inbound=route)
+            task = await service.run(body, request_id, trace_id, inbound=route, reports=reports)
         except RunFailed as exc:
             error = http_error(exc)
             io.emit("bridge.error", "inbound", route=route,
@@ -183,34 +200,52 @@ async def logged_run(service: BridgeService, body: Any, request_id: str, trace_i
         return task
 
 
-# -- JSON-RPC -----------------------------------------------------------------------------
+# -- streaming --------------------------------------------------------------------------------
 
-async def dispatch(service: BridgeService, payload: object, request_id: str, trace_id: str,
-                   inbound: str | None = None) -> dict[str, Any]:
-    """One JSON-RPC request: SendMessage (1.0) or message/send (0.3); every failure is a JSON-RPC
-    error (sent with HTTP 200)."""
-    call = a2a.parse_rpc(payload)
-    if not isinstance(call, a2a.RpcCall):
-        return call
-    if call.method in a2a.OTHER_METHODS:
-        return a2a.rpc_error(call.id, a2a.UNSUPPORTED_OPERATION,
-                             f"{call.method} is not supported: the bridge answers one message at a time "
-                             "and keeps no tasks.", [a2a.error_info("UNSUPPORTED_OPERATION")])
-    if call.method not in (a2a.SEND_V1, a2a.SEND_V03):
-        return a2a.rpc_error(call.id, a2a.METHOD_NOT_FOUND, "Method not found")
-    if not isinstance(call.params, dict):
-        return a2a.rpc_error(call.id, a2a.INVALID_PARAMS, "Invalid params: expected an object")
-    try:
-        envelope = await logged_run(service, call.params, request_id, trace_id, inbound)
-    except RunFailed as exc:
-        return rpc_run_error(call.id, http_error(exc))
-    except Exception:
-        log.exception("a2a_jsonrpc_failed", method=call.method)
-        return a2a.rpc_error(call.id, a2a.INTERNAL_ERROR, "Bridge request failed.")
-    message = call.params.get("message")
-    if call.method == a2a.SEND_V03:
-        return a2a.rpc_result(call.id, task_of(envelope, message, v03=True))
-    return a2a.rpc_result(call.id, {"task": task_of(envelope, message)})
+SOURCE_STEP = "urn:llmwiki:a2a-extension:agent-bridge:v1#sourceStep"
+ANSWER_DELTA = "urn:llmwiki:a2a-extension:agent-bridge:v1#answerDelta"
+
+
+def source_report(outcome: SourceOutcome) -> dict[str, Any]:
+    """One source's completed part as a progress message: its citations, steps and diagnostics."""
+    citations = outcome.evidence.citations if outcome.evidence is not None else []
+    data = {"sourceId": outcome.source.id, "status": "failed" if outcome.failed else "answered",
+            "citations": [c.wire() for c in citations],
+            "steps": [s.wire() for s in outcome.steps],
+            "diagnostics": [d.wire() for d in outcome.diagnostics]}
+    return {"parts": [{"data": data, "mediaType": "application/json"}],
+            "metadata": {"event": SOURCE_STEP}}
+
+
+def stream_reports(progress: Progress) -> RunReports:
+    """A streaming run's reports as A2A progress messages."""
+    return RunReports(
+        source_done=lambda outcome: progress(source_report(outcome)),
+        answer_delta=lambda text: progress({"parts": [{"text": text}], "metadata": {"event": ANSWER_DELTA}}))
+
+
+# -- operations ---------------------------------------------------------------------------
+
+def operations(service_of: ServiceOf, trace_id_of: TraceIdOf) -> A2aOperations:
+    """The bridge's A2A operations: each message is one run; finished tasks kept as the settings
+    bound them (in memory: a restart forgets them)."""
+
+    async def execute(params: dict[str, Any], request: web.Request, progress: Progress | None) -> Outcome:
+        inbound = SEND_PATH if request.path == SEND_PATH else None
+        service = service_of(request)
+        # The live settings bound the store (a settings change applies from the next run on).
+        store.resize(service.settings.a2a_max_tasks, service.settings.a2a_task_ttl_seconds)
+        try:
+            envelope = await logged_run(service, params, request[REQUEST_ID],
+                                        trace_id_of(request), inbound,
+                                        None if progress is None else stream_reports(progress))
+        except RunFailed as exc:
+            # Steps and diagnostics ride in the error's details; the body has the whole envelope.
+            raise run_error(http_error(exc)) from None
+        return outcome_of(envelope)
+
+    store = TaskStore()
+    return A2aOperations(store, execute)
 
 
 # -- routes -------------------------------------------------------------------------------
@@ -227,16 +262,22 @@ def _base_url(request: web.Request, service: BridgeService) -> str:
     return f"{request.scheme}://{host.strip()}"
 
 
-def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf) -> list[web.RouteDef]:
-    """The card, `/message:send` and the JSON-RPC endpoint. The pipeline has already checked the
-    origin, the bearer token and the body size."""
+def handlers(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf,
+             ops: A2aOperations) -> dict[str, Handler]:
+    """The card, `/message:send`, the JSON-RPC endpoint and the HTTP+JSON task routes, by route
+    name. The pipeline has already checked the origin, the bearer token and the body size."""
 
     async def card(request: web.Request) -> web.Response:
         service = service_of(request)
-        return json_response(agent_card(service, _base_url(request, service)))
+        return card_response(request, agent_card(service, _base_url(request, service)))
 
-    async def send(request: web.Request) -> web.Response:
+    async def send(request: web.Request) -> web.StreamResponse:
         request_id, trace_id = request[REQUEST_ID], trace_id_of(request)
+        version = request.headers.get(a2a.VERSION_HEADER)
+        try:
+            a2a.check_version(version)
+        except A2aError as exc:
+            return rest_error(exc)
         try:
             body = await body_of(request)
         except CodedError as exc:
@@ -244,24 +285,14 @@ def routes(service_of: ServiceOf, body_of: BodyOf, trace_id_of: TraceIdOf) -> li
                                  status=exc.status)
         service = service_of(request)
         if is_jsonrpc(body):
-            return json_response(await dispatch(service, body, request_id, trace_id, SEND_PATH))
-        if not is_send_message_request(body, request.headers.get("A2A-Version")):
+            return await a2a_stream.rpc_response(ops, request, body)
+        if not is_send_message_request(body, version):
             # A refused or failed run escapes to the pipeline, which answers its coded body.
             return json_response(await logged_run(service, body, request_id, trace_id, SEND_PATH))
         try:
-            envelope = await logged_run(service, body, request_id, trace_id, SEND_PATH)
-        except RunFailed as exc:
-            error = http_error(exc)
-            return json_response(rest_error(error), status=error.status)
-        return json_response({"task": task_of(envelope, body["message"])})
+            return json_response(await ops.send(body, request))
+        except A2aError as exc:
+            return rest_error(exc)
 
-    async def jsonrpc(request: web.Request) -> web.Response:
-        request_id, trace_id = request[REQUEST_ID], trace_id_of(request)
-        try:
-            payload = await body_of(request)
-        except CodedError:
-            return json_response(a2a.rpc_error(None, a2a.PARSE_ERROR, "Parse error"))
-        return json_response(await dispatch(service_of(request), payload, request_id, trace_id))
-
-    return [web.get(CARD_PATH, card, allow_head=False), web.post(SEND_PATH, send),
-            web.post(JSONRPC_PATH, jsonrpc)]
+    return {"agent_card": card, "message_send": send,
+            **a2a_stream.handlers(ops, a2a_stream.BodyReader(body_of, (CodedError,)))}

@@ -10,19 +10,26 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from bridge.service import BridgeService
+from bridge.service import BridgeService, RunReports
 from bridge.support import audit
 from bridge.support.errors import BridgeError
-from bridge.web.mcp_descriptors import TOOL_NAMES, ToolArgumentError, tool_descriptors
+from bridge.web.mcp_descriptors import (
+    TOOL_NAMES,
+    ToolArgumentError,
+    argument_error_result,
+    tool_descriptors,
+)
+from bridge.web.mcp_progress import answer_with_progress, progress_token
 from bridge.web.mcp_tools import SourceTools
 from common.errors import CodedError, json_response
 from common.logging import REQUEST_ID
 from common.mcp import (
     HANDSHAKE_VERSIONS,
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    MODERN_VERSION,
+    SUPPORTED_VERSIONS,
     VERSION_HEADER,
     Era,
     McpError,
@@ -37,7 +44,6 @@ from common.version import __version__
 
 SERVER_NAME = "llmwiki-agent-bridge"
 DEFAULT_VERSION = "2025-06-18"  # what upstream answers when the requested version is not one it knows
-INTERNAL_ERROR = -32603
 CAPABILITIES = {"tools": {"listChanged": False}}
 INSTRUCTIONS = (
     "LLMWiki agent bridge. Use llmwiki_agent_run for a grounded, cited answer over the selected "
@@ -86,8 +92,10 @@ class BridgeMcp:
 
     def __init__(self, service: BridgeService) -> None:
         self.tools = SourceTools(service)
+        self.reports: RunReports | None = None  # set for a call whose client takes progress
 
-    async def tools_call(self, params: Mapping[str, Any], request_id: str, trace_id: str) -> dict[str, Any]:
+    async def tools_call(self, params: Mapping[str, Any], era: Era, request_id: str,
+                         trace_id: str) -> dict[str, Any]:
         name = params.get("name")
         if not isinstance(name, str) or not name:
             raise McpError(INVALID_PARAMS, "MCP tools/call params.name is required.")
@@ -97,20 +105,22 @@ class BridgeMcp:
         if not isinstance(arguments, dict):
             arguments = {}  # as the reference: the tool then says which argument it lacks
         try:
-            return await self.tools.call(name, arguments, request_id, trace_id)
+            return await self.tools.call(name, arguments, request_id, trace_id, self.reports)
         except ToolArgumentError as exc:
-            raise McpError(INVALID_PARAMS, str(exc)) from None
+            if era == "compat":
+                raise McpError(INVALID_PARAMS, str(exc)) from None
+            return argument_error_result(str(exc))
 
     async def result(self, method: str, params: Mapping[str, Any], era: Era, request_id: str,
                      trace_id: str) -> tuple[dict[str, Any], bool]:
         """The result of one method and whether it may be cached (lists and discovery)."""
         if method == "tools/call":
-            return await self.tools_call(params, request_id, trace_id), False
+            return await self.tools_call(params, era, request_id, trace_id), False
         if method == "tools/list":
             tools = tool_descriptors(annotated=era != "compat")
             return {"serverInfo": {"name": SERVER_NAME, "settingsUrl": "/settings"}, "tools": tools}, True
         if method == "server/discover" and era == "modern":
-            return {"supportedVersions": [MODERN_VERSION], "capabilities": CAPABILITIES,
+            return {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": CAPABILITIES,
                     "instructions": INSTRUCTIONS}, True
         if method == "initialize" and era != "modern":
             return {"protocolVersion": negotiated_version(params), "capabilities": CAPABILITIES,
@@ -146,20 +156,25 @@ class BridgeMcp:
         return json_response(response(rid, result))
 
 
-def routes(service_of: Callable[[web.Request], BridgeService],
-           body_of: Callable[[web.Request], Awaitable[Any]],
-           trace_id_of: Callable[[web.Request], str]) -> list[web.RouteDef]:
+def handler(service_of: Callable[[web.Request], BridgeService],
+            body_of: Callable[[web.Request], Awaitable[Any]],
+            trace_id_of: Callable[[web.Request], str]
+            ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     """`POST /mcp`. Unversioned requests get upstream's MCP-style JSON-RPC; a request with
     `MCP-Protocol-Version` is validated as serve validates it (headers, `_meta`, versions). The
     pipeline has already checked the origin, the bearer token and the body size."""
 
-    async def mcp_post(request: web.Request) -> web.Response:
+    async def mcp_post(request: web.Request) -> web.StreamResponse:
         dispatcher = BridgeMcp(service_of(request))  # stateless: there are no sessions to keep
         request_id, trace_id = request[REQUEST_ID], trace_id_of(request)
         if VERSION_HEADER in request.headers:
             routed = route_stream(request.headers, await request.read())
             if isinstance(routed, Rejection):
                 return json_response(routed.body, status=routed.status)
+            token = progress_token(routed.message, request)
+            if token is not None:
+                return await answer_with_progress(request, dispatcher, routed.message, routed.era, token,
+                                                  trace_id)
             return await dispatcher.answer(routed.message, routed.era, request_id, trace_id)
         message = await body_of(request)  # not JSON: the bridge's 400 invalid_json body
         problem = compat_check(message)
@@ -167,4 +182,4 @@ def routes(service_of: Callable[[web.Request], BridgeService],
             return json_response(response(echo_id(message), error=problem))
         return await dispatcher.answer(message, "compat", request_id, trace_id)
 
-    return [web.post("/mcp", mcp_post)]
+    return mcp_post

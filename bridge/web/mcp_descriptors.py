@@ -231,6 +231,13 @@ def source_error_result(tool: str, error: SourceCallError) -> JsonObject:
             "isError": True}
 
 
+def argument_error_result(message: str) -> JsonObject:
+    """Arguments a tool cannot run with, as MCP asks: a tool result with `isError`, so the model
+    that called it can read why and retry (standard MCP clients; the unversioned /mcp keeps the
+    reference's -32602)."""
+    return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
 def source_summary(source: SourceDescriptor, policy: SourcePolicy) -> JsonObject:
     """A ToolSourceSummary: the descriptor with its raw URL (callers may send it back), roots
     redacted, and readiness under the bridge's source policy."""

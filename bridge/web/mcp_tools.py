@@ -15,7 +15,7 @@ from bridge.core.bundle import source_bundle
 from bridge.core.errors import RunFailed
 from bridge.core.guidance import guidance_diagnostic
 from bridge.core.retrieval import IntentError, parse_intent, plan_for, unsupported_message
-from bridge.service import BridgeService
+from bridge.service import BridgeService, RunReports
 from bridge.sources.base import (
     TOOL_PROTOCOLS,
     SourceCallError,
@@ -42,6 +42,7 @@ from bridge.web.mcp_descriptors import (
 )
 from bridge.web.mcp_payloads import context_value, prefixed, search_results, string
 from common.bridge_schemas import Diagnostic, JsonObject, TraceStep
+from common.options import reference_text
 from common.options import reference_text as query_text
 
 # ----------------------------------------------------------------------------- the tools
@@ -53,9 +54,10 @@ class SourceTools:
     def __init__(self, service: BridgeService) -> None:
         self.service = service
 
-    async def call(self, name: str, args: JsonObject, request_id: str, trace_id: str) -> JsonObject:
+    async def call(self, name: str, args: JsonObject, request_id: str, trace_id: str,
+                   reports: RunReports | None = None) -> JsonObject:
         if name == "llmwiki_agent_run":
-            return await self.agent_run(args, request_id, trace_id)
+            return await self.agent_run(args, request_id, trace_id, reports)
         if name == "llmwiki_list_sources":
             return self.list_sources(args)
         try:
@@ -135,12 +137,17 @@ class SourceTools:
 
     # -------------------------------------------------------------- the run
 
-    async def agent_run(self, args: JsonObject, request_id: str, trace_id: str) -> JsonObject:
+    async def agent_run(self, args: JsonObject, request_id: str, trace_id: str,
+                        reports: RunReports | None = None) -> JsonObject:
         """The arguments are the `/message:send` body; caller errors become -32602, runtime failures
         (5xx) propagate and are answered with the HTTP error body."""
         envelope = args if isinstance(args.get("data"), dict) else {"data": args}
+        if envelope is not args and not reference_text(args.get("query")) and "message" not in args:
+            # Said in the tool's own words (the run's check speaks of A2A request fields).
+            raise ToolArgumentError("llmwiki_agent_run arguments.query is required: the question to "
+                                    "answer.")
         try:
-            task = await self.service.run(envelope, request_id, trace_id)
+            task = await self.service.run(envelope, request_id, trace_id, reports=reports)
         except RunFailed as exc:
             if exc.kind == "rejected":
                 raise ToolArgumentError(exc.message) from None

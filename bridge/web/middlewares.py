@@ -18,14 +18,14 @@ from bridge.support import audit
 from bridge.support.auth import bearer_matches
 from bridge.support.errors import BridgeError
 from bridge.support.iolog import header_summary, io_scope
-from bridge.web.a2a import SEND_PATH
 from bridge.web.errors import http_error
 from bridge.web.requests import service_of, trace_id
+from common.a2a import SEND_PATH
 from common.errors import CodedError, HttpError, json_response
 from common.logging import REQUEST_ID
 
-ALLOW_HEADERS = "authorization, content-type"
-ALLOW_METHODS = "GET, POST, PUT, OPTIONS"
+ALLOW_HEADERS = "authorization, content-type, a2a-version"
+ALLOW_METHODS = "GET, POST, PUT, DELETE, OPTIONS"
 
 log = structlog.get_logger("llmwiki.bridge.http")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -52,6 +52,7 @@ def setup_bridge_pipeline(app: web.Application) -> None:
         return response
 
     app.middlewares.append(pipeline)
+    app.on_response_prepare.append(_cors_headers)
 
 
 async def _checked(request: web.Request, handler: Handler, service: BridgeService) -> web.StreamResponse:
@@ -71,13 +72,22 @@ async def _checked(request: web.Request, handler: Handler, service: BridgeServic
         response = web.Response(status=204)
     else:
         response = await _guarded(request, handler, service)
-    if not response.prepared:
-        response.headers["Access-Control-Allow-Headers"] = ALLOW_HEADERS
-        response.headers["Access-Control-Allow-Methods"] = ALLOW_METHODS
-        response.headers["Vary"] = "Origin"
-        if allowed_origin and origin is not None:
-            response.headers["Access-Control-Allow-Origin"] = origin
     return response
+
+
+async def _cors_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """The CORS headers, set as any response is about to be sent: a stream (SSE) is sent before
+    its handler returns, so the middleware could not add them afterwards. A request refused for
+    its Host gets none (421 says nothing to a rebinding page)."""
+    policy = service_of(request).browser_policy
+    if not policy.host_allowed(request.headers.get("Host", "")):
+        return
+    response.headers["Access-Control-Allow-Headers"] = ALLOW_HEADERS
+    response.headers["Access-Control-Allow-Methods"] = ALLOW_METHODS
+    response.headers["Vary"] = "Origin"
+    origin = request.headers.get("Origin")
+    if origin is not None and policy.origin_allowed(origin):
+        response.headers["Access-Control-Allow-Origin"] = origin
 
 
 def _audit(request: web.Request, response: web.StreamResponse, service: BridgeService,

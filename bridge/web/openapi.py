@@ -9,16 +9,14 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from bridge.core.request import MODES
-from bridge.web.a2a import SEND_PATH
+from bridge.support.routes import ROUTES
 from bridge.web.requests import service_of
 from common import bridge_schemas, schemas
-from common.a2a import CARD_PATH, JSONRPC_PATH
 from common.errors import json_response
 from common.metrics import METRICS_PATH
 from common.openapi import METRICS_OPERATION, JsonRpcRequest, JsonRpcResponse, components, json_body, ref
 from common.version import __version__
 
-OPENAPI_PATH = "/openapi.json"
 MODELS: tuple[type[BaseModel], ...] = (
     schemas.ErrorBody,
     bridge_schemas.RetrievalIntent,
@@ -78,26 +76,22 @@ def _op(summary: str, ok: dict[str, Any] | type[BaseModel] = OBJECT, *,
     return operation
 
 
-def _rpc(summary: str) -> Operation:
-    return _op(summary, JsonRpcResponse, body=JsonRpcRequest)
-
-
-OPERATIONS: dict[tuple[str, str], Operation] = {
-    ("GET", "/health"): _op("Bridge health (never calls sources; ?probe checks the runtime)",
-                            params=[PROBE]),
-    ("GET", "/settings"): _op("The settings page (HTML; open without the token)", content_type="text/html"),
-    ("GET", "/sources"): _op("The registered Knowledge Sources and their health", params=[PROBE]),
-    ("POST", "/sources/probe"): _op("Probe one source as typed, before it is saved", body=OBJECT),
-    ("GET", "/settings.json"): _op("The bridge's settings (secrets redacted)"),
-    ("PUT", "/settings/config.json"): _op("Change settings (host and port apply at restart)", body=OBJECT),
-    ("GET", "/settings/sources.json"): _op("The registered sources as stored"),
-    ("PUT", "/settings/sources.json"): _op("Replace the registered sources", body=OBJECT),
-    ("GET", CARD_PATH): _op("A2A agent card (1.0, with the 0.3 connection fields)"),
-    ("POST", SEND_PATH): _op("Run a question over the Knowledge Sources", ARTIFACT, body=MESSAGE_SEND),
-    ("POST", JSONRPC_PATH): _rpc("A2A JSON-RPC: SendMessage (1.0) and message/send (0.3)"),
-    ("POST", "/mcp"): _rpc("MCP over JSON-RPC: the bridge's tools"),
-    ("GET", OPENAPI_PATH): _op("This document"),
+RPC: dict[str, Any] = {"ok": JsonRpcResponse, "body": JsonRpcRequest}
+# What an operation says beyond its route table row's summary, by route name.
+DETAILS: dict[str, dict[str, Any]] = {
+    "health": {"params": [PROBE]},
+    "sources": {"params": [PROBE]},
+    "settings_page": {"content_type": "text/html"},
+    "probe_source": {"body": OBJECT},
+    "put_config": {"body": OBJECT},
+    "put_sources_json": {"body": OBJECT},
+    "message_send": {"ok": ARTIFACT, "body": MESSAGE_SEND},
+    "a2a_jsonrpc": RPC,
+    "a2a_jsonrpc_slash": RPC,
+    "mcp": RPC,
 }
+OPERATIONS: dict[tuple[str, str], Operation] = {
+    (route.method, route.path): _op(route.summary, **DETAILS.get(route.name, {})) for route in ROUTES}
 
 
 def openapi_document(*, metrics: bool = False) -> dict[str, Any]:

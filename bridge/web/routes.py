@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from aiohttp import web
 
+from bridge.support.routes import ROUTES
 from bridge.web import a2a, mcp
-from bridge.web.openapi import OPENAPI_PATH, openapi
+from bridge.web.openapi import openapi
 from bridge.web.requests import read_json_body, service_of, trace_id
 from bridge.web.settings_page import settings_html
 from common.booleans import TRUE_WORDS
 from common.errors import json_response
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _PROBE_VALUES = ("", *TRUE_WORDS)  # `?probe` alone asks for a probe too
 
 
@@ -56,15 +60,13 @@ async def put_sources_json(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    """The whole route table, in one place."""
-    app.router.add_get("/health", health, allow_head=False)
-    app.router.add_get("/settings", settings_html, allow_head=False)
-    app.router.add_get("/sources", sources, allow_head=False)
-    app.router.add_post("/sources/probe", probe_source)
-    app.router.add_get("/settings.json", settings_json, allow_head=False)
-    app.router.add_put("/settings/config.json", put_config)
-    app.router.add_get("/settings/sources.json", get_sources_json, allow_head=False)
-    app.router.add_put("/settings/sources.json", put_sources_json)
-    app.router.add_routes(a2a.routes(service_of, read_json_body, trace_id))  # card, /message:send, JSON-RPC
-    app.router.add_routes(mcp.routes(service_of, read_json_body, trace_id))  # POST /mcp
-    app.router.add_get(OPENAPI_PATH, openapi, allow_head=False)  # bridge/web/openapi.py lists them all
+    """Route every row of the route table (bridge/support/routes.py) to its handler."""
+    operations = a2a.operations(service_of, trace_id)
+    handlers: dict[str, Handler] = {
+        "health": health, "settings_page": settings_html, "sources": sources, "probe_source": probe_source,
+        "settings_json": settings_json, "put_config": put_config, "get_sources_json": get_sources_json,
+        "put_sources_json": put_sources_json, "openapi": openapi,
+        **a2a.handlers(service_of, read_json_body, trace_id, operations),
+        "mcp": mcp.handler(service_of, read_json_body, trace_id)}
+    for route in ROUTES:
+        app.router.add_route(route.method, route.path, handlers[route.name])

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 from aiohttp import web
 
-from common import a2a
-from common.a2a import INPUT_MODES, OUTPUT_MODES
+from common import a2a, a2a_stream
+from common.a2a import INPUT_MODES, OUTPUT_MODES, A2aError
+from common.a2a_server import (
+    A2aOperations,
+    Handler,
+    Outcome,
+    Progress,
+    card_response,
+    rest_error,
+)
+from common.a2a_tasks import TaskStore
 from common.errors import ValidationFailed, issue, json_response
 from common.schemas import WikiManifest
 from common.version import __version__
@@ -100,18 +108,6 @@ def legacy_response(pack: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def task_v1(pack: dict[str, Any], message: object) -> dict[str, Any]:
-    """An A2A 1.0 Task (ProtoJSON, camelCase) holding the context pack."""
-    return a2a.task_v1(str(uuid.uuid4()), a2a.context_id_of(message), ARTIFACT_NAME, pack,
-                       render_summary(pack))
-
-
-def task_v03(pack: dict[str, Any], message: object) -> dict[str, Any]:
-    """The same task in the 0.3 shape (`kind` discriminators, lower-case state and role)."""
-    return a2a.task_v03(str(uuid.uuid4()), a2a.context_id_of(message), ARTIFACT_NAME, pack,
-                        render_summary(pack))
-
-
 def agent_card(manifest: WikiManifest, base_url: str) -> dict[str, Any]:
     """A valid A2A 1.0 card that also carries the 0.3 connection fields. Interface URLs are
     absolute: the official client uses them verbatim."""
@@ -121,7 +117,7 @@ def agent_card(manifest: WikiManifest, base_url: str) -> dict[str, Any]:
         "name": title,
         "description": manifest.description or DEFAULT_DESCRIPTION,
         "version": __version__,
-        "capabilities": {"streaming": False, "pushNotifications": False},
+        "capabilities": {"streaming": True, "pushNotifications": False},
         "defaultInputModes": INPUT_MODES,
         "defaultOutputModes": OUTPUT_MODES,
         "skills": [{
@@ -152,69 +148,95 @@ async def _pack(source: KnowledgeSource, query: str) -> dict[str, Any]:
     return await off_loop.search(source, source.request(query=query), source.context)
 
 
-def handlers(source_of: SourceOf) -> dict[str, Callable[[web.Request], Awaitable[web.Response]]]:
+def request_form(body: dict[str, Any], version: str | None) -> str:
+    """"legacy" for the documented forms (contract 7.2: `data`, `text`, or a `message` without
+    the `messageId` A2A requires), "a2a" for a SendMessageRequest (or any body sent with an
+    `A2A-Version` header and no legacy key), "" for a body that names no form at all (`{}`):
+    spec 3.3.2 asks for it to be refused rather than answered as an empty query."""
+    if isinstance(body.get("data"), dict) or "text" in body:
+        return "legacy"
+    if version or is_v1_request(body):
+        return "a2a"
+    return "legacy" if "message" in body or "data" in body else ""
+
+
+def operations(source: KnowledgeSource) -> A2aOperations:
+    """serve's A2A operations: each message is one context pack, approved pages only; finished
+    tasks kept as the settings bound them."""
+
+    async def execute(params: dict[str, Any], request: web.Request, progress: Progress | None) -> Outcome:
+        pack = await _pack(source, message_query(params["message"]))
+        return Outcome(ARTIFACT_NAME, pack, render_summary(pack))
+
+    settings = source.settings
+    return A2aOperations(TaskStore(settings.a2a_max_tasks, settings.a2a_task_ttl_seconds), execute)
+
+
+def handlers(source_of: SourceOf, ops: A2aOperations) -> dict[str, Handler]:
     """The A2A handlers by route name (the route table routes them only when A2A is enabled)."""
 
     async def card(request: web.Request) -> web.Response:
         source = source_of(request)
-        return json_response(agent_card(source.manifest(), _base_url(request, source.settings.public_url)))
+        return card_response(request, agent_card(source.manifest(),
+                                                 _base_url(request, source.settings.public_url)))
 
     async def send(request: web.Request) -> web.Response:
-        body = await read_json_body(request)
+        version = request.headers.get(a2a.VERSION_HEADER)
+        try:
+            a2a.check_version(version)
+            body = await read_json_body(request)
+        except A2aError as exc:
+            return rest_error(exc)
+        except ValidationFailed:
+            return rest_error(A2aError("ParseError", "The request body is not valid JSON."))
         if not isinstance(body, dict):
             raise ValidationFailed([issue("model_attributes_type", ["body"],
                                           "Input should be a valid dictionary or object to extract "
                                           "fields from", body)])
-        source = source_of(request)
-        if is_v1_request(body):
-            message = body["message"]
-            return json_response({"task": task_v1(await _pack(source, message_query(message)),
-                                                  message)})
-        return json_response(legacy_response(await _pack(source, legacy_query(body))))
-
-    async def jsonrpc(request: web.Request) -> web.Response:
+        form = request_form(body, version)
+        if form == "legacy":
+            return json_response(legacy_response(await _pack(source_of(request), legacy_query(body))))
         try:
-            payload = await read_json_body(request)
-        except ValidationFailed:
-            return json_response(a2a.rpc_error(None, a2a.PARSE_ERROR, "Parse error"))
-        return json_response(await _dispatch(source_of(request), payload))
+            if not form:
+                raise A2aError("InvalidParams", "The body is neither a SendMessageRequest (message "
+                               "is required) nor a documented {\"data\": {\"query\": ...}} message.")
+            return json_response(await ops.send(body, request))
+        except A2aError as exc:
+            return rest_error(exc)
 
-    return {"a2a_agent_card": card, "a2a_message_send": send, "a2a_jsonrpc": jsonrpc}
-
-
-async def _dispatch(source: KnowledgeSource, payload: object) -> dict[str, Any]:
-    """One JSON-RPC request: SendMessage (1.0) or message/send (0.3)."""
-    call = a2a.parse_rpc(payload)
-    if not isinstance(call, a2a.RpcCall):
-        return call
-    if call.method not in (a2a.SEND_V1, a2a.SEND_V03):
-        return a2a.rpc_error(call.id, a2a.METHOD_NOT_FOUND, "Method not found")
-    params = call.params
-    if not isinstance(params, dict):
-        return a2a.rpc_error(call.id, a2a.INVALID_PARAMS, "Invalid params: expected an object")
-    message = params.get("message")
-    pack = await _pack(source, message_query(message))
-    result = {"task": task_v1(pack, message)} if call.method == a2a.SEND_V1 else task_v03(pack, message)
-    return a2a.rpc_result(call.id, result)
+    return {"a2a_agent_card": card, "a2a_message_send": send,
+            **a2a_stream.handlers(ops, a2a_stream.BodyReader(read_json_body, (ValidationFailed,)))}
 
 
 def openapi_paths() -> dict[str, Any]:
     """OpenAPI entries for the A2A routes (added to /openapi.json only when enabled)."""
     json_object = {"content": {"application/json": {"schema": {"type": "object"}}}}
-    return {
+    a2a_error = {"description": "A2A error: google.rpc.Status (AIP-193) with an ErrorInfo detail",
+                 **json_object}
+    jsonrpc = {"post": {
+        "summary": "A2A JSON-RPC: SendMessage, GetTask, ListTasks, CancelTask (1.0) and "
+                   "message/send (0.3)",
+        "requestBody": {"required": True, **json_object},
+        "responses": {"200": {"description": "JSON-RPC response (errors also use 200)",
+                              **json_object}}}}
+    paths: dict[str, Any] = {
         path_of("a2a_agent_card"): {"get": {
-            "summary": "A2A agent card (1.0, with the 0.3 connection fields)",
-            "responses": {"200": {"description": "Agent card", **json_object}}}},
+            "summary": "A2A agent card (1.0, with the 0.3 connection fields); Cache-Control and ETag",
+            "responses": {"200": {"description": "Agent card", **json_object},
+                          "304": {"description": "Not modified (If-None-Match)"}}}},
         path_of("a2a_message_send"): {"post": {
             "summary": "A2A message: legacy {data: {query}} / {text} / {message: {parts}} forms "
                        "or an A2A 1.0 SendMessageRequest; approved pages only",
             "requestBody": {"required": True, **json_object},
             "responses": {"200": {"description": "Legacy completed response, or {task: Task} for a "
                                                  "1.0 request", **json_object},
+                          "400": a2a_error,
                           "422": {"description": "Body is not a JSON object"}}}},
-        path_of("a2a_jsonrpc"): {"post": {
-            "summary": "A2A JSON-RPC: SendMessage (1.0) and message/send (0.3)",
-            "requestBody": {"required": True, **json_object},
-            "responses": {"200": {"description": "JSON-RPC response (errors also use 200)",
-                                  **json_object}}}},
+        path_of("a2a_jsonrpc"): jsonrpc,
+        path_of("a2a_jsonrpc_slash"): jsonrpc,
     }
+    for _, method, path, summary in a2a.REST_ROUTES:
+        paths.setdefault(path, {})[method.lower()] = {
+            "summary": summary, "responses": {"200": {"description": "OK", **json_object},
+                                              "4XX": a2a_error}}
+    return paths

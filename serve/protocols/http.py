@@ -206,7 +206,7 @@ def add_routes(app: web.Application) -> None:
     their paths 404 like unknown ones)."""
     source = app[SOURCE_KEY]
     mcp_http.setup(app, source, app[POLICY_KEY])
-    handlers = {**HANDLERS, **a2a.handlers(_source)}
+    handlers = {**HANDLERS, **a2a.handlers(_source, a2a.operations(source))}
     for route in routed(source.a2a_enabled):
         app.router.add_route(route.method, route.pattern or route.path, handlers[route.name])
     mcp_http.add_stream_variants(app)

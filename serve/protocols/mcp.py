@@ -33,7 +33,7 @@ from common.mcp import (
     INVALID_REQUEST,
     LATEST_HANDSHAKE,
     METHOD_NOT_FOUND,
-    MODERN_VERSION,
+    SUPPORTED_VERSIONS,
     Era,
     McpError,
     Reply,
@@ -43,7 +43,7 @@ from common.mcp import (
     response,
 )
 from common.schemas import QueryRequest, SearchMode
-from common.serve_tools import argument_models, input_schema, output_schema
+from common.serve_tools import SEARCH_TOOLS, argument_models, input_schema, output_schema
 from common.version import __version__
 from serve.errors import KnowledgeSourceError, UserError
 from serve.reads.focus import ReadOptions
@@ -315,7 +315,7 @@ class Dispatcher:
 
     def _tool_payload(self, name: str, args: Mapping[str, Any]) -> dict[str, Any] | BaseModel:
         s = self.source
-        if name in ("llmwiki_context", "llmwiki_search"):
+        if name in SEARCH_TOOLS:
             excluded = (_names(args.get("exclude_page_id"), "exclude_page_id")
                         + _names(args.get("exclude_page_ids"), "exclude_page_ids"))
             fields = args.get("fields")
@@ -393,7 +393,7 @@ class Dispatcher:
         except ValidationError as exc:
             return _tool_error(f"Error executing tool {name}: {_validation_text(exc)}")
         values = validated.model_dump()
-        if name in ("llmwiki_context", "llmwiki_search") and "query_variants" not in (args or {}):
+        if name in SEARCH_TOOLS and "query_variants" not in (args or {}):
             values.pop("query_variants", None)
         try:
             payload = self.run_tool(name, values)
@@ -489,7 +489,7 @@ class Dispatcher:
 
     def discover(self) -> dict[str, Any]:
         manifest = self._manifest()
-        return {"supportedVersions": [MODERN_VERSION], "capabilities": CAPABILITIES,
+        return {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": CAPABILITIES,
                 "instructions": self.instructions(manifest)}
 
     def _standard(self, method: str, params: Mapping[str, Any], era: Era) -> tuple[dict[str, Any], bool]:

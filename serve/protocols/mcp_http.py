@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from common.errors import json_response
 from common.mcp import INVALID_REQUEST, McpError, Rejection, Reply, response, route_stream
+from common.serve_tools import SEARCH_TOOLS
 from serve.protocols import off_loop
 from serve.protocols.mcp import Dispatcher
 from serve.protocols.params import model_from_body, read_json_body
@@ -34,9 +35,6 @@ class JsonRpcRequest(BaseModel):
     id: int | str | None = None
     method: str
     params: dict[str, Any] | None = Field(default_factory=dict)
-
-
-SEARCH_TOOLS = ("llmwiki_context", "llmwiki_search")
 
 
 def _may_block(message: Mapping[str, Any], source: KnowledgeSource) -> bool:

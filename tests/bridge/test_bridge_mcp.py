@@ -294,7 +294,7 @@ async def test_missing_and_wrong_arguments_are_invalid_params(bridge_client: Bri
                    "retrieval": {**RETRIEVAL, "search": {"excludePageIds": ["other:p"]}}},
                   "source-prefixed page id for an unselected source")
     for name in ("llmwiki_agent_run",):
-        await invalid(client, name, {}, "A2A request data.query or message text is required.")
+        await invalid(client, name, {}, "llmwiki_agent_run arguments.query is required")
         await invalid(client, name, {"query": "x", "orchestrationMode": "solo"},
                       "orchestrationMode must be one of: evidence-only, delegated-runtime, hybrid.")
         await invalid(client, name, {"query": "x", "retrieval": {"schemaVersion": "v0"}}, "retrieval")
@@ -672,7 +672,7 @@ async def test_modern_discover_list_and_call(bridge_client: BridgeFactory, upstr
     status, body = await rpc(client, "server/discover", {"_meta": META}, headers=modern("server/discover"))
     assert status == 200
     result = body["result"]
-    assert result["supportedVersions"] == [MODERN]
+    assert result["supportedVersions"][0] == MODERN and "2025-11-25" in result["supportedVersions"]
     assert result["capabilities"] == {"tools": {"listChanged": False}}
     assert (result["resultType"], result["ttlMs"], result["cacheScope"]) == ("complete", 0, "private")
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "llmwiki-agent-bridge"
@@ -691,8 +691,11 @@ async def test_modern_discover_list_and_call(bridge_client: BridgeFactory, upstr
     assert result["isError"] is False and result["resultType"] == "complete" and "ttlMs" not in result
     assert result["structuredContent"]["llmwiki_search"]["results"][0]["id"] == "ops:runbooks/rollback"
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "llmwiki-agent-bridge"
-    # Without _meta the request is still served (the server fills in what a client left out).
+    # Without _meta the request is refused, as the era requires (clientInfo alone may be left out).
     status, body = await rpc(client, "tools/list", headers=modern("tools/list"))
+    assert status == 400 and body["error"]["code"] == -32602
+    bare = {k: v for k, v in META.items() if k != "io.modelcontextprotocol/clientInfo"}
+    status, body = await rpc(client, "tools/list", {"_meta": bare}, headers=modern("tools/list"))
     assert status == 200 and body["result"]["tools"]
 
 
@@ -722,8 +725,19 @@ async def test_modern_errors_use_mcp_statuses(bridge_client: BridgeFactory, upst
     # Non-ASCII names travel base64-encoded in Mcp-Name; a match is accepted (and the tool is unknown).
     name = "llmwiki_검색"
     encoded = "=?base64?" + base64.b64encode(name.encode()).decode() + "?="
-    status, body = await rpc(client, "tools/call", {"name": name}, headers=modern("tools/call", encoded))
+    status, body = await rpc(client, "tools/call", {"name": name, "_meta": META},
+                             headers=modern("tools/call", encoded))
     assert status == 400 and body["error"]["message"] == f"Unknown MCP tool: {name}."
+    # The era's required pieces: `_meta` (-32602), Mcp-Method and Mcp-Name (-32020).
+    status, body = await rpc(client, "tools/call", {"name": "llmwiki_list_sources"},
+                             headers=modern("tools/call", "llmwiki_list_sources"))
+    assert status == 400 and body["error"]["code"] == -32602 and "_meta" in body["error"]["message"]
+    status, body = await rpc(client, "tools/call", {"name": "llmwiki_list_sources", "_meta": META},
+                             headers=modern("tools/call"))
+    assert status == 400 and body["error"] == {"code": -32020, "message": "Mcp-Name header is required"}
+    no_method = {k: v for k, v in modern("tools/list").items() if k != "Mcp-Method"}
+    status, body = await rpc(client, "tools/list", {"_meta": META}, headers=no_method)
+    assert status == 400 and body["error"] == {"code": -32020, "message": "Mcp-Method header is required"}
 
 
 async def test_handshake_era_with_version_header(bridge_client: BridgeFactory, upstream: Upstream) -> None:

@@ -498,3 +498,32 @@ async def test_first_run_tests_unsaved_rows_and_renders_the_answer_safely(
         assert page.url.endswith("#citation-1")
         assert await page.title() == "LLMWiki Agent Bridge Settings" and dialogs == []
     assert console == [], console
+
+
+async def test_the_setup_check_shows_the_answer_while_it_streams(
+        page: Any, start_bridge: BridgeStarter, serve_urls: tuple[str, str]) -> None:
+    """The verify step reads the bridge's A2A stream: the runtime's first words are on the page
+    while the rest is still being generated, then the rendered result replaces the draft."""
+    expect = _expect()
+    sample_url, _vault_url = serve_urls
+    async with running_fake_openai() as fake:
+        fake.gated_answer("Roll back by redeploying", " the previous build [1](#citation-1).")
+        bridge = await start_bridge(base_url=fake.url, model="fake-model")
+        await _open(page, bridge)
+        row = page.locator("#source-rows > li").first
+        await row.get_by_label("URL", exact=True).fill(sample_url)
+        await page.get_by_role("button", name="Save sources").click()
+        await expect(page.locator("#status")).to_have_text("Saved 1 Knowledge Source.")
+        await page.get_by_label("Answer mode").select_option("delegated-runtime")
+        await page.get_by_label("Question").fill("How do we roll back a release?")
+        await page.get_by_role("button", name="Run setup check").click()
+        # The model has sent its first chunk only: the page already shows it, and the run.
+        await expect(page.locator("#verify-answer")).to_have_text("Roll back by redeploying")
+        await expect(page.locator("#verify-summary")).to_contain_text("Running: 1 source answered")
+        await expect(page.locator("#verify-summary")).to_contain_text("the answer is arriving")
+        fake.open_gate()
+        await expect(page.locator("#verify-answer")).to_contain_text(
+            "Roll back by redeploying the previous build")
+        await expect(page.locator("#verify-summary")).to_contain_text("Completed (delegated-runtime)")
+        await expect(page.locator("#verify-answer a.citation-anchor")).to_have_count(1)
+        assert [r.body.get("stream") for r in fake.chat_requests] == [True]

@@ -94,7 +94,7 @@ async def test_card_resolves_with_the_official_resolver(a2a_server: Server) -> N
     assert bindings["JSONRPC"].url == a2a_server.base + "/a2a/jsonrpc"
     assert all(i.protocol_version == "1.0" for i in card.supported_interfaces)
     assert card.name and card.description and card.version
-    assert not card.capabilities.streaming
+    assert card.capabilities.streaming
     assert [s.id for s in card.skills] == ["llmwiki_context"]
     assert list(card.default_input_modes) and list(card.default_output_modes)
 

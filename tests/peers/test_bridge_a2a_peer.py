@@ -18,8 +18,20 @@ if str(REPO) not in sys.path:  # so `tests.*` imports however pytest is launched
 from a2a.client import ClientConfig, ClientFactory, create_client  # noqa: E402
 from a2a.client.card_resolver import parse_agent_card  # noqa: E402
 from a2a.client.errors import AgentCardResolutionError  # noqa: E402
-from a2a.types import GetTaskRequest, Message, SendMessageRequest, Task, TaskState  # noqa: E402
-from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError  # noqa: E402
+from a2a.types import (  # noqa: E402
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    SendMessageRequest,
+    Task,
+    TaskState,
+)
+from a2a.utils.errors import (  # noqa: E402
+    InvalidParamsError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+)
 
 from tests.bridge import conftest as bridge_fixtures  # noqa: E402
 from tests.support.bridge_sources import BridgeFactory, source  # noqa: E402
@@ -145,9 +157,25 @@ async def test_bridge_errors_become_the_clients_error_types(bridge_url: str,
         await send(client, SendMessageRequest(message=message({"text": "   "})))
     assert caught.value.message == "A2A request data.query or message text is required."
     assert caught.value.data is not None and caught.value.data["code"] == "bad_request"
-    if binding == "JSONRPC":
-        with pytest.raises(UnsupportedOperationError):
-            await client.get_task(GetTaskRequest(id="any"))
+    with pytest.raises(TaskNotFoundError):
+        await client.get_task(GetTaskRequest(id="any"))
+
+
+@pytest.mark.parametrize("binding", ["HTTP+JSON", "JSONRPC"])
+async def test_a_sent_task_can_be_fetched_listed_and_not_canceled(bridge_url: str,
+                                                                  http: tuple[httpx.AsyncClient, Sent],
+                                                                  binding: str) -> None:
+    session, _ = http
+    client = await create_client(bridge_url, client_config=ClientConfig(
+        streaming=False, supported_protocol_bindings=[binding], httpx_client=session))
+    task = await send(client, SendMessageRequest(message=message(
+        {"text": QUESTION}, {"data": {"orchestrationMode": "evidence-only"}})))
+    fetched = await client.get_task(GetTaskRequest(id=task.id))
+    assert fetched.id == task.id and agent_result(fetched) == agent_result(task)
+    listed = await client.list_tasks(ListTasksRequest(context_id=task.context_id))
+    assert [t.id for t in listed.tasks] == [task.id] and listed.next_page_token == ""
+    with pytest.raises(TaskNotCancelableError):
+        await client.cancel_task(CancelTaskRequest(id=task.id))
 
 
 async def test_the_card_needs_the_bearer_token(bridge_url: str) -> None:

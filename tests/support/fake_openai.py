@@ -54,6 +54,7 @@ class FakeOpenAI:
         self.models_status = 200
         self.hanging = asyncio.Event()  # set once a request is parked by `hang()`
         self._release = asyncio.Event()  # set at teardown so parked handlers finish
+        self._gate = asyncio.Event()  # holds a gated answer's rest back
         self.url = ""
 
     # -------------------------------------------------------------- scripting
@@ -69,6 +70,14 @@ class FakeOpenAI:
     def fail(self, status: int, message: str = "upstream exploded") -> FakeOpenAI:
         self.scripts.append(Script("status", status=status, content=message))
         return self
+
+    def gated_answer(self, first: str, rest: str) -> FakeOpenAI:
+        """A streamed answer whose first chunk is sent at once and the rest once `open_gate()`."""
+        self.scripts.append(Script("gated", content=(first, rest)))
+        return self
+
+    def open_gate(self) -> None:
+        self._gate.set()
 
     def hang(self) -> FakeOpenAI:
         self.scripts.append(Script("hang"))
@@ -128,16 +137,46 @@ class FakeOpenAI:
             return web.Response(text="{not json at all", content_type="application/json")
         if script.kind == "raw":
             return web.json_response(script.content)
+        streamed = isinstance(recorded.body, dict) and recorded.body.get("stream") is True
+        if script.kind == "gated":
+            first, rest = script.content
+            return await _sse(request, [{"role": "assistant", "content": first}, {"content": rest}], "stop",
+                              gate=self._gate)
         if script.kind == "tool_calls":
             calls = [{"id": f"call_{index}", "type": "function",
                       "function": {"name": name, "arguments": json.dumps(args)}}
                      for index, (name, args) in enumerate(script.calls, start=1)]
+            if streamed:
+                return await _sse(request, [{"role": "assistant", "tool_calls": [
+                    {"index": i, **call} for i, call in enumerate(calls)]}], "tool_calls")
             return web.json_response(_completion({"role": "assistant", "content": None,
                                                   "tool_calls": calls}, "tool_calls"))
+        if streamed and isinstance(script.content, str):  # as a real server streams: a few chunks
+            text = script.content
+            cuts = [text[i:i + 16] for i in range(0, len(text), 16)] or [""]
+            return await _sse(request, [{"role": "assistant", "content": cut} for cut in cuts], "stop")
         return web.json_response(_completion({"role": "assistant", "content": script.content}))
 
     def release(self) -> None:
         self._release.set()
+
+
+async def _sse(request: web.Request, deltas: list[dict[str, Any]], finish: str,
+               gate: asyncio.Event | None = None) -> web.StreamResponse:
+    """A streamed completion: one chunk per delta, then the finish reason and [DONE]; with a
+    `gate`, everything after the first chunk waits for it."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    for index, delta in enumerate([*deltas, {}]):
+        if gate is not None and index == 1:
+            await gate.wait()
+        chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
+                 "model": "fake-model",
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": None if delta else finish}]}
+        await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
 
 
 def _completion(message: dict[str, Any], finish: str = "stop") -> dict[str, Any]:

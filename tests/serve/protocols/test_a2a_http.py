@@ -112,7 +112,7 @@ async def test_agent_card_is_a_1_0_card_with_0_3_and_contract_fields(
     assert card["name"] == manifest["title"]
     assert card["description"] == manifest["description"]
     assert card["version"] == __version__
-    assert card["capabilities"] == {"streaming": False, "pushNotifications": False}
+    assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
     assert card["supportedInterfaces"] == [
         {"url": base, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         {"url": base + "/a2a/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
@@ -154,14 +154,23 @@ async def test_legacy_forms_answer_the_documented_shape(serve_client: ClientFact
     assert str(sample_root) not in json.dumps(payload)
 
 
+async def test_a_body_naming_no_form_is_refused(serve_client: ClientFactory, sample_root: Path) -> None:
+    """`{}` is neither a legacy message nor a SendMessageRequest: refused (spec 3.3.2), AIP-193."""
+    client = await serve_client(sample_root, enable_a2a=True)
+    response = await client.post("/message:send", json={})
+    assert response.status == 400
+    error = (await response.json())["error"]
+    assert error["code"] == 400 and error["status"] == "INVALID_ARGUMENT"
+    assert "message is required" in error["message"]
+
+
 @pytest.mark.parametrize("body", [
-    {},
     {"message": {"parts": "not-a-list"}},
     {"message": {"parts": [1, None, "x", {"text": None}]}},
     {"message": "hello"},
     {"data": 5},
     {"data": {"query": ""}, "text": ""},
-], ids=["empty", "parts-not-list", "junk-parts", "message-string", "data-number", "blank"])
+], ids=["parts-not-list", "junk-parts", "message-string", "data-number", "blank"])
 async def test_junk_legacy_input_gets_the_empty_query_pack(serve_client: ClientFactory,
                                                            sample_root: Path, body: object) -> None:
     client = await serve_client(sample_root, enable_a2a=True)
@@ -173,7 +182,7 @@ async def test_junk_legacy_input_gets_the_empty_query_pack(serve_client: ClientF
     assert pack == await _query_pack(client, "")
 
 
-@pytest.mark.parametrize("raw", ["[1, 2]", "\"text\"", "null", "{not json"])
+@pytest.mark.parametrize("raw", ["[1, 2]", "\"text\"", "null"])
 async def test_non_object_bodies_are_422(serve_client: ClientFactory, sample_root: Path,
                                          raw: str) -> None:
     client = await serve_client(sample_root, enable_a2a=True)
@@ -181,6 +190,18 @@ async def test_non_object_bodies_are_422(serve_client: ClientFactory, sample_roo
                                  headers={"Content-Type": "application/json"})
     assert response.status == 422
     assert "detail" in await response.json()
+
+
+async def test_bad_json_is_an_a2a_400(serve_client: ClientFactory, sample_root: Path) -> None:
+    response = await serve_client_post(serve_client, sample_root, "{not json")
+    assert response.status == 400
+    error = (await response.json())["error"]
+    assert error["status"] == "INVALID_ARGUMENT" and error["code"] == 400
+
+
+async def serve_client_post(serve_client: ClientFactory, sample_root: Path, raw: str) -> Any:
+    client = await serve_client(sample_root, enable_a2a=True)
+    return await client.post("/message:send", data=raw, headers={"Content-Type": "application/json"})
 
 
 async def test_message_send_is_approved_only(serve_client: ClientFactory, sample_root: Path) -> None:
@@ -218,15 +239,34 @@ async def test_rest_send_message_request_answers_a_1_0_task(serve_client: Client
     assert artifact["parts"][1]["text"] == render_summary(expected)
 
 
-@pytest.mark.parametrize("parts", [[], "junk", [{"raw": "aGVsbG8="}], [{"data": [1, 2]}], [7]])
-async def test_rest_junk_parts_get_the_empty_query_task(serve_client: ClientFactory,
-                                                        sample_root: Path, parts: object) -> None:
+@pytest.mark.parametrize("parts", [[{"raw": "aGVsbG8="}], [{"data": [1, 2]}]])
+async def test_rest_parts_without_text_get_the_empty_query_task(serve_client: ClientFactory,
+                                                                sample_root: Path, parts: object) -> None:
     client = await serve_client(sample_root, enable_a2a=True)
     payload = await _send(client, {"message": {"messageId": "m", "role": "ROLE_USER",
                                                "parts": parts}})
     pack = payload["task"]["artifacts"][0]["parts"][0]["data"]
     assert payload["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert pack["query"] == "" and pack["answerable"] is False
+
+
+@pytest.mark.parametrize("message", [
+    {"messageId": "m", "role": "ROLE_USER", "parts": []},
+    {"messageId": "m", "role": "ROLE_USER", "parts": "junk"},
+    {"messageId": "m", "role": "ROLE_USER", "parts": [7]},
+    {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a", "data": {}}]},
+    {"messageId": "", "role": "ROLE_USER", "parts": [{"text": "a"}]},
+    {"messageId": "m", "role": "ROLE_ROBOT", "parts": [{"text": "a"}]},
+], ids=["no-parts", "parts-string", "part-number", "two-kinds", "blank-id", "bad-role"])
+async def test_rest_invalid_messages_are_refused_before_running(serve_client: ClientFactory,
+                                                                sample_root: Path,
+                                                                message: dict[str, Any]) -> None:
+    client = await serve_client(sample_root, enable_a2a=True)
+    response = await client.post("/message:send", json={"message": message},
+                                 headers={"A2A-Version": "1.0"})
+    assert response.status == 400
+    error = (await response.json())["error"]
+    assert error["status"] == "INVALID_ARGUMENT" and error["message"].startswith("message.")
 
 
 async def test_a_data_part_query_is_read(serve_client: ClientFactory, sample_root: Path) -> None:
@@ -267,7 +307,8 @@ async def test_jsonrpc_send_message_and_0_3_message_send(serve_client: ClientFac
     ("[1]", -32600),
     ('{"jsonrpc": "2.0", "id": 1}', -32600),
     ('{"jsonrpc": "1.0", "id": 1, "method": "SendMessage"}', -32600),
-    ('{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {}}', -32601),
+    ('{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {}}', -32001),
+    ('{"jsonrpc": "2.0", "id": 1, "method": "NoSuchMethod", "params": {}}', -32601),
     ('{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": []}', -32602),
 ])
 async def test_jsonrpc_errors_come_back_with_http_200(serve_client: ClientFactory, sample_root: Path,
@@ -280,13 +321,12 @@ async def test_jsonrpc_errors_come_back_with_http_200(serve_client: ClientFactor
     assert "result" not in payload
 
 
-async def test_jsonrpc_junk_message_gets_the_empty_query_task(serve_client: ClientFactory,
-                                                              sample_root: Path) -> None:
+async def test_jsonrpc_junk_message_is_invalid_params(serve_client: ClientFactory,
+                                                     sample_root: Path) -> None:
     client = await serve_client(sample_root, enable_a2a=True)
     payload = await _send(client, _rpc("SendMessage", {"message": {"parts": [None, {"raw": 1}]}}),
                           "/a2a/jsonrpc")
-    pack = payload["result"]["task"]["artifacts"][0]["parts"][0]["data"]
-    assert pack["query"] == "" and pack["answerable"] is False
+    assert payload["error"]["code"] == -32602 and "result" not in payload
 
 
 # -- security still applies ---------------------------------------------------------------

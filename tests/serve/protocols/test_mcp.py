@@ -75,10 +75,22 @@ async def call(client: Client, name: str, arguments: Any = None) -> tuple[int, A
 
 async def stream(client: Client, method: str, params: dict[str, Any] | None = None, *,
                  version: str | None = "2025-11-25", rid: Any = 1,
-                 extra: dict[str, str] | None = None) -> tuple[int, Any, Any]:
+                 extra: dict[str, str] | None = None, bare: bool = False) -> tuple[int, Any, Any]:
+    """One POST to the stream. A 2026-07-28 request carries what that era requires (Mcp-Method,
+    Mcp-Name, `_meta`) as a current client sends it, unless `bare` (or the test's own values)."""
     headers = {"Accept": ACCEPT}
     if version is not None:
         headers["MCP-Protocol-Version"] = version
+    if version == MODERN and not bare:
+        headers["Mcp-Method"] = method
+        name = (params or {}).get("uri" if method == "resources/read" else "name")
+        if isinstance(name, str) and method in ("tools/call", "prompts/get", "resources/read"):
+            headers["Mcp-Name"] = name
+        if rid is not None and isinstance((params or {}).get("_meta", {}), dict):
+            params = dict(params or {})
+            params["_meta"] = {"io.modelcontextprotocol/protocolVersion": MODERN,
+                               "io.modelcontextprotocol/clientCapabilities": {},
+                               **(params.get("_meta") if isinstance(params.get("_meta"), dict) else {})}
     headers.update(extra or {})
     body: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
     if rid is not None:
@@ -354,13 +366,26 @@ async def test_stream_header_validation(client: Client) -> None:
         assert status == 400 and body["error"] == {"code": -32020, "message": message}, message
     status, body, _ = await stream(client, "tools/list", version="2025-11\t-25")
     assert status == 400 and body["error"]["message"] == "MCP-Protocol-Version header is malformed"
-    # Current clients: no _meta, partial _meta, no Mcp-Name, base64 Mcp-Name, older versions.
+    # 2026-07-28 requires `_meta` (version and client capabilities), Mcp-Method and Mcp-Name, as
+    # the official SDK's inbound ladder and the conformance suite check; clientInfo stays optional.
+    caps = "io.modelcontextprotocol/clientCapabilities"
+    full = {"Mcp-Method": "tools/call", "Mcp-Name": "llmwiki_graph"}
+    for params, extra, code, message in (
+        ({"name": "llmwiki_graph"}, full, -32602,
+         f"params._meta is missing the required key(s): {meta_version}, {caps}"),
+        ({"name": "llmwiki_graph", "_meta": {meta_version: MODERN}}, full, -32602,
+         f"params._meta is missing the required key(s): {caps}"),
+        ({"name": "llmwiki_graph", "_meta": {meta_version: MODERN, caps: {}}},
+         {"Mcp-Name": "llmwiki_graph"}, -32020, "Mcp-Method header is required"),
+        ({"name": "llmwiki_graph", "_meta": {meta_version: MODERN, caps: {}}},
+         {"Mcp-Method": "tools/call"}, -32020, "Mcp-Name header is required"),
+    ):
+        status, body, _ = await stream(client, "tools/call", params, version=MODERN, extra=extra,
+                                       bare=True)
+        assert status == 400 and body["error"] == {"code": code, "message": message}, message
     encoded = "=?base64?" + base64.b64encode(b"llmwiki_graph").decode() + "?="
     for params, extra, version in (
-        ({"name": "llmwiki_graph"}, {}, MODERN),
-        ({"name": "llmwiki_graph", "_meta": {}}, {"Mcp-Method": "tools/call"}, MODERN),
-        ({"name": "llmwiki_graph", "_meta": {meta_version: MODERN}}, {"Mcp-Name": encoded},
-         MODERN),
+        ({"name": "llmwiki_graph"}, {"Mcp-Name": encoded}, MODERN),  # base64 Mcp-Name, no clientInfo
         ({"name": "llmwiki_graph"}, {}, "2025-06-18"),
         ({"name": "llmwiki_graph"}, {}, "2024-11-05"),
     ):
@@ -373,7 +398,9 @@ async def test_stream_modern_envelopes(client: Client) -> None:
     result = body["result"]
     assert status == 200 and "Mcp-Session-Id" not in headers
     assert result["resultType"] == "complete"
-    assert result["supportedVersions"] == [MODERN]
+    # One list: what discovery names is what the unsupported-version error names.
+    assert result["supportedVersions"] == list(ACCEPTED_HEADER_VERSIONS)
+    assert MODERN in result["supportedVersions"]
     assert result["ttlMs"] == 0 and result["cacheScope"] == "private"
     assert result["capabilities"] == {"prompts": {"listChanged": False},
                                       "resources": {"listChanged": False, "subscribe": False},

@@ -58,6 +58,16 @@ NOT_MODELLED = {
     "a2a_agent_card": "A2A's own card shape (common/a2a.py)",
     "a2a_message_send": "A2A's task shapes (common/a2a.py); the artifact carries a ContextPack",
     "a2a_jsonrpc": "A2A's JSON-RPC shapes (common/a2a.py)",
+    "a2a_jsonrpc_slash": "the same endpoint as a2a_jsonrpc",
+    "a2a_message_stream": "A2A's stream events (common/a2a_stream.py); e2e test_a2a_streaming",
+    "a2a_list_tasks": "A2A's task shapes (common/a2a_tasks.py); e2e test_a2a_conformance",
+    "a2a_get_task": "A2A's task shapes (common/a2a_tasks.py); e2e test_a2a_conformance",
+    "a2a_task_action": "A2A's task and error shapes (common/a2a.py); e2e test_a2a_conformance",
+    "a2a_create_push_config": "always A2A's PushNotificationNotSupported error (common/a2a.py)",
+    "a2a_list_push_configs": "always A2A's PushNotificationNotSupported error (common/a2a.py)",
+    "a2a_get_push_config": "always A2A's PushNotificationNotSupported error (common/a2a.py)",
+    "a2a_delete_push_config": "always A2A's PushNotificationNotSupported error (common/a2a.py)",
+    "a2a_extended_card": "always A2A's UnsupportedOperation error (common/a2a.py)",
 }
 TOOLS: dict[str, tuple[type[BaseModel], dict[str, Any]]] = {
     "llmwiki_context": (schemas.ContextPack, {"query": "release"}),
