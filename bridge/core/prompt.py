@@ -89,14 +89,20 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
 
 
-def citation_digest(query: str, citations: Sequence[Citation]) -> list[dict[str, Any]]:
-    """The most relevant citations first (ties keep evidence order), with short snippets."""
-    query_tokens = set(_tokens(query))
-    query_norm = " ".join(_tokens(query))
-    ranked = sorted(enumerate(citations),
-                    key=lambda item: (-_digest_score(query_tokens, query_norm, item[1]), item[0]))
+def citation_digest(query: str, citations: Sequence[Citation], ranked: bool = False) -> list[dict[str, Any]]:
+    """The most relevant citations first, with short snippets: the first of `citations` when they
+    are already in relevance order (`ranked`), else re-ranked by word overlap with the question
+    (ties keep evidence order), the reference's rule for its selected-order array."""
+    if ranked:
+        chosen = list(citations[:DIGEST_ITEMS])
+    else:
+        query_tokens = set(_tokens(query))
+        query_norm = " ".join(_tokens(query))
+        order = sorted(enumerate(citations),
+                       key=lambda item: (-_digest_score(query_tokens, query_norm, item[1]), item[0]))
+        chosen = [citation for _, citation in order[:DIGEST_ITEMS]]
     digest = []
-    for _, citation in ranked[:DIGEST_ITEMS]:
+    for citation in chosen:
         entry: dict[str, Any] = {"id": citation.id, "title": citation.title}
         if citation.path:
             entry["path"] = citation.path
@@ -112,9 +118,13 @@ def citation_digest(query: str, citations: Sequence[Citation]) -> list[dict[str,
 
 def evidence_bundle(query: str, citations: Sequence[Citation], answered: Sequence[AnsweredSource],
                     failed: Sequence[SourceDescriptor], graph: WireGraph,
-                    conversation_context: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Contract 5.2: what the runtime may answer from. Graph nodes, bundles and guidance stay out."""
+                    conversation_context: dict[str, Any] | None = None,
+                    ranked: bool = False) -> dict[str, Any]:
+    """Contract 5.2: what the runtime may answer from. Graph nodes, bundles and guidance stay out.
+    `ranked`: the citations are in relevance order, which the digest then keeps."""
     positions = {c.id: n for n, c in enumerate(citations, start=1)}
+    # A near-duplicate merged into another source's citation is cited by that citation's number.
+    positions.update({alias.id: positions[c.id] for c in citations for alias in c.also_in or ()})
     sources = []
     page_total = approved_total = 0
     corpus = []
@@ -138,7 +148,8 @@ def evidence_bundle(query: str, citations: Sequence[Citation], answered: Sequenc
             entry["approvedPageCount"] = approved
             approved_total += approved
         entry.update(orientation=list(evidence.orientation),
-                     citationIndexes=[positions[c.id] for c in evidence.citations if c.id in positions],
+                     citationIndexes=list(dict.fromkeys(positions[c.id] for c in evidence.citations
+                                                        if c.id in positions)),
                      citationCount=len(evidence.citations), limitations=[],
                      graph={"nodeCount": len(evidence.graph.nodes), "edgeCount": len(evidence.graph.edges)})
         sources.append(entry)
@@ -156,7 +167,7 @@ def evidence_bundle(query: str, citations: Sequence[Citation], answered: Sequenc
     head: dict[str, Any] = {"schema": BUNDLE_SCHEMA, "runtimeContract": dict(RUNTIME_CONTRACT)}
     if conversation_context:
         head["conversationContext"] = conversation_context
-    return {**head, "citationDigest": citation_digest(query, citations),
+    return {**head, "citationDigest": citation_digest(query, citations, ranked),
             "citations": [c.wire() for c in citations], "sources": sources, "sourceFailures": failures,
             "mergedGraphSummary": graph_summary, "mergedCorpusSummary": corpus_summary,
             "citationCount": len(citations)}

@@ -15,8 +15,8 @@ it), then `POST /query` (limit 8, as the bridge asks) on every source directly.
   its pack's evidence order. The issue's target: merged >= 90 % of it.
 - offline alternatives: the same direct packs merged by each rule of `STRATEGIES` (the source
   order, round-robin/reciprocal-rank fusion, raw scores, ...), so rules can be compared without
-  restarting the bridge; `bridge` is the rule the bridge ships (`bridge.core.fusion`), when it
-  exists in the checkout.
+  restarting the bridge; `bridge (shipped)` is the rule the bridge ships
+  (`bridge.core.fusion`), when the checkout has it, with its parts taken out one at a time.
 - run latency: the bridge's wall time per run, median and p95 (taken while other work ran).
 
 Bounded: one pass over the set, every request with a timeout, every process stopped in `finally`.
@@ -99,13 +99,45 @@ STRATEGIES: dict[str, Strategy] = {"source-order": source_order, "rrf-60": rrf,
                                    "max-normalised": max_normalised}
 
 
-def _bridge_strategy() -> Strategy | None:
-    """The bridge's own rule over the same packs, when this checkout has it."""
+def _citations(source_id: str, pack: Pack) -> list[Any]:
+    from common.bridge_schemas import Citation
+
+    return [Citation(id=_key(source_id, i), source_id=source_id, page_id=str(i.get("page_id")),
+                     title=str(i.get("title") or ""), path=str(i.get("path") or ""),
+                     score=i.get("score"), snippet=str(i.get("snippet") or ""), connection_id=source_id)
+            for i in _items(pack)]
+
+
+def shipped(peak: float | None = None, rrf_k: int | None = None, keep_best: bool = True) -> Strategy:
+    """The bridge's rule (`bridge.core.fusion.fuse`) over the direct packs; with `peak` or
+    `rrf_k` changed, or without the top-window guarantee, to show what each part brings."""
+    from bridge.core import fusion
+
+    def rule(query: str, packs: Mapping[str, Pack]) -> list[set[str]]:
+        saved = fusion.PEAK_WEIGHT, fusion.RRF_K, fusion.TOP_WINDOW
+        fusion.PEAK_WEIGHT = saved[0] if peak is None else peak
+        fusion.RRF_K = saved[1] if rrf_k is None else rrf_k
+        fusion.TOP_WINDOW = saved[2] if keep_best else 0
+        try:
+            groups = [fusion.Ranked(_citations(sid, p), p.get("answerable") is not False)
+                      for sid, p in packs.items()]
+            fused = fusion.fuse(query, groups)
+        finally:
+            fusion.PEAK_WEIGHT, fusion.RRF_K, fusion.TOP_WINDOW = saved
+        return [{c.id, *(a.id for a in c.also_in or ())} for c in fused]
+
+    return rule
+
+
+def _bridge_strategies() -> dict[str, Strategy]:
+    """The shipped rule and its parts, when this checkout has it (not before issue 29)."""
     try:
-        from tests.benchmarks.fusion_offline import bridge_rule
+        import bridge.core.fusion  # noqa: F401
     except ImportError:
-        return None
-    return bridge_rule
+        return {}
+    return {"bridge (shipped)": shipped(), "bridge without the peak term": shipped(peak=0.0),
+            "bridge without the rank term": shipped(rrf_k=10**9),
+            "bridge without the top-window guarantee": shipped(keep_best=False)}
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -123,24 +155,35 @@ def start_all(work: Path, roots: Mapping[str, Path]) -> tuple[dict[str, Service]
 
 
 def run(judgements: Sequence[J.Judgement], serves: Mapping[str, Service], bridge: Service,
-        extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    strategies = dict(STRATEGIES)
-    shipped = _bridge_strategy()
-    if shipped is not None:
-        strategies["bridge"] = shipped
-    merged, single, latencies = [], [], []
+        extra: Mapping[str, Any] | None = None, compare: bool = False) -> dict[str, Any]:
+    strategies = {**STRATEGIES, **_bridge_strategies()}
+    merged, single, latencies, source_merged, source_latencies = [], [], [], [], []
     offline: dict[str, list[float]] = {name: [] for name in strategies}
     per_query = []
     with httpx.Client(timeout=60) as client:
-        for j in judgements:
+
+        def ask(query: str, order: Mapping[str, Any]) -> tuple[list[dict[str, Any]], float]:
             started = time.perf_counter()
-            answer = client.post(f"{bridge.url}/message:send",
-                                 json={"data": {"query": j.query, "orchestrationMode": "evidence-only",
-                                                **(extra or {})}})
-            latencies.append((time.perf_counter() - started) * 1000)
+            body = {"data": {"query": query, "orchestrationMode": "evidence-only", **order}}
+            answer = client.post(f"{bridge.url}/message:send", json=body)
+            spent = (time.perf_counter() - started) * 1000
             answer.raise_for_status()
-            citations = answer.json()["artifacts"][0]["parts"][0]["data"]["citations"]
+            return answer.json()["artifacts"][0]["parts"][0]["data"]["citations"], spent
+
+        for number, j in enumerate(judgements):
+            # With --compare, the reference's order under the same load, first every other time
+            # (a source may answer a question it has just answered faster).
+            if compare and number % 2:
+                in_source_order, spent = ask(j.query, {"citationOrder": "source"})
+                source_latencies.append(spent)
+                source_merged.append(M.merged_rr(in_source_order, j))
+            citations, spent = ask(j.query, extra or {})
+            latencies.append(spent)
             merged_rr = M.merged_rr(citations, j)
+            if compare and not number % 2:
+                in_source_order, spent = ask(j.query, {"citationOrder": "source"})
+                source_latencies.append(spent)
+                source_merged.append(M.merged_rr(in_source_order, j))
             packs = {sid: client.post(f"{s.url}/query", json={"query": j.query, "limit": QUERY_LIMIT}).json()
                      for sid, s in serves.items()}
             own = max(M.single_source_rr(sid, [str(i.get("page_id")) for i in _items(packs[sid])], j)
@@ -151,7 +194,11 @@ def run(judgements: Sequence[J.Judgement], serves: Mapping[str, Service], bridge
                 offline[name].append(M.reciprocal_rank(rule(j.query, packs), j.relevant))
             per_query.append({"id": j.id, "merged": merged_rr, "single": own,
                               "first": [c["id"] for c in citations[:3]]})
-    ordered = sorted(latencies)
+    report: dict[str, Any] = {}
+    if compare:
+        report = {"source_order_mrr@10": statistics.fmean(source_merged),
+                  "source_order_run_ms_median": statistics.median(source_latencies),
+                  "source_order_run_ms_p95": _p95(source_latencies)}
     return {
         "questions": len(judgements),
         "merged_mrr@10": statistics.fmean(merged),
@@ -159,9 +206,15 @@ def run(judgements: Sequence[J.Judgement], serves: Mapping[str, Service], bridge
         "ratio": statistics.fmean(merged) / max(statistics.fmean(single), 1e-9),
         "offline_mrr@10": {name: statistics.fmean(values) for name, values in offline.items()},
         "run_ms_median": statistics.median(latencies),
-        "run_ms_p95": ordered[max(int(len(ordered) * 0.95) - 1, 0)],
+        "run_ms_p95": _p95(latencies),
+        **report,
         "per_query": per_query,
     }
+
+
+def _p95(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(int(len(ordered) * 0.95) - 1, 0)]
 
 
 def markdown(report: Mapping[str, Any]) -> str:
@@ -172,6 +225,10 @@ def markdown(report: Mapping[str, Any]) -> str:
              f"{report['single_source_mrr@10']:.3f}",
              f"- merged / single: {report['ratio'] * 100:.1f} %",
              f"- bridge run, median / p95: {report['run_ms_median']:.1f} / {report['run_ms_p95']:.1f} ms",
+             *([f"- the same runs with citationOrder source, alternating: MRR@10 "
+                f"{report['source_order_mrr@10']:.3f}, median / p95 "
+                f"{report['source_order_run_ms_median']:.1f} / {report['source_order_run_ms_p95']:.1f} ms"]
+               if "source_order_mrr@10" in report else []),
              "", "| rule (offline, same packs) | MRR@10 |", "| --- | ---: |"]
     lines += [f"| {name} | {value:.3f} |" for name, value in report["offline_mrr@10"].items()]
     return "\n".join(lines)
@@ -183,6 +240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--per-query", action="store_true", help="print each question's figures")
     parser.add_argument("--citation-order", choices=("source", "relevance"),
                         help="send this citationOrder with every run")
+    parser.add_argument("--compare", action="store_true",
+                        help="after each run, the same question with citationOrder source (latency under the "
+                             "same load)")
     args = parser.parse_args(argv)
     roots = M.roots()
     if roots is None:
@@ -194,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             serves, bridge = start_all(Path(tmp), roots)
             services = [*serves.values(), bridge]
-            report = run(M.load(), serves, bridge, extra)
+            report = run(M.load(), serves, bridge, extra, args.compare)
         finally:
             for service in services:
                 service.stop()
