@@ -13,7 +13,7 @@ from bridge.config.registry import SourceDescriptor
 from bridge.config.settings import BridgeSettings
 from bridge.core import artifact
 from bridge.core.artifact import WireGraph, step
-from bridge.core.fusion import Ranked, fuse, merge_into, same_page
+from bridge.core.fusion import merge_into, same_page
 from bridge.core.origins import location
 from bridge.core.prompt import AnsweredSource, compact_json, evidence_bundle, runtime_messages
 from bridge.runtime.acp import AcpFailure, acp_answer, prompt_text
@@ -82,15 +82,14 @@ class _Evidence:
             self.positions[citation.id] = len(self.citations)
         return self.positions[citation.id]
 
-    def add_found(self, query: str, found: Sequence[Citation], ranked: bool) -> list[tuple[int, Citation]]:
-        """A follow-up search's citations, numbered. When the run ranks by relevance they come in
-        the run's order (`fuse`), and a page another source already gave is that citation (its
-        number, and it names this source too); else as the source listed them."""
-        if not ranked:
-            return [(self.add(c), c) for c in found]
+    def add_found(self, found: Sequence[Citation], ranked: bool) -> list[tuple[int, Citation]]:
+        """A follow-up search's citations, numbered after the run's. One source answers a search,
+        so its order is its own, as `fuse` keeps one source's; when the run ranks by relevance, a
+        page another source already gave is that citation (its number, and it names this
+        source too, as the run's merge does)."""
         numbered = []
-        for citation in fuse(query, [Ranked(found, True)]):
-            twin = None if citation.id in self.positions else \
+        for citation in found:
+            twin = None if not ranked or citation.id in self.positions else \
                 next((c for c in self.citations if same_page(c, citation)), None)
             if twin is None:
                 numbered.append((self.add(citation), citation))
@@ -243,7 +242,7 @@ class _ToolRunner:
             limit = _bounded_int(args.get("limit"), SEARCH_LIMIT, SEARCH_LIMIT)
             payload = await client.search({"query": ref, "limit": limit})
             found = artifact.citations_from({"citations": as_list(payload.get("results"))}, source)
-            numbered = self.evidence.add_found(ref, found, self.ranked)
+            numbered = self.evidence.add_found(found, self.ranked)
             self._cite(trace, [c for _, c in numbered], f"Search returned {len(found)} citation(s)")
             return {"citations": [_citation_entry(n, c) for n, c in numbered]}
         if name == "llmwiki_read":
