@@ -168,7 +168,7 @@ def merge_into(kept: Citation, duplicate: Citation) -> None:
 
 def same_page(first: Citation, second: Citation) -> bool:
     """Whether two sources' citations are the same page served twice: the same title, and the
-    same file hash or nearly the same snippet."""
+    same hash of the cited lines (`origin.sha256`), or nearly the same snippet."""
     return _same(_item(first), _item(second))
 
 
