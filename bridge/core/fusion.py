@@ -13,13 +13,13 @@ citation that names both (`alsoIn`)."""
 from __future__ import annotations
 
 import math
-import re
 import statistics
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bridge.support.text import STOP_WORDS, relevance_words
 from common.bridge_schemas import Citation, CitationAlias
 
 CITATION_ORDERS = ("relevance", "source")
@@ -29,12 +29,9 @@ RRF_K = 60  # the usual reciprocal-rank constant: rank 1 weighs 0.98, rank 8 0.8
 PEAK_WEIGHT = 0.5  # weight of ln(score / the source's median score)
 TITLE_WEIGHT = 2.0  # a word in the title or path counts twice a word in the snippet
 DUPLICATE_OVERLAP = 0.8  # snippet word overlap (Jaccard) from which two same-titled pages are one
-_STOP = frozenset((
-    "a", "an", "and", "are", "as", "at", "be", "by", "can", "did", "do", "does", "for", "from", "how",
-    "i", "in", "is", "it", "its", "my", "of", "on", "or", "should", "that", "the", "this", "to", "use",
-    "what", "when", "where", "which", "who", "why", "with", "you", "your"))
-_WORD = re.compile(r"[0-9a-z]+|[^\W\d_a-z]+")
-
+# The digest's stop words and those of the contract's relevance list (3.9) it lacks: "can" or
+# "use" in a question would otherwise favour whichever source's snippets say them most.
+_STOP = STOP_WORDS | {"can", "did", "should", "that", "use"}
 
 @dataclass(frozen=True)
 class Ranked:
@@ -45,7 +42,7 @@ class Ranked:
 
 
 def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(unicodedata.normalize("NFC", text).lower()) if w not in _STOP}
+    return set(relevance_words(unicodedata.normalize("NFC", text), _STOP))
 
 
 @dataclass(frozen=True)
@@ -66,8 +63,7 @@ def _items(groups: Sequence[Ranked]) -> list[_Item]:
             if citation.id in seen:  # first wins, as the reference dedupes
                 continue
             seen.add(citation.id)
-            item = _item(citation)
-            items.append(_Item(citation, order, rank, group.can_answer, item.heading, item.body, item.title))
+            items.append(_item(citation, order, rank, group.can_answer))
     return items
 
 
@@ -172,10 +168,10 @@ def same_page(first: Citation, second: Citation) -> bool:
     return _same(_item(first), _item(second))
 
 
-def _item(citation: Citation) -> _Item:
+def _item(citation: Citation, order: int = 0, rank: int = 1, can_answer: bool = True) -> _Item:
     title = frozenset(_words(citation.title))
-    return _Item(citation, 0, 1, True, title | _words(citation.path), frozenset(_words(citation.snippet)),
-                 title)
+    return _Item(citation, order, rank, can_answer, title | _words(citation.path),
+                 frozenset(_words(citation.snippet)), title)
 
 
 def _same(first: _Item, second: _Item) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +11,7 @@ from bridge.config.registry import SourceDescriptor
 from bridge.core.artifact import SourceEvidence, WireGraph
 from bridge.core.origins import location
 from bridge.support.fields import as_list
+from bridge.support.text import relevance_words
 from common.bridge_schemas import Citation, SourceBundle
 
 BUNDLE_SCHEMA = "llmwiki-agent-bridge.core.answer-evidence.v1"
@@ -47,10 +47,6 @@ RUNTIME_CONTRACT = {
     "graph": "Graph nodes, edges and source bundle details stay in the bridge artifact and source tools; "
              "they are not part of this prompt.",
 }
-_STOP_WORDS = frozenset((
-    "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "how", "i", "in", "is",
-    "it", "of", "on", "or", "the", "this", "to", "we", "what", "when", "where", "which", "who", "why",
-    "with", "you", "your"))
 
 
 def compact_json(value: Any) -> str:
@@ -71,12 +67,9 @@ class AnsweredSource:
 
 # ----------------------------------------------------------------------------- the evidence bundle
 
-def _tokens(text: str) -> list[str]:
-    return [t for t in re.findall(r"[0-9a-z]+|[^\W\d_a-z]+", text.lower()) if t not in _STOP_WORDS]
-
-
 def _digest_score(query_tokens: set[str], query_norm: str, citation: Citation) -> int:
-    title, path, snippet = (" ".join(_tokens(t)) for t in (citation.title, citation.path, citation.snippet))
+    title, path, snippet = (" ".join(relevance_words(t)) for t in (citation.title, citation.path,
+                                                                   citation.snippet))
     score = sum(8 for t in query_tokens if t in title.split())
     score += sum(5 for t in query_tokens if t in path.split())
     score += sum(1 for t in query_tokens if t in snippet.split())
@@ -96,8 +89,8 @@ def citation_digest(query: str, citations: Sequence[Citation], ranked: bool = Fa
     if ranked:
         chosen = list(citations[:DIGEST_ITEMS])
     else:
-        query_tokens = set(_tokens(query))
-        query_norm = " ".join(_tokens(query))
+        query_tokens = set(relevance_words(query))
+        query_norm = " ".join(relevance_words(query))
         order = sorted(enumerate(citations),
                        key=lambda item: (-_digest_score(query_tokens, query_norm, item[1]), item[0]))
         chosen = [citation for _, citation in order[:DIGEST_ITEMS]]
