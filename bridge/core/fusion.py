@@ -41,8 +41,15 @@ class Ranked:
     can_answer: bool
 
 
-def _words(text: str) -> set[str]:
-    return set(relevance_words(unicodedata.normalize("NFC", text), _STOP))
+def _words(text: str, memo: dict[str, frozenset[str]] | None = None) -> frozenset[str]:
+    """The text's words; `memo` keeps them for one run, where the same page served by several
+    sources brings the same texts again."""
+    if memo is not None and text in memo:
+        return memo[text]
+    words = frozenset(relevance_words(unicodedata.normalize("NFC", text), _STOP))
+    if memo is not None:
+        memo[text] = words
+    return words
 
 
 @dataclass(frozen=True)
@@ -58,16 +65,17 @@ class _Item:
 
 def _items(groups: Sequence[Ranked]) -> list[_Item]:
     items, seen = [], set()
+    memo: dict[str, frozenset[str]] = {}
     for order, group in enumerate(groups):
         for rank, citation in enumerate(group.citations, 1):
             if citation.id in seen:  # first wins, as the reference dedupes
                 continue
             seen.add(citation.id)
-            items.append(_item(citation, order, rank, group.can_answer))
+            items.append(_item(citation, order, rank, group.can_answer, memo))
     return items
 
 
-def _lexical(query: set[str], items: Sequence[_Item]) -> list[float]:
+def _lexical(query: frozenset[str], items: Sequence[_Item]) -> list[float]:
     """The question's words found in each citation, each weighted by its rarity among the run's
     citations (a word every citation has tells nothing), scaled so the best citation has 1."""
     counts: Counter[str] = Counter()
@@ -158,7 +166,9 @@ def _merge_duplicates(ordered: Sequence[_Item]) -> list[Citation]:
 
 def merge_into(kept: Citation, duplicate: Citation) -> None:
     """Name `duplicate` in `kept`'s `alsoIn`."""
-    alias = CitationAlias(id=duplicate.id, source_id=duplicate.source_id, page_id=duplicate.page_id)
+    # Built without validation: the three are the duplicate's own, already validated, strings.
+    alias = CitationAlias.model_construct(id=duplicate.id, source_id=duplicate.source_id,
+                                          page_id=duplicate.page_id)
     kept.also_in = [*(kept.also_in or []), alias]
 
 
@@ -168,10 +178,11 @@ def same_page(first: Citation, second: Citation) -> bool:
     return _same(_item(first), _item(second))
 
 
-def _item(citation: Citation, order: int = 0, rank: int = 1, can_answer: bool = True) -> _Item:
-    title = frozenset(_words(citation.title))
-    return _Item(citation, order, rank, can_answer, title | _words(citation.path),
-                 frozenset(_words(citation.snippet)), title)
+def _item(citation: Citation, order: int = 0, rank: int = 1, can_answer: bool = True,
+          memo: dict[str, frozenset[str]] | None = None) -> _Item:
+    title = _words(citation.title, memo)
+    return _Item(citation, order, rank, can_answer, title | _words(citation.path, memo),
+                 _words(citation.snippet, memo), title)
 
 
 def _same(first: _Item, second: _Item) -> bool:
