@@ -94,9 +94,12 @@ class _Evidence:
             if twin is None:
                 numbered.append((self.add(citation), citation))
                 continue
+            number = self.positions[twin.id]
+            if twin.also_in is None:  # the source's own citation stays as it sent it
+                twin = self.citations[number - 1] = twin.model_copy()
             merge_into(twin, citation)
-            self.positions[citation.id] = self.positions[twin.id]
-            numbered.append((self.positions[twin.id], twin))
+            self.positions[citation.id] = number
+            numbered.append((number, twin))
         return numbered
 
 

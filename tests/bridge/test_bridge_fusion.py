@@ -108,13 +108,15 @@ def test_the_digest_keeps_the_fused_order_and_the_budget_cuts_its_end() -> None:
 
 def test_a_follow_up_search_keeps_numbers_and_merges_a_page_already_cited() -> None:
     text = "roll back a failed release by redeploying the previous build"
-    evidence = _Evidence([cite("a", "rollback", "Rollback", text), cite("a", "intro", "Intro")], [])
+    first = cite("a", "rollback", "Rollback", text)
+    evidence = _Evidence([first, cite("a", "intro", "Intro")], [])
     found = [cite("b", "unrelated", "Gardening", "soil"), cite("b", "rollback", "Rollback", text),
              cite("b", "release", "Release a failed build", "roll back")]
     numbered = evidence.add_found(found, ranked=True)
     # the source's own order; the page the run already cites keeps its number and names b too
     assert [(n, c.id) for n, c in numbered] == [(3, "b:unrelated"), (1, "a:rollback"), (4, "b:release")]
     assert [a.id for a in evidence.citations[0].also_in or ()] == ["b:rollback"]
+    assert first.also_in is None  # the source's own citation is not changed in place
     assert evidence.add(found[1]) == 1  # the merged page keeps its number when found again
     plain = _Evidence([cite("a", "intro", "Intro")], [])
     assert [n for n, _ in plain.add_found(found, ranked=False)] == [2, 3, 4]
