@@ -70,6 +70,14 @@ class CitationOrigin(CamelModel):
     sha256: str | None = None
 
 
+class CitationAlias(CamelModel):
+    """The same page as served by another source, merged into a citation (`alsoIn`)."""
+
+    id: str
+    source_id: str
+    page_id: str
+
+
 class Citation(CamelModel):
     """One piece of evidence, namespaced by its source (`<sourceId>:<pageId>`)."""
 
@@ -84,6 +92,7 @@ class Citation(CamelModel):
     source_refs: list[str] = Field(default_factory=list)
     handle: OptionalKey[str] = None  # the source's opaque `llmwiki://` handle for the item, when it sent one
     origin: OptionalKey[CitationOrigin] = None  # the cited lines, from sources that give them
+    also_in: OptionalKey[list[CitationAlias]] = None  # near-duplicates from other sources, merged here
 
 
 # Graph nodes and edges have one-word keys, so serve's models are the bridge's too.

@@ -13,6 +13,7 @@ from bridge.config.registry import SourceDescriptor
 from bridge.config.settings import BridgeSettings
 from bridge.core import artifact
 from bridge.core.artifact import WireGraph, step
+from bridge.core.fusion import merge_into, same_page
 from bridge.core.origins import location
 from bridge.core.prompt import AnsweredSource, compact_json, evidence_bundle, runtime_messages
 from bridge.runtime.acp import AcpFailure, acp_answer, prompt_text
@@ -71,6 +72,8 @@ class _Evidence:
 
     def __post_init__(self) -> None:
         self.positions = {c.id: n for n, c in enumerate(self.citations, start=1)}
+        # A near-duplicate merged into another citation (`alsoIn`) is known by that one's number.
+        self.positions.update({a.id: self.positions[c.id] for c in self.citations for a in c.also_in or ()})
 
     def add(self, citation: Citation) -> int:
         """The citation's number; a citation seen before keeps the number it already has."""
@@ -78,6 +81,26 @@ class _Evidence:
             self.citations.append(citation)
             self.positions[citation.id] = len(self.citations)
         return self.positions[citation.id]
+
+    def add_found(self, found: Sequence[Citation], ranked: bool) -> list[tuple[int, Citation]]:
+        """A follow-up search's citations, numbered after the run's. One source answers a search,
+        so its order is its own, as `fuse` keeps one source's; when the run ranks by relevance, a
+        page another source already gave is that citation (its number, and it names this
+        source too, as the run's merge does)."""
+        numbered = []
+        for citation in found:
+            twin = None if not ranked or citation.id in self.positions else \
+                next((c for c in self.citations if same_page(c, citation)), None)
+            if twin is None:
+                numbered.append((self.add(citation), citation))
+                continue
+            number = self.positions[twin.id]
+            if twin.also_in is None:  # the source's own citation stays as it sent it
+                twin = self.citations[number - 1] = twin.model_copy()
+            merge_into(twin, citation)
+            self.positions[citation.id] = number
+            numbered.append((number, twin))
+        return numbered
 
 
 # ----------------------------------------------------------------------------- anchors
@@ -158,8 +181,10 @@ class _ToolRunner:
 
     def __init__(self, client_for: ClientFor,
                  sources: Sequence[SourceDescriptor], evidence: _Evidence,
-                 steps: list[TraceStep], diagnostics: list[Diagnostic], settings: BridgeSettings) -> None:
+                 steps: list[TraceStep], diagnostics: list[Diagnostic], settings: BridgeSettings,
+                 ranked: bool = False) -> None:
         self.client_for = client_for
+        self.ranked = ranked  # the run's citations are in relevance order (see `_Evidence.add_found`)
         self.sources = {s.id: s for s in sources}
         self.evidence = evidence
         self.steps = steps
@@ -220,7 +245,7 @@ class _ToolRunner:
             limit = _bounded_int(args.get("limit"), SEARCH_LIMIT, SEARCH_LIMIT)
             payload = await client.search({"query": ref, "limit": limit})
             found = artifact.citations_from({"citations": as_list(payload.get("results"))}, source)
-            numbered = [(self.evidence.add(c), c) for c in found]
+            numbered = self.evidence.add_found(found, self.ranked)
             self._cite(trace, [c for _, c in numbered], f"Search returned {len(found)} citation(s)")
             return {"citations": [_citation_entry(n, c) for n, c in numbered]}
         if name == "llmwiki_read":
@@ -281,17 +306,18 @@ async def runtime_answer(settings: BridgeSettings, client_for: ClientFor | None,
                          query: str, history: Sequence[tuple[str, str]],
                          conversation_context: dict[str, Any] | None, answered: Sequence[AnsweredSource],
                          failed: Sequence[SourceDescriptor], citations: Sequence[Citation], graph: WireGraph,
-                         steps: list[TraceStep], diagnostics: list[Diagnostic]) -> RuntimeAnswer:
+                         steps: list[TraceStep], diagnostics: list[Diagnostic],
+                         ranked: bool = False) -> RuntimeAnswer:
     """Call the runtime (hybrid: with source tools); tool steps and diagnostics go straight into the
     run's lists, so a later failure still reports them. Raises `RuntimeFailure`."""
     if not model_configured(settings) or not settings.base_url.strip():
         raise RuntimeFailure("No runtime model or base URL is configured.", configuration=True)
     evidence = _Evidence(list(citations), [graph])
-    bundle = evidence_bundle(query, citations, answered, failed, graph, conversation_context)
+    bundle = evidence_bundle(query, citations, answered, failed, graph, conversation_context, ranked)
     # Tools only for sources whose protocol can run them (an A2A source answers context only).
     sources = [a.source for a in answered if a.source.protocol in TOOL_PROTOCOLS["llmwiki_search"]]
     tools = tool_schemas(sources) if hybrid and sources and client_for is not None else None
-    runner = _ToolRunner(client_for, sources, evidence, steps, diagnostics, settings) \
+    runner = _ToolRunner(client_for, sources, evidence, steps, diagnostics, settings, ranked) \
         if tools and client_for is not None else None
     messages: list[dict[str, Any]] = list(runtime_messages(query, history, bundle, hybrid=tools is not None))
     # Tool rounds stop once one request timeout has been spent, so a hybrid run costs at most about
@@ -335,10 +361,11 @@ async def runtime_answer(settings: BridgeSettings, client_for: ClientFor | None,
 async def acp_runtime_answer(settings: BridgeSettings, *, query: str, history: Sequence[tuple[str, str]],
                              conversation_context: dict[str, Any] | None,
                              answered: Sequence[AnsweredSource], failed: Sequence[SourceDescriptor],
-                             citations: Sequence[Citation], graph: WireGraph) -> RuntimeAnswer:
+                             citations: Sequence[Citation], graph: WireGraph,
+                             ranked: bool = False) -> RuntimeAnswer:
     """The deepagents-acp adapter: the same prompt as chat completions, as one ACP turn (hybrid
     runs too: the agent has no bridge tools). Raises AcpFailure."""
-    bundle = evidence_bundle(query, citations, answered, failed, graph, conversation_context)
+    bundle = evidence_bundle(query, citations, answered, failed, graph, conversation_context, ranked)
     prompt = prompt_text(runtime_messages(query, history, bundle))
     text = await acp_answer(settings.deepagents_acp_command, settings.acp_args,
                             settings.deepagents_acp_cwd or Path.cwd(), prompt, settings.timeout_seconds)

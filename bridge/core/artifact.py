@@ -58,12 +58,14 @@ class WireGraph:
 
 @dataclass
 class SourceEvidence:
-    """What one source contributed: its namespaced citations, graph and preview lines."""
+    """What one source contributed: its namespaced citations, graph and preview lines, and
+    whether it said it can answer (its pack's `answerable`; None when it did not say)."""
 
     wiki_title: str
     citations: list[Citation]
     graph: WireGraph
     orientation: list[str] = field(default_factory=list)
+    answerable: bool | None = None
 
 
 def _handle(item: dict[str, Any]) -> str | None:
@@ -183,7 +185,8 @@ def evidence_from(payload: JsonObject, source: SourceDescriptor) -> SourceEviden
         wiki_title=text_of(first(payload, "wiki_title", "wikiTitle", "title")) or source.name,
         citations=citations_from(payload, source),
         graph=graph_from(payload, source.id),
-        orientation=[o for o in orientation if o])
+        orientation=[o for o in orientation if o],
+        answerable=answerable if isinstance(answerable := payload.get("answerable"), bool) else None)
 
 
 def merge_graphs(graphs: Sequence[WireGraph]) -> WireGraph:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +11,7 @@ from bridge.config.registry import SourceDescriptor
 from bridge.core.artifact import SourceEvidence, WireGraph
 from bridge.core.origins import location
 from bridge.support.fields import as_list
+from bridge.support.text import relevance_words
 from common.bridge_schemas import Citation, SourceBundle
 
 BUNDLE_SCHEMA = "llmwiki-agent-bridge.core.answer-evidence.v1"
@@ -47,10 +47,6 @@ RUNTIME_CONTRACT = {
     "graph": "Graph nodes, edges and source bundle details stay in the bridge artifact and source tools; "
              "they are not part of this prompt.",
 }
-_STOP_WORDS = frozenset((
-    "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "how", "i", "in", "is",
-    "it", "of", "on", "or", "the", "this", "to", "we", "what", "when", "where", "which", "who", "why",
-    "with", "you", "your"))
 
 
 def compact_json(value: Any) -> str:
@@ -71,12 +67,9 @@ class AnsweredSource:
 
 # ----------------------------------------------------------------------------- the evidence bundle
 
-def _tokens(text: str) -> list[str]:
-    return [t for t in re.findall(r"[0-9a-z]+|[^\W\d_a-z]+", text.lower()) if t not in _STOP_WORDS]
-
-
 def _digest_score(query_tokens: set[str], query_norm: str, citation: Citation) -> int:
-    title, path, snippet = (" ".join(_tokens(t)) for t in (citation.title, citation.path, citation.snippet))
+    title, path, snippet = (" ".join(relevance_words(t)) for t in (citation.title, citation.path,
+                                                                   citation.snippet))
     score = sum(8 for t in query_tokens if t in title.split())
     score += sum(5 for t in query_tokens if t in path.split())
     score += sum(1 for t in query_tokens if t in snippet.split())
@@ -89,14 +82,20 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
 
 
-def citation_digest(query: str, citations: Sequence[Citation]) -> list[dict[str, Any]]:
-    """The most relevant citations first (ties keep evidence order), with short snippets."""
-    query_tokens = set(_tokens(query))
-    query_norm = " ".join(_tokens(query))
-    ranked = sorted(enumerate(citations),
-                    key=lambda item: (-_digest_score(query_tokens, query_norm, item[1]), item[0]))
+def citation_digest(query: str, citations: Sequence[Citation], ranked: bool = False) -> list[dict[str, Any]]:
+    """The most relevant citations first, with short snippets: the first of `citations` when they
+    are already in relevance order (`ranked`), else re-ranked by word overlap with the question
+    (ties keep evidence order), the reference's rule for its selected-order array."""
+    if ranked:
+        chosen = list(citations[:DIGEST_ITEMS])
+    else:
+        query_tokens = set(relevance_words(query))
+        query_norm = " ".join(relevance_words(query))
+        order = sorted(enumerate(citations),
+                       key=lambda item: (-_digest_score(query_tokens, query_norm, item[1]), item[0]))
+        chosen = [citation for _, citation in order[:DIGEST_ITEMS]]
     digest = []
-    for _, citation in ranked[:DIGEST_ITEMS]:
+    for citation in chosen:
         entry: dict[str, Any] = {"id": citation.id, "title": citation.title}
         if citation.path:
             entry["path"] = citation.path
@@ -112,9 +111,13 @@ def citation_digest(query: str, citations: Sequence[Citation]) -> list[dict[str,
 
 def evidence_bundle(query: str, citations: Sequence[Citation], answered: Sequence[AnsweredSource],
                     failed: Sequence[SourceDescriptor], graph: WireGraph,
-                    conversation_context: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Contract 5.2: what the runtime may answer from. Graph nodes, bundles and guidance stay out."""
+                    conversation_context: dict[str, Any] | None = None,
+                    ranked: bool = False) -> dict[str, Any]:
+    """Contract 5.2: what the runtime may answer from. Graph nodes, bundles and guidance stay out.
+    `ranked`: the citations are in relevance order, which the digest then keeps."""
     positions = {c.id: n for n, c in enumerate(citations, start=1)}
+    # A near-duplicate merged into another source's citation is cited by that citation's number.
+    positions.update({alias.id: positions[c.id] for c in citations for alias in c.also_in or ()})
     sources = []
     page_total = approved_total = 0
     corpus = []
@@ -138,7 +141,8 @@ def evidence_bundle(query: str, citations: Sequence[Citation], answered: Sequenc
             entry["approvedPageCount"] = approved
             approved_total += approved
         entry.update(orientation=list(evidence.orientation),
-                     citationIndexes=[positions[c.id] for c in evidence.citations if c.id in positions],
+                     citationIndexes=list(dict.fromkeys(positions[c.id] for c in evidence.citations
+                                                        if c.id in positions)),
                      citationCount=len(evidence.citations), limitations=[],
                      graph={"nodeCount": len(evidence.graph.nodes), "edgeCount": len(evidence.graph.edges)})
         sources.append(entry)
@@ -156,7 +160,7 @@ def evidence_bundle(query: str, citations: Sequence[Citation], answered: Sequenc
     head: dict[str, Any] = {"schema": BUNDLE_SCHEMA, "runtimeContract": dict(RUNTIME_CONTRACT)}
     if conversation_context:
         head["conversationContext"] = conversation_context
-    return {**head, "citationDigest": citation_digest(query, citations),
+    return {**head, "citationDigest": citation_digest(query, citations, ranked),
             "citations": [c.wire() for c in citations], "sources": sources, "sourceFailures": failures,
             "mergedGraphSummary": graph_summary, "mergedCorpusSummary": corpus_summary,
             "citationCount": len(citations)}

@@ -10,6 +10,7 @@ from typing import Any
 
 from bridge.config.registry import SourceDescriptor, normalize_inline
 from bridge.core.errors import RequestRejected
+from bridge.core.fusion import CITATION_ORDERS, DEFAULT_CITATION_ORDER
 from bridge.core.guidance import GuidanceError, map_guidance
 from bridge.core.retrieval import IntentError, parse_intent
 from common.bridge_schemas import RetrievalIntent
@@ -23,7 +24,7 @@ CONVERSATION_SCHEMA = "llmwiki-agent-bridge.conversation-context.v1"
 # Keys an A2A data part may carry; they are read as if they were sent under `data`.
 _DATA_PART_KEYS = ("query", "knowledgeSources", "knowledge_sources", "orchestrationMode", "mode",
                    "retrieval", "retrievalGuidance", "messages", "threadId", "sessionId", "turnId",
-                   "runtimeContext")
+                   "runtimeContext", "citationOrder")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _USER_ROLES = ("user", "role_user")
 _AGENT_ROLES = ("agent", "role_agent")
@@ -79,6 +80,8 @@ class RunRequest:
     # Forwarded runtime history as (role, text), role "user" or "assistant"; never sent to sources.
     conversation: tuple[tuple[str, str], ...] = ()
     context: ConversationContext = ConversationContext()
+    # "relevance" (fused across sources) or "source" (the reference's selected-order array).
+    citation_order: str = DEFAULT_CITATION_ORDER
 
 
 def too_many_sources(count: int, limit: int) -> RunRequestError:
@@ -113,6 +116,7 @@ def parse_run_request(envelope: Any, default_mode: str = DEFAULT_MODE,
     if not query:
         raise RunRequestError("bad_request", "A2A request data.query or message text is required.")
     mode = _mode(data, envelope, message, default_mode)
+    citation_order = _citation_order(data.get("citationOrder"))
     intent = _intent(data["retrieval"], query) if "retrieval" in data else None
     inline = data.get("knowledgeSources", data.get("knowledge_sources"))
     if inline is not None and not isinstance(inline, list):
@@ -122,7 +126,7 @@ def parse_run_request(envelope: Any, default_mode: str = DEFAULT_MODE,
     conversation, context = _conversation(data, envelope, message, query)
     return RunRequest(query=query, mode=mode, intent=intent,
                       inline_sources=tuple(normalize_inline(inline)) if inline is not None else None,
-                      conversation=conversation, context=context)
+                      conversation=conversation, context=context, citation_order=citation_order)
 
 
 EXCLUDED_FOREIGN_MESSAGE = ("retrieval.search.excludePageIds contains a source-prefixed page id for an "
@@ -191,6 +195,15 @@ def _mode(data: dict[str, Any], envelope: dict[str, Any], message: Any, default_
         raise RunRequestError("bad_request",
                               "orchestrationMode must be one of: evidence-only, delegated-runtime, hybrid.")
     return mode
+
+
+def _citation_order(value: Any) -> str:
+    """`data.citationOrder`: absent means relevance; anything but a known order is refused."""
+    if value is None:
+        return DEFAULT_CITATION_ORDER
+    if value not in CITATION_ORDERS:
+        raise RunRequestError("bad_request", f"citationOrder must be one of: {', '.join(CITATION_ORDERS)}.")
+    return str(value)
 
 
 def _intent(raw: Any, query: str) -> RetrievalIntent:

@@ -72,7 +72,7 @@ async def run_task(ctx: RunContext, envelope: Any, request_id: str, trace_id: st
         if refused is not None:
             raise RunFailed("rejected", "retrieval_mode_unsupported", refused, request_id, trace_id)
     outcomes = await _fan_out(ctx, request.query, selected, discovery, deadline)
-    evidence = collect(outcomes)
+    evidence = collect(outcomes, request.query, request.citation_order == "relevance")
     steps += [*evidence.steps, evidence.step()]
     diagnostics = list(evidence.diagnostics)
     answer, citations, graph = await _answer(ctx, request, evidence, steps, diagnostics, request_id, trace_id)

@@ -47,18 +47,19 @@ async def runtime_step(settings: BridgeSettings, client_for: ClientFor,
     steps.append(running)
     started = time.perf_counter()
     context = request.context.wire()
+    ranked = request.citation_order == "relevance"
     try:
         if adapter == "deepagents-acp":
             runtime = await acp_runtime_answer(
                 settings, query=request.query, history=request.conversation, conversation_context=context,
                 answered=evidence.answered, failed=evidence.failed, citations=evidence.citations,
-                graph=evidence.graph)
+                graph=evidence.graph, ranked=ranked)
         else:
             runtime = await runtime_answer(
                 settings, client_for, open_chat, io, hybrid=request.mode == "hybrid", query=request.query,
                 history=request.conversation, conversation_context=context, answered=evidence.answered,
                 failed=evidence.failed, citations=evidence.citations, graph=evidence.graph, steps=steps,
-                diagnostics=diagnostics)
+                diagnostics=diagnostics, ranked=ranked)
     except RuntimeFailure as exc:
         log.warning("chat_completions_failed", reason=exc.message, http_status=exc.http_status,
                     timeout=exc.timeout)

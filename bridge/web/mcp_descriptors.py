@@ -14,6 +14,7 @@ from bridge.config.registry import (
     readiness,
     settings_view,
 )
+from bridge.core.fusion import CITATION_ORDERS, DEFAULT_CITATION_ORDER
 from bridge.sources.base import SourceCallError
 from common.bridge_schemas import JsonObject, RetrievalIntent
 from common.guidance import RetrievalGuidance
@@ -91,6 +92,9 @@ _MODE = {"type": "string", "enum": _MODES, "default": "delegated-runtime",
          "description": "evidence-only answers from the sources without calling the runtime; "
                         "delegated-runtime (the default) and hybrid ask the configured runtime."}
 _MODE_ALIAS = {**_MODE, "description": "Alias of orchestrationMode."}
+_CITATION_ORDER = {"type": "string", "enum": list(CITATION_ORDERS), "default": DEFAULT_CITATION_ORDER,
+                   "description": "relevance (the default) ranks the merged citations across sources; "
+                                  "source keeps each source's citations in turn, in selected order."}
 _NODE_ID = _text("A graph node id; <sourceId>:<nodeId> goes to that source only.", minLength=1)
 _NODE_IDS = {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1},
              "description": "Graph node ids (prefixed ids go to their source only)."}
@@ -135,7 +139,7 @@ INPUT_SCHEMAS: dict[str, JsonObject] = {
     "llmwiki_agent_run": _schema({
         "query": _RUN_QUERY, "orchestrationMode": _MODE, "mode": _MODE_ALIAS, "retrieval": RETRIEVAL_SCHEMA,
         "retrievalGuidance": GUIDANCE_SCHEMA, "knowledgeSources": _SOURCES,
-        "knowledge_sources": _SOURCES}, ["query"]),
+        "knowledge_sources": _SOURCES, "citationOrder": _CITATION_ORDER}, ["query"]),
     "llmwiki_list_sources": _schema(dict(SELECTION)),
     "llmwiki_context": _schema({"query": _QUERY, **SELECTION, "limit": _limit(CONTEXT_LIMIT),
                                 "retrieval": RETRIEVAL_SCHEMA, **DRAFTS}, ["query"]),

@@ -8,6 +8,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel
 
+from bridge.core.fusion import CITATION_ORDERS
 from bridge.core.request import MODES
 from bridge.support.routes import ROUTES
 from bridge.web.requests import service_of
@@ -47,6 +48,8 @@ MESSAGE_SEND = {
         "knowledgeSources": {"type": "array", "items": OBJECT,
                              "description": "Inline sources, or ids of registered ones"},
         "orchestrationMode": {"enum": list(MODES)},
+        "citationOrder": {"enum": list(CITATION_ORDERS), "description": "relevance (default): merged "
+                          "across sources; source: each source's citations in turn (the reference)"},
         "retrieval": ref(bridge_schemas.RetrievalIntent),
         "messages": {"type": "array", "items": OBJECT},
         "threadId": {"type": "string"}, "sessionId": {"type": "string"}, "turnId": {"type": "string"},

@@ -139,7 +139,9 @@ async def test_all_three_protocols_in_one_run(bridge_client: BridgeFactory, a2a_
     inline = [a2a_source("agent", url), source("web", url), a2a_source("gone", dead_url),
               source("tools", url, protocol="mcp")]
     client = await bridge_client()
-    result = await run(client, inline)
+    # The three serve the same pages: in relevance order they merge (alsoIn); the reference's
+    # array keeps every source's own citations.
+    result = await run(client, inline, citationOrder="source")
     assert [s["id"] for s in result["steps"]] == [
         "bridge-plan", "tool-agent", "tool-web", "source-manifest-web", "tool-gone", "tool-tools",
         "source-manifest-tools", "bridge-evidence", "bridge-evidence-only-answer", "bridge-final-answer"]
@@ -147,6 +149,9 @@ async def test_all_three_protocols_in_one_run(bridge_client: BridgeFactory, a2a_
     assert statuses["tool-gone"] == "error" and statuses["tool-agent"] == statuses["tool-tools"] == "done"
     # citations keep the selected order, whatever order the calls finished in
     owners = [c["sourceId"] for c in result["citations"]]
+    fused = (await run(client, inline))["citations"]
+    assert {c["sourceId"] for c in fused} == {"agent"}  # each page once, naming the others
+    assert {a["sourceId"] for c in fused for a in c.get("alsoIn", [])} == {"web", "tools"}
     assert owners == sorted(owners, key=["agent", "web", "tools"].index)
     assert set(owners) == {"agent", "web", "tools"}
     assert cited(result, "agent") == expected_citations(pack, "agent")
@@ -225,7 +230,8 @@ async def test_card_url_forms_and_response_shapes(bridge_client: BridgeFactory, 
     inline = [a2a_source(name, f"{base}/{name}") for name in names]
     inline.append(a2a_source("cardurl", f"{base}/relative/.well-known/agent-card.json"))
     client = await bridge_client()
-    result = await run(client, inline)
+    # cardurl and relative are one agent: the reference's array names both pages
+    result = await run(client, inline, citationOrder="source")
     assert [c["id"] for c in result["citations"]] == [f"{n}:{n}-page" for n in names] + [
         "cardurl:relative-page"]
     posts = [(path, body) for method, path, body in seen if method == "POST"]

@@ -174,7 +174,7 @@ async def test_two_sources_one_down_keeps_order_and_reports(bridge_client: Bridg
     inline = [source("down", dead_url + "/private"), source("sample-wiki", serve_url),
               source("again", serve_url + "/")]
     result = result_of(await send(client, {"query": QUESTION, "mode": "evidence-only",
-                                           "knowledgeSources": inline}))
+                                           "knowledgeSources": inline, "citationOrder": "source"}))
     steps = {s["id"]: s for s in result["steps"]}
     assert [s["id"] for s in result["steps"]] == [
         "bridge-plan", "tool-down", "source-manifest-down", "tool-sample_wiki",
@@ -197,6 +197,12 @@ async def test_two_sources_one_down_keeps_order_and_reports(bridge_client: Bridg
     source_ids = [c["sourceId"] for c in result["citations"]]
     assert source_ids == sorted(source_ids, key=["sample-wiki", "again"].index)
     assert "again" in source_ids and "sample-wiki" in source_ids
+    # By default the same wiki served twice is one citation per page, naming both sources.
+    fused = result_of(await send(client, {"query": QUESTION, "mode": "evidence-only",
+                                          "knowledgeSources": inline}))["citations"]
+    assert {c["sourceId"] for c in fused} == {"sample-wiki"}
+    assert [a["id"] for c in fused for a in c["alsoIn"]] == [
+        c["id"] for c in result["citations"] if c["sourceId"] == "again"]
     nodes = [n["id"].split(":")[0] for n in result["graph"]["nodes"]]
     assert nodes == sorted(nodes, key=["sample-wiki", "again"].index)
     assert [b["connectionId"] for b in result["sourceBundles"]] == ["sample-wiki", "again"]

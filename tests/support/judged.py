@@ -74,6 +74,8 @@ SLICES: dict[str, dict[str, str]] = {
     # Questions no page answers (tests/serve/retrieval/test_answerable.py); un2 was written
     # after the answerable rule was tuned on un, as its held-out part.
     "unanswerable": {"un": "unanswerable", "un2": "unanswerable"},
+    # Questions over six sources at once, for the bridge's merged ranking (tests/support/multi_source.py).
+    "multi-source": {"ms": "multi-source"},
 }
 GRADES = (1, 2)
 
