@@ -15,7 +15,8 @@ For each folder, runs alternate (ours, qmd, ours, qmd, ...), each with its own e
 - restart: ours, the same start again after a SIGTERM (the folder checked file by file against
   the store); qmd, one `qmd search` (it does not look at the folder). Median of `--restarts`.
 - warm search: ours, p50 / p99 of `--searches` POST /search on the restarted server.
-- on disk: the store against qmd's index.sqlite.
+- on disk: serve's cache directory (the store, or an earlier build's cache files) against qmd's
+  index.sqlite.
 
 Every wait is bounded, each server's process group is killed in `finally`, loopback only.
 """
@@ -36,11 +37,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks.bench_first_answer import GENERATED, tldr_folder
+from tests.benchmarks.bench_first_answer import GENERATED, _serve_command, tldr_folder
 from tests.benchmarks.generate import generate
 from tests.benchmarks.harness import (
     HOST,
-    REPO,
     code_identity,
     code_lines,
     compile_code,
@@ -96,10 +96,10 @@ def _post(port: int, body: dict[str, Any]) -> int:
         conn.close()
 
 
-def ours(folder: Path, cache: Path, searches: int) -> dict[str, Any]:
+def ours(folder: Path, cache: Path, searches: int, code_dir: Path | None) -> dict[str, Any]:
     """Start serve, wait for the first /search answer; the figures then, and warm searches."""
     port = free_port()
-    command = [str(REPO / ".venv" / "bin" / "llmwiki-serve"), "serve", str(folder), "--host", HOST,
+    command = [*_serve_command(code_dir), "serve", str(folder), "--host", HOST,
                "--port", str(port), "--cache-dir", str(cache)]
     started = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -175,10 +175,10 @@ def bench_folder(name: str, folder: Path, qmd: Path, args: argparse.Namespace) -
         try:
             if args.wait_quiet:
                 wait_for_quiet(args.wait_quiet)
-            cold = ours(folder, work / "cache", 0)
-            warm = [ours(folder, work / "cache", args.searches if n == 0 else 0)
+            cold = ours(folder, work / "cache", 0, args.code_dir)
+            warm = [ours(folder, work / "cache", args.searches if n == 0 else 0, args.code_dir)
                     for n in range(args.restarts)]
-            store = sum(p.stat().st_size for p in (work / "cache").glob("store-*"))
+            store = sum(p.stat().st_size for p in (work / "cache").iterdir() if p.is_file())
             rows["ours"].append({"cold_s": cold["seconds"], "cold_peak_mb": cold["peak_mb"],
                                  "restart_s": statistics.median(w["seconds"] for w in warm),
                                  "restart_rss_mb": statistics.median(w["rss_mb"] for w in warm),
@@ -228,6 +228,9 @@ def main() -> int:
     parser.add_argument("--searches", type=int, default=200, help="warm searches after a restart")
     parser.add_argument("--work", type=Path, default=GENERATED, help="where folders are generated")
     parser.add_argument("--qmd-dir", type=Path, default=QMD_DIR, help="where qmd is installed")
+    parser.add_argument("--code-dir", type=Path, default=None,
+                        help="run serve's code from this directory (e.g. a checkout of an earlier "
+                        "commit) instead of the installed command")
     parser.add_argument("--wait-quiet", type=float, nargs="?", const=60.0, default=0.0,
                         metavar="SECONDS", help="before each run, wait up to SECONDS for idle CPUs")
     parser.add_argument("--max-seconds", type=float, default=4 * 3600, help="overall time limit")
@@ -235,7 +238,7 @@ def main() -> int:
     args = parser.parse_args()
     install_deadline(args.max_seconds, "bench_vs_qmd: time limit reached")
     qmd = install_qmd(args.qmd_dir)
-    compile_code(None)
+    compile_code(args.code_dir)
     args.work.mkdir(parents=True, exist_ok=True)
     folders: list[tuple[str, Path]] = []
     for pages in args.pages:
@@ -246,7 +249,7 @@ def main() -> int:
     if args.tldr:
         folders.append(("tldr", tldr_folder(args.work)))
     results = [bench_folder(name, folder, qmd, args) for name, folder in folders]
-    report = {"results": results, "machine": machine(), "code": code_identity(None),
+    report = {"results": results, "machine": machine(), "code": code_identity(args.code_dir),
               "qmd": QMD_VERSION}
     sys.stdout.write(markdown_table(results))
     sys.stdout.write(code_lines(report))
