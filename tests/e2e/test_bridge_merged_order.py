@@ -14,6 +14,9 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
+from a2a.client import ClientConfig, create_client
+from a2a.types import Message, SendMessageRequest
+from google.protobuf import json_format
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -211,3 +214,31 @@ async def test_the_mcp_agent_run_and_the_evidence_only_answer_follow_the_fused_o
     listed = [line.split(": ", 1)[0].removeprefix("- ") for line in result["answer"].splitlines()
               if line.startswith("- ") and ": " in line]
     assert listed == [c["id"] for c in result["citations"][:8]]
+
+
+@pytest.mark.parametrize("binding", ["HTTP+JSON", "JSONRPC"])
+async def test_a_streamed_run_ends_with_the_fused_order_and_steps_in_selected_order(
+        deployed: Deployment, binding: str) -> None:
+    """Streaming (issue 26) and the fused order (issue 29) together, through the official a2a-sdk
+    client: each source's step comes as its own event, and the final artifact's citations are the
+    fused order the unary run gives, led by the late source that answers."""
+    query = "Print macOS operating system version information."
+    parts = [{"text": query}, {"data": {"orchestrationMode": "evidence-only"}}]
+    request = SendMessageRequest(message=json_format.ParseDict(
+        {"messageId": f"m-{binding}", "role": "ROLE_USER", "parts": parts}, Message()))
+    async with httpx.AsyncClient(timeout=120) as session:
+        client = await create_client(deployed.bridge.url, client_config=ClientConfig(
+            streaming=True, supported_protocol_bindings=[binding], httpx_client=session))
+        events = [event async for event in client.send_message(request)]
+    steps = [json_format.MessageToDict(e.status_update.status.message) for e in events
+             if e.HasField("status_update") and e.status_update.status.HasField("message")]
+    reported = [s["parts"][0]["data"]["sourceId"] for s in steps
+                if s.get("metadata", {}).get("event", "").endswith("#sourceStep")]
+    assert sorted(reported) == sorted(M.SOURCE_IDS)
+    [update] = [e.artifact_update for e in events if e.HasField("artifact_update")]
+    streamed = json_format.MessageToDict(update.artifact)["parts"][0]["data"]
+    unary = deployed.run(query)
+    assert [c["id"] for c in streamed["citations"]] == [c["id"] for c in unary["citations"]]
+    assert streamed["citations"][0]["id"] == "tldr-osx:sw_vers"
+    assert list(M.SOURCE_IDS).index("tldr-osx") > 0  # not the first registered source
+    assert _tool_citation_ids(streamed) == _tool_citation_ids(unary)  # steps in selected order
