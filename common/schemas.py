@@ -203,11 +203,16 @@ class CorsStatus(WireModel):
 
 
 class HealthDiagnostics(WireModel):
-    """How freshness is kept and how many files were skipped or degraded (our addition)."""
+    """How freshness is kept, how many files were skipped or degraded, and where serve's store
+    lives (our addition)."""
 
     freshness: Literal["inotify", "scan", "producer-manifest"]
     skipped_files: int
     degraded_files: int
+    # disk: kept for restarts; memory: the cache directory cannot hold it (nothing persists);
+    # failing: its last write failed (a full disk), tried again at the next save; off:
+    # --no-page-cache.
+    store: Literal["disk", "memory", "failing", "off"] = "disk"
 
 
 Phase = Literal["loading", "indexing", "ready"]

@@ -105,6 +105,7 @@ class Database:
         self.path = store_path(cache_dir, root)
         self.identity = {"version": __version__, "root": str(root), **identity}
         self.mode = "disk"
+        self.failing = False  # the last write failed (a full disk, say): logged, tried again
         self._memory: sqlite3.Connection | None = None  # the fallback's one connection
         self._memory_lock = threading.Lock()
         self._ready = False

@@ -128,8 +128,10 @@ class FileRecords:
                 self._write(conn, gone, changed, counts or {})
         except (sqlite3.Error, UnicodeEncodeError) as exc:
             log.warning("store_write_failed", error=type(exc).__name__, reason=str(exc)[:200])
+            self.database.failing = True
             return False
         self._saved = kept
+        self.database.failing = False
         return True
 
     @staticmethod

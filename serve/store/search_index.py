@@ -205,7 +205,9 @@ class StoredIndex:
         except (sqlite3.Error, UnicodeEncodeError) as exc:
             log.warning("store_write_failed", part="index", error=type(exc).__name__,
                         reason=str(exc)[:200])
+            self.database.failing = True
             return False
+        self.database.failing = False
         self.saved_signature = self.written_signature = pending.signature
         log.info("index_cache_written", documents=len(pages), terms=len(pending.terms))
         return True

@@ -358,6 +358,23 @@ def test_two_serve_processes_share_one_store(tmp_path: Path, folder: Path) -> No
     assert the_event(third, "folder_loaded")["records_from_cache"] == PAGES + 1
 
 
+def test_a_cache_directory_that_cannot_hold_the_store_keeps_serving_and_says_so(
+        tmp_path: Path, folder: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory\n", encoding="utf-8")
+    service = start(tmp_path / "run", folder, blocked / "cache")
+    try:
+        check_ready(service, readiness_answers(service))
+        status, health = get(service.url + "/health")
+        assert status == 200 and health["diagnostics"]["store"] == "memory"
+        status, found = post(service.url, "/search", {"query": "rollback runbook"})
+        assert status == 200 and found["results"]
+    finally:
+        stop_checked(service)
+    assert "store_in_memory" in [e.get("event") for e in service.log_events()]
+    assert blocked.read_text(encoding="utf-8") == "not a directory\n"
+
+
 @pytest.fixture
 def notify_socket(tmp_path: Path) -> Iterator[NotifySocket]:
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:

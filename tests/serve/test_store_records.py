@@ -295,9 +295,11 @@ def test_a_full_disk_keeps_the_previous_store(sample_root: Path, cache_dir: Path
     assert records.save(changed) is False
     monkeypatch.undo()
     assert hits  # the full disk was really met
+    assert records.database.failing is True
     again = stored(cache_dir, sample_root).load()
     assert {rel: tuple(r) for rel, r in again.items()} == {rel: tuple(r) for rel, r in loaded.items()}
     assert records.save(changed) is True  # space is back: the same save goes through
+    assert records.database.failing is False
     assert stored(cache_dir, sample_root).load().keys() == changed.keys()
 
 
@@ -348,7 +350,7 @@ def test_no_cache_when_disabled(sample_root: Path, cache_dir: Path,
     source = start(sources, sample_root, cache_dir, page_cache=False)
     source.snapshot()
     source.save_cache()
-    assert source.cache is None
+    assert source.cache is None and source.store_state() == "off"
     assert not cache_dir.exists()
 
 
@@ -433,6 +435,7 @@ def test_a_cache_directory_that_cannot_be_made_keeps_serving_from_memory(
     assert source.snapshot().page_count == 14
     source.save_cache()
     assert source.store is not None and source.store.mode == "memory"
+    assert source.store_state() == "memory"
     assert blocked.read_text(encoding="utf-8").startswith("a file")
 
 

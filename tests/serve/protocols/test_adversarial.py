@@ -73,7 +73,8 @@ async def test_health_reports_skipped_and_degraded_files(client: Client) -> None
     # skipped: huge.md (too large), escape-link.md and graph/graph.json (symlinks);
     # degraded: not-utf8.md and broken-frontmatter.md
     assert body["diagnostics"] == {"freshness": "inotify", "skipped_files": 3,
-                                   "degraded_files": 2}
+                                   "degraded_files": 2, "store": body["diagnostics"]["store"]}
+    assert body["diagnostics"]["store"] in ("disk", "off")
 
 
 @pytest.mark.parametrize(("page_id", "title"), sorted(GOOD_PAGES.items()))

@@ -146,9 +146,9 @@ async def test_health_shape(serve_client: ClientFactory, sample_root: Path) -> N
     assert body["endpoints"] == ENDPOINTS
     assert body["cors"] == {"mode": "local-dev-allowlist", "local_dev_origins": True,
                             "explicit_origin_count": 0}
-    assert list(body["diagnostics"]) == ["freshness", "skipped_files", "degraded_files"]
+    assert list(body["diagnostics"]) == ["freshness", "skipped_files", "degraded_files", "store"]
     assert body["diagnostics"] == {"freshness": "inotify", "skipped_files": 0,
-                                   "degraded_files": 0}
+                                   "degraded_files": 0, "store": "disk"}
     validated(HealthResponse, body)
 
 
