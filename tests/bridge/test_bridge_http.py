@@ -262,8 +262,11 @@ async def test_foreign_origin_is_403_before_any_handler(bridge_client: BridgeFac
     assert response.status == 403
     assert (await response.json())["error"]["code"] == "origin_not_allowed"
     assert "Access-Control-Allow-Origin" not in response.headers
-    for origin in ("null", "http://user@localhost:3000"):
-        assert (await client.get("/health", headers={"Origin": origin})).status == 403
+    for origin in ("null", "http://user@localhost:3000", "http://localhost:3000/page", "http://localhost:3000?x",
+                   "http://１２７.０.０.１:3000"):  # a browser sends none of these (common/hosts.parse_origin)
+        refused = await client.get("/health", headers={"Origin": origin})
+        assert refused.status == 403, origin
+        assert "Access-Control-Allow-Origin" not in refused.headers
     for origin in ("http://localhost:3000", "https://app.example", "http://127.0.0.1:5173"):
         allowed = await client.get("/health", headers={"Origin": origin, "Authorization": "Bearer t"})
         assert allowed.status == 200
