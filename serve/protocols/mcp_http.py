@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from common.browser import BrowserPolicy
 from common.errors import json_response
-from common.hosts import parse_authority
+from common.hosts import is_loopback_request_host, parse_authority
 from common.mcp import INVALID_REQUEST, McpError, Rejection, Reply, response, route_stream
 from common.serve_tools import SEARCH_TOOLS
 from serve.protocols import off_loop
@@ -71,16 +71,16 @@ def _send(reply: Reply) -> web.Response:
 
 def _sdk_host_allowed(request: web.Request) -> bool:
     """The stream's extra guard (contract 6.2.6), on the Host the app check already accepted:
-    an accepted name, or one of the SDK's loopback names with an explicit port."""
+    a loopback host must be one of the SDK's names with an explicit port; any other, accepted."""
     policy = request.app[STREAM_POLICY_KEY]
     if policy.any_host:
         return True
     authority = parse_authority(request.headers.get("Host", ""))
     if authority is None:
         return False
-    if authority.host in policy.accepted_hosts:
-        return True
-    return authority.host in SDK_LOOPBACK_HOSTS and authority.port is not None
+    if is_loopback_request_host(authority.host):  # even when bound or listed: the SDK's rule
+        return authority.host in SDK_LOOPBACK_HOSTS and authority.port is not None
+    return authority.host in policy.accepted_hosts
 
 
 async def stream_post(request: web.Request) -> web.Response:

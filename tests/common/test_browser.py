@@ -14,7 +14,8 @@ BRIDGE = BrowserPolicy(origin_rule=OriginRule.LISTED_OR_SAME_MACHINE)
 
 @pytest.mark.parametrize(("header", "parsed"), [
     ("127.0.0.1:8765", Authority("127.0.0.1", 8765)), ("LOCALHOST", Authority("localhost", None)),
-    ("[::1]:1", Authority("::1", 1)), ("::1", Authority("::1", None)), ("127.1:80", Authority("127.0.0.1", 80)),
+    ("[::1]:1", Authority("::1", 1)), ("::1", Authority("::1", None)),
+    ("127.1:80", Authority("127.0.0.1", 80)),
     ("localhost.:9", Authority("localhost", 9)),
     ("[::1]evil", None), ("localhost:x", None), ("localhost:", None), ("127.0.0.1:1:2", None), ("", None),
     ("user@localhost", None), ("localhost/x", None), ("１２７.０.０.１", None), ("[::1", None),
@@ -78,9 +79,11 @@ def test_listed_origins() -> None:
     listed = ("https://app.example.org", "null")
     serve = BrowserPolicy(origins=listed, origin_rule=OriginRule.LISTED_OR_LOCAL_DEV)
     assert serve.origin_allowed("https://app.example.org")
-    for refused in ("https://app.example.org:443", "https://APP.example.org", "http://localhost:5173", "null"):
+    for refused in ("https://app.example.org:443", "https://APP.example.org", "http://localhost:5173",
+                    "null"):
         assert not serve.origin_allowed(refused), refused  # as sent, replacing local-dev; never `null`
-    bridge = BrowserPolicy(accepted_hosts=frozenset({"bridge.example.org"}), origins=("https://app.example.org",))
+    bridge = BrowserPolicy(accepted_hosts=frozenset({"bridge.example.org"}),
+                           origins=("https://app.example.org",))
     for allowed in ("https://app.example.org", "https://app.example.org:443", "http://localhost:5173",
                     "http://bridge.example.org:8788"):
         assert bridge.origin_allowed(allowed), allowed

@@ -194,7 +194,8 @@ async def test_a_stream_carries_the_cors_headers_of_an_allowed_origin(our_serve:
         if agent == "serve":  # each contract's table (common/browser.py CorsRules)
             assert response.headers["Access-Control-Expose-Headers"] == "Mcp-Session-Id"
         else:
-            assert response.headers["Access-Control-Allow-Headers"] == "authorization, content-type, a2a-version"
+            allowed = response.headers["Access-Control-Allow-Headers"]
+            assert allowed == "authorization, content-type, a2a-version"
             assert response.headers["Access-Control-Allow-Methods"] == "GET, POST, PUT, DELETE, OPTIONS"
         assert [line async for line in response.aiter_lines() if line.startswith("data:")]
 
