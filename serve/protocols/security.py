@@ -17,7 +17,7 @@ from common.browser import (
 from common.errors import DetailError
 from common.hosts import host_of_authority
 
-WILDCARD_BINDS = frozenset({"0.0.0.0", "::", "[::]", ""})  # noqa: S104 - names, not a bind
+WILDCARD_BINDS = frozenset({"0.0.0.0", "::", "[::]", ""})
 
 # The contract's (6.2): the requested headers echoed on a preflight, the session id exposed.
 SERVE_CORS = CorsRules(
