@@ -11,7 +11,7 @@ import aiohttp
 import structlog
 
 from bridge.config import writes
-from bridge.config.policy import BrowserPolicy, SourcePolicy
+from bridge.config.policy import SourcePolicy
 from bridge.config.registry import (
     SourceDescriptor,
     SourceValidationError,
@@ -41,6 +41,7 @@ from bridge.support.fields import as_object
 from bridge.support.iolog import IoLog, current_scope, io_scope
 from bridge.support.redaction import redact_text
 from bridge.support.routes import ENDPOINTS
+from common.browser import BrowserPolicy, OriginRule
 
 log = structlog.get_logger("llmwiki.bridge.service")
 
@@ -92,10 +93,16 @@ class BridgeService:
 
     @property
     def browser_policy(self) -> BrowserPolicy:
-        """Host and Origin checks from the live settings (a settings change applies at once)."""
+        """Host and Origin checks from the live settings (a settings change applies at once).
+        `Host`: a loopback name or an accepted host (else 421), so a page whose name was rebound
+        to this machine is refused before anything else. `Origin`: none (curl, servers), a
+        configured origin, an http(s) loopback origin, or one whose host is an accepted host (the
+        settings page served under it); the `Host` header is never the measure of an origin."""
         s = self.settings
         if self._browser_policy[0] is not s:
-            self._browser_policy = (s, BrowserPolicy(s.allowed_origins, s.accepted_hosts))
+            self._browser_policy = (s, BrowserPolicy(
+                accepted_hosts=frozenset(s.accepted_hosts), origins=s.allowed_origins,
+                origin_rule=OriginRule.LISTED_OR_SAME_MACHINE))
         return self._browser_policy[1]
 
     @property

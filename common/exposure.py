@@ -5,8 +5,9 @@ them); the warning makes sure the operator chose them knowingly."""
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
+
+from common.hosts import is_loopback_host
 
 
 @dataclass(frozen=True)
@@ -16,18 +17,10 @@ class ExposureWarning:
 
 
 def is_loopback_bind(host: str) -> bool:
-    """`localhost`, `*.localhost`, 127.0.0.0/8, ::1 and IPv4-mapped 127.x. An empty host, a
-    wildcard (0.0.0.0, ::) and any other name or address are reachable from elsewhere."""
-    name = host.strip().lower().strip("[]").rstrip(".")
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(name.split("%")[0])
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_loopback
+    """`localhost`, `*.localhost`, 127.0.0.0/8, ::1 and IPv4-mapped 127.x, read as the resolver
+    reads them (common/hosts.py). An empty host, a wildcard (0.0.0.0, ::) and any other name or
+    address are reachable from elsewhere."""
+    return is_loopback_host(host)
 
 
 def exposure_warnings(host: str, *, public_bind: bool | None = None, any_host: bool = False,

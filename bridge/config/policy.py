@@ -1,5 +1,5 @@
-"""Which source URLs the bridge may call (source policy) and which Host names and browser origins
-may call it (the DNS-rebinding and CORS checks)."""
+"""Which source URLs the bridge may call: the source policy (the browser policy, which Host names
+and origins may call the bridge, is common/browser.py's, built in service.py)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,9 @@ import functools
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from bridge.config.rules import normalize_origin
-from bridge.support.hosts import (
-    address_of,
-    host_of_authority,
-    is_loopback_address,
-    is_loopback_host,
-    is_public_host,
-    normalize_host,
-)
+from common.hosts import is_loopback_host, is_public_host, normalize_host, normalize_origin
 
-__all__ = ["POLICY_BLOCKED_MESSAGE", "BrowserPolicy", "SourcePolicy", "is_public_host"]
+__all__ = ["POLICY_BLOCKED_MESSAGE", "SourcePolicy", "is_public_host"]
 
 POLICY_BLOCKED_MESSAGE = "Knowledge Source URL is not allowed by this bridge source policy."
 
@@ -26,7 +18,7 @@ POLICY_BLOCKED_MESSAGE = "Knowledge Source URL is not allowed by this bridge sou
 class SourcePolicy:
     """`private-http` (any http/https URL), `allowlist` (exact origins only) or `public-https`
     (allowlisted origins, loopback, and https to public hosts). Checked before every outbound call,
-    on the host as the client will resolve it (see bridge.support.hosts)."""
+    on the host as the client will resolve it (see common.hosts)."""
 
     policy: str = "private-http"
     allowed_origins: tuple[str, ...] = ()
@@ -73,42 +65,3 @@ def _allows(policy: SourcePolicy, url: str) -> bool:
 def _origin_hosts(origins: tuple[str, ...]) -> frozenset[str]:
     return frozenset(h for h in (urlsplit(o).hostname for o in origins) if h)
 
-
-def is_loopback_request_host(name: str) -> bool:
-    """The loopback names a `Host` header may carry: `localhost`, 127.0.0.0/8 and ::1. Not
-    `*.localhost`: not every browser keeps those names off DNS, and a name DNS answers can be
-    rebound (a bind host or --allowed-host names one explicitly)."""
-    if name == "localhost":
-        return True
-    address = address_of(name)
-    return address is not None and is_loopback_address(address)
-
-
-@dataclass(frozen=True)
-class BrowserPolicy:
-    """`Host`: a loopback name or one of `accepted_hosts` (else 421), so a page whose name was
-    rebound to this machine is refused before anything else. `Origin`: none (curl, servers), a
-    configured origin, an http(s) loopback origin, or one whose host is an accepted host (the
-    settings page served under it). `null`, unparsable and userinfo origins are refused; the
-    `Host` header is never the measure of an origin."""
-
-    allowed_origins: tuple[str, ...] = ()
-    accepted_hosts: tuple[str, ...] = ()
-
-    def host_allowed(self, host_header: str) -> bool:
-        name = host_of_authority(host_header)
-        return name is not None and (is_loopback_request_host(name) or name in self.accepted_hosts)
-
-    def origin_allowed(self, origin: str) -> bool:
-        if "@" in origin:
-            return False
-        normalized = normalize_origin(origin)
-        if normalized is None:
-            return False
-        if normalized in self.allowed_origins:
-            return True
-        parts = urlsplit(normalized)
-        if parts.scheme not in ("http", "https"):
-            return False
-        host = parts.hostname or ""
-        return is_loopback_host(host) or normalize_host(host) in self.accepted_hosts

@@ -9,12 +9,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import PlainValidator, ValidationInfo
 
-from bridge.support.hosts import host_of_authority, normalize_host
 from common.booleans import FALSE_WORDS, TRUE_WORDS, parse_bool
+from common.hosts import host_of_authority, normalize_origin
 from common.options import parse_public_url, reference_text
 
 # Where a value came from: the command line or the caller's code, the environment, the
@@ -235,30 +234,6 @@ def _items(value: Any) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [str(item) for item in value]
     raise Refused("must be an array or a comma-separated string")
-
-
-def normalize_origin(value: str, *, http_only: bool = False) -> str | None:
-    """`scheme://host[:port]` with the default port dropped; None for unusable entries."""
-    given = value.strip()
-    if not given or given == "null":
-        return None
-    try:
-        parts = urlsplit(given)
-        port = parts.port
-    except ValueError:
-        return None
-    if not parts.scheme or not parts.hostname or "@" in parts.netloc:
-        return None
-    scheme = parts.scheme.lower()
-    if http_only and scheme not in ("http", "https"):
-        return None
-    host = normalize_host(parts.hostname)  # compared as the network sees it (IDNA, canonical IPs)
-    if host is None:
-        return None
-    if ":" in host:
-        host = f"[{host}]"
-    default_port = {"http": 80, "https": 443}.get(scheme)
-    return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default_port else "")
 
 
 def origins(value: Any, source: Source) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, PlainValidator
 
 from bridge.config import rules
 from bridge.config.rules import Given, SettingsError, Source, rule
-from bridge.support.hosts import is_loopback_host, normalize_host
+from common.hosts import is_loopback_host, normalize_host
 
 __all__ = ["BridgeSettings", "SettingsError", "check_bind_policy", "parse_setting"]
 

@@ -13,7 +13,7 @@ from aiohttp import AddrInfoType
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from bridge.config.policy import SourcePolicy
-from bridge.support.hosts import (
+from common.hosts import (
     address_of,
     is_loopback_address,
     is_loopback_host,

@@ -1,6 +1,7 @@
-"""The bridge's request pipeline, one middleware: Host (421), Origin (403), preflight (204),
-bearer (401), body cap (413), then the route; core errors mapped in one place (errors.py), CORS
-headers on whatever comes back, and the audit line."""
+"""The bridge's request pipeline: the audit line around everything, then common/browser.py's Host
+(421), Origin (403) and CORS (preflight 204, the CORS headers on whatever comes back), then the
+bridge's own guard: bearer (401), body cap (413), the route, core errors mapped in one place
+(errors.py)."""
 
 from __future__ import annotations
 
@@ -21,22 +22,34 @@ from bridge.support.iolog import header_summary, io_scope
 from bridge.web.errors import http_error
 from bridge.web.requests import service_of, trace_id
 from common.a2a import SEND_PATH
+from common.browser import (
+    ORIGIN_VERDICT,
+    CorsRules,
+    OriginVerdict,
+    setup_cors,
+    setup_host_check,
+    setup_origin_check,
+)
 from common.errors import CodedError, HttpError, json_response
 from common.logging import REQUEST_ID
 
-ALLOW_HEADERS = "authorization, content-type, a2a-version"
-ALLOW_METHODS = "GET, POST, PUT, DELETE, OPTIONS"
+# The contract's (2.1, 2.2), plus what the A2A routes added (`DELETE`, `A2A-Version`): the allow
+# headers on every answer, a preflight at any path answered 204 with no body.
+BRIDGE_CORS = CorsRules(
+    allow_methods="GET, POST, PUT, DELETE, OPTIONS", allow_headers="authorization, content-type, a2a-version",
+    expose_headers=(), preflight_status=204, preflight_text=None, preflight_max_age=None,
+    any_options_is_preflight=True, methods_on_every_answer=True)
 
 log = structlog.get_logger("llmwiki.bridge.http")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def setup_bridge_pipeline(app: web.Application) -> None:
-    """Host check, origin check, preflight, bearer check, body cap, then the handler; every error
-    becomes the bridge's coded body, and every response carries the CORS headers."""
+    """The audit line around everything; Host, Origin and CORS; then bearer, body cap and the
+    handler, every error becoming the bridge's coded body."""
 
     @web.middleware
-    async def pipeline(request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def audited(request: web.Request, handler: Handler) -> web.StreamResponse:
         service = service_of(request)
         started = time.perf_counter()
         facts, token = audit.begin()
@@ -44,50 +57,23 @@ def setup_bridge_pipeline(app: web.Application) -> None:
                  if service.io.enabled else contextlib.nullcontext())
         try:
             with scope:
-                response = await _checked(request, handler, service)
+                response = await handler(request)
         finally:
             audit.end(token)
         if service.settings.audit_log and request.path in audit.AUDITED_ROUTES:
             _audit(request, response, service, facts, (time.perf_counter() - started) * 1000)
         return response
 
-    app.middlewares.append(pipeline)
-    app.on_response_prepare.append(_cors_headers)
+    @web.middleware
+    async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
+        return await _guarded(request, handler, service_of(request))
 
-
-async def _checked(request: web.Request, handler: Handler, service: BridgeService) -> web.StreamResponse:
-    """Host, origin, preflight, then the guarded handler; the CORS headers on whatever comes back.
-    The Host check comes first: a page whose name was rebound to 127.0.0.1 sends its own name."""
-    policy = service.browser_policy
-    if not policy.host_allowed(request.headers.get("Host", "")):
-        return host_not_allowed().response()
-    origin = request.headers.get("Origin")
-    allowed_origin = origin is not None and policy.origin_allowed(origin)
-    if origin is not None:
-        audit.note(originAllowed=allowed_origin)
-    if origin is not None and not allowed_origin:
-        response: web.StreamResponse = CodedError(
-            403, "origin_not_allowed", "Request origin is not allowed by the bridge.").response()
-    elif request.method == "OPTIONS":
-        response = web.Response(status=204)
-    else:
-        response = await _guarded(request, handler, service)
-    return response
-
-
-async def _cors_headers(request: web.Request, response: web.StreamResponse) -> None:
-    """The CORS headers, set as any response is about to be sent: a stream (SSE) is sent before
-    its handler returns, so the middleware could not add them afterwards. A request refused for
-    its Host gets none (421 says nothing to a rebinding page)."""
-    policy = service_of(request).browser_policy
-    if not policy.host_allowed(request.headers.get("Host", "")):
-        return
-    response.headers["Access-Control-Allow-Headers"] = ALLOW_HEADERS
-    response.headers["Access-Control-Allow-Methods"] = ALLOW_METHODS
-    response.headers["Vary"] = "Origin"
-    origin = request.headers.get("Origin")
-    if origin is not None and policy.origin_allowed(origin):
-        response.headers["Access-Control-Allow-Origin"] = origin
+    app.middlewares.append(audited)
+    setup_host_check(app, lambda request: service_of(request).browser_policy, host_not_allowed())
+    setup_origin_check(app, lambda request: service_of(request).browser_policy, CodedError(
+        403, "origin_not_allowed", "Request origin is not allowed by the bridge."))
+    setup_cors(app, BRIDGE_CORS)
+    app.middlewares.append(guarded)
 
 
 def _audit(request: web.Request, response: web.StreamResponse, service: BridgeService,
@@ -105,7 +91,15 @@ def _audit(request: web.Request, response: web.StreamResponse, service: BridgeSe
     audit.write(audit.audit_line(
         request_id=request[REQUEST_ID], method=request.method, route=request.path, status=response.status,
         duration_ms=duration_ms, source_policy=service.settings.source_policy, facts=facts,
-        error_code=error_code, authorized=authorized, origin_allowed=facts.get("originAllowed")))
+        error_code=error_code, authorized=authorized, origin_allowed=_origin_allowed(request)))
+
+
+def _origin_allowed(request: web.Request) -> bool | None:
+    """The Origin check's verdict for the audit line; None when there was no Origin to judge."""
+    verdict = request.get(ORIGIN_VERDICT)
+    if verdict is None or verdict is OriginVerdict.NONE:
+        return None
+    return verdict is not OriginVerdict.REFUSED
 
 
 async def _guarded(request: web.Request, handler: Handler, service: BridgeService) -> web.StreamResponse:

@@ -10,6 +10,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from common.browser import BrowserPolicy
 from common.errors import CodedError, DetailError, HttpError, json_response
 from common.limits import DEFAULT_NEIGHBORHOOD_DEPTH, DEFAULT_NEIGHBORHOOD_LIMIT
 from common.logging import setup_request_context
@@ -18,7 +19,7 @@ from serve.errors import KnowledgeSourceError, NotReady, UserError, WikiRootErro
 from serve.protocols import a2a, mcp_http, off_loop
 from serve.protocols.openapi import docs_page, openapi_document
 from serve.protocols.params import QueryParams, model_from_body, read_json_body
-from serve.protocols.security import OriginPolicy, setup_security
+from serve.protocols.security import cors_status, serve_policy, setup_security
 from serve.reads.focus import ReadOptions
 from serve.retrieval.search import SearchRequest
 from serve.routes import routed
@@ -27,7 +28,7 @@ from serve.settings import ServeSettings
 from serve.support.memory import release_free_memory
 
 SOURCE_KEY = web.AppKey("knowledge_source", KnowledgeSource)
-POLICY_KEY = web.AppKey("origin_policy", OriginPolicy)
+POLICY_KEY = web.AppKey("browser_policy", BrowserPolicy)
 
 log = structlog.get_logger("llmwiki.serve.http")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -90,7 +91,7 @@ async def health(request: web.Request) -> web.Response:
     params = QueryParams(request)
     want_ready = params.boolean("ready")
     params.check()
-    cors = CorsStatus(**request.app[POLICY_KEY].status())
+    cors = CorsStatus(**cors_status(request.app[POLICY_KEY]))
     body = _source(request).health(cors)
     return json_response(body, status=503 if want_ready and not body.ready else 200)
 
@@ -216,7 +217,7 @@ def create_app(settings: ServeSettings, source: KnowledgeSource | None = None) -
     """Build the serve application for one folder."""
     app = web.Application(client_max_size=settings.max_body_bytes)
     knowledge = source or KnowledgeSource(settings)
-    policy = OriginPolicy(settings.cors_origins, settings.allowed_hosts, settings.host)
+    policy = serve_policy(settings.cors_origins, settings.allowed_hosts, settings.host)
     app[SOURCE_KEY] = knowledge
     app[POLICY_KEY] = policy
     if settings.metrics:  # off: no middleware, no route, prometheus_client not even imported

@@ -10,19 +10,22 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
+from common.browser import BrowserPolicy
 from common.errors import json_response
+from common.hosts import is_loopback_request_host, parse_authority
 from common.mcp import INVALID_REQUEST, McpError, Rejection, Reply, response, route_stream
 from common.serve_tools import SEARCH_TOOLS
 from serve.protocols import off_loop
 from serve.protocols.mcp import Dispatcher
 from serve.protocols.params import model_from_body, read_json_body
-from serve.protocols.security import LOOPBACK_HOSTS, OriginPolicy
 from serve.routes import path_of
 from serve.service import KnowledgeSource
 
 DISPATCHER_KEY = web.AppKey("mcp_dispatcher", Dispatcher)
 MCP_SOURCE_KEY = web.AppKey("mcp_source", KnowledgeSource)
-STREAM_POLICY_KEY = web.AppKey("mcp_stream_policy", OriginPolicy)
+STREAM_POLICY_KEY = web.AppKey("mcp_stream_policy", BrowserPolicy)
+# The MCP SDK's DNS-rebinding guard (contract 6.2.6) knows these loopback names, each with a port.
+SDK_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 VERSION_HEADER = "MCP-Protocol-Version"
 
 
@@ -66,16 +69,22 @@ def _send(reply: Reply) -> web.Response:
     return json_response(reply.body, status=reply.status)
 
 
-def _host_has_port(request: web.Request) -> bool:
-    """The stream's DNS-rebinding guard also wants an explicit port on loopback hosts."""
-    if "*" in request.app[STREAM_POLICY_KEY].extra_hosts:
+def _sdk_host_allowed(request: web.Request) -> bool:
+    """The stream's extra guard (contract 6.2.6), on the Host the app check already accepted:
+    a loopback host must be one of the SDK's names with an explicit port; any other, accepted."""
+    policy = request.app[STREAM_POLICY_KEY]
+    if policy.any_host:
         return True
-    host = request.headers.get("Host", "").strip().lower()
-    return host not in LOOPBACK_HOSTS
+    authority = parse_authority(request.headers.get("Host", ""))
+    if authority is None:
+        return False
+    if is_loopback_request_host(authority.host):  # even when bound or listed: the SDK's rule
+        return authority.host in SDK_LOOPBACK_HOSTS and authority.port is not None
+    return authority.host in policy.accepted_hosts
 
 
 async def stream_post(request: web.Request) -> web.Response:
-    if not _host_has_port(request):
+    if not _sdk_host_allowed(request):
         return web.Response(status=421, text="Invalid Host header")
     routed = route_stream(request.headers, await request.read())
     if isinstance(routed, Rejection):
@@ -103,7 +112,7 @@ async def mcp_post(request: web.Request) -> web.Response:
                          functools.partial(request.app[DISPATCHER_KEY].handle_compat, message))
 
 
-def setup(app: web.Application, source: KnowledgeSource, policy: OriginPolicy) -> None:
+def setup(app: web.Application, source: KnowledgeSource, policy: BrowserPolicy) -> None:
     """What the MCP handlers read from the app (POST /mcp and the stream are in the route table)."""
     app[DISPATCHER_KEY] = Dispatcher(source)
     app[MCP_SOURCE_KEY] = source

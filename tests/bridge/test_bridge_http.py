@@ -262,13 +262,48 @@ async def test_foreign_origin_is_403_before_any_handler(bridge_client: BridgeFac
     assert response.status == 403
     assert (await response.json())["error"]["code"] == "origin_not_allowed"
     assert "Access-Control-Allow-Origin" not in response.headers
-    for origin in ("null", "http://user@localhost:3000"):
-        assert (await client.get("/health", headers={"Origin": origin})).status == 403
+    for origin in ("null", "http://user@localhost:3000", "http://localhost:3000/page", "http://localhost:3000?x",
+                   "http://１２７.０.０.１:3000"):  # no browser sends these (common/hosts.parse_origin)
+        refused = await client.get("/health", headers={"Origin": origin})
+        assert refused.status == 403, origin
+        assert "Access-Control-Allow-Origin" not in refused.headers
     for origin in ("http://localhost:3000", "https://app.example", "http://127.0.0.1:5173"):
         allowed = await client.get("/health", headers={"Origin": origin, "Authorization": "Bearer t"})
         assert allowed.status == 200
         assert allowed.headers["Access-Control-Allow-Origin"] == origin
         assert allowed.headers["Vary"] == "Origin"
+
+
+async def test_the_cors_table_on_every_kind_of_answer(bridge_client: BridgeFactory) -> None:
+    """Contract 2.1-2.2 through common/browser.py: the allow headers and `Vary` on every answer a
+    Host the bridge accepts gets (a refused origin's included, without the origin), a preflight at
+    any path is 204 with no body, and a refused Host gets no CORS header at all."""
+    client = await bridge_client(bearer_token="t")
+    fixed = {"Access-Control-Allow-Headers": "authorization, content-type, a2a-version",
+             "Access-Control-Allow-Methods": "GET, POST, PUT, DELETE, OPTIONS", "Vary": "Origin"}
+    origin = "http://localhost:3000"
+    answers = {
+        "preflight": await client.options(
+            "/anything", headers={"Origin": origin, "Access-Control-Request-Headers": "x-other"}),
+        "bare preflight": await client.options("/health"),
+        "401": await client.get("/health", headers={"Origin": origin}),
+        "404": await client.get("/nope", headers={"Origin": origin, "Authorization": "Bearer t"}),
+        "403": await client.get("/health", headers={"Origin": "https://evil.example"}),
+        "no origin": await client.get("/health", headers={"Authorization": "Bearer t"}),
+    }
+    for name, response in answers.items():
+        for header, value in fixed.items():
+            assert response.headers.get(header) == value, (name, header)
+        assert "Access-Control-Allow-Credentials" not in response.headers, name
+        assert "Access-Control-Expose-Headers" not in response.headers, name
+        allowed = response.headers.get("Access-Control-Allow-Origin")
+        assert allowed == (origin if name in ("preflight", "401", "404") else None), name
+    assert answers["preflight"].status == answers["bare preflight"].status == 204
+    assert await answers["preflight"].read() == b""
+    assert "Access-Control-Max-Age" not in answers["preflight"].headers
+    refused = await client.get("/health", headers={"Host": "evil.example", "Origin": origin})
+    assert refused.status == 421
+    assert not [h for h in refused.headers if h.lower().startswith("access-control-") or h == "Vary"]
 
 
 async def test_body_cap_is_413(bridge_client: BridgeFactory) -> None:

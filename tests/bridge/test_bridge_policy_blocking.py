@@ -23,8 +23,8 @@ from bridge.sources.base import SourceCallError
 from bridge.sources.protocols import source_clients
 from bridge.sources.resolver import PolicyResolveError, PolicyResolver
 from bridge.sources.transport import SourceTransport, call_json, source_http_client
-from bridge.support.hosts import address_of, is_loopback_address, is_public_address, normalize_host
 from bridge.web.app import create_app
+from common.hosts import address_of, is_loopback_address, is_public_address, normalize_host
 from tests.support.bridge_sources import FakeDns, observations, source
 from tests.support.policy_cases import HONEST_DNS, MUST_BLOCK, REBINDING_DNS, REBINDING_URLS
 

@@ -8,9 +8,10 @@ from urllib.parse import urlsplit
 import pytest
 from yarl import URL
 
-from bridge.config.policy import BrowserPolicy, SourcePolicy
+from bridge.config.policy import SourcePolicy
 from bridge.config.settings import BridgeSettings, SettingsError, parse_setting
-from bridge.support.hosts import host_of_authority, is_loopback_host, is_public_host, normalize_host
+from common.browser import BrowserPolicy
+from common.hosts import host_of_authority, is_loopback_host, is_public_host, normalize_host
 from tests.support.policy_cases import MUST_ALLOW, MUST_BLOCK, REBINDING_URLS
 
 PUBLIC_HTTPS = SourcePolicy("public-https")
@@ -130,7 +131,7 @@ def test_accepted_hosts_come_from_the_configuration() -> None:
                                        "app.example.org")
     assert BridgeSettings(host="0.0.0.0").accepted_hosts == ()
     assert BridgeSettings(host="::").accepted_hosts == ()
-    policy = BrowserPolicy(settings.allowed_origins, settings.accepted_hosts)
+    policy = BrowserPolicy(frozenset(settings.accepted_hosts), origins=settings.allowed_origins)
     for header in ("192.168.1.5:8788", "bridge.example.org", "BRIDGE.lan:1", "wiki-box:8788"):
         assert policy.host_allowed(header), header
     assert not policy.host_allowed("evil.example:8788")
@@ -149,5 +150,5 @@ def test_accepted_hosts_come_from_the_configuration() -> None:
     ("http://127.0.0.1.evil.example", False), ("http://localhost.evil.example:8788", False),
 ])
 def test_origins(origin: str, allowed: bool) -> None:
-    policy = BrowserPolicy(("https://app.example.org",), ("bridge.example.org",))
+    policy = BrowserPolicy(accepted_hosts=frozenset({"bridge.example.org"}), origins=("https://app.example.org",))
     assert policy.origin_allowed(origin) is allowed

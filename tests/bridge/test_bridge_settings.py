@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bridge.config.policy import BrowserPolicy, SourcePolicy, is_public_host
+from bridge.config.policy import SourcePolicy, is_public_host
 from bridge.config.resolve import (
     OPTIONS,
     REPORTED_FIELDS,
@@ -19,6 +19,7 @@ from bridge.config.resolve import (
 )
 from bridge.config.settings import BridgeSettings, SettingsError, check_bind_policy
 from bridge.config.store import SettingsFileError, SettingsStore
+from common.browser import BrowserPolicy
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
@@ -178,7 +179,7 @@ def test_public_host_rules() -> None:
 
 
 def test_cors_policy() -> None:
-    policy = BrowserPolicy(("https://app.test",), ("bridge.test",))
+    policy = BrowserPolicy(accepted_hosts=frozenset({"bridge.test"}), origins=("https://app.test",))
     assert policy.origin_allowed("http://bridge.test:8788")  # the page served under an accepted host
     assert policy.origin_allowed("https://app.test") and policy.origin_allowed("http://[::1]:3000")
     assert not policy.origin_allowed("https://evil.test") and not policy.origin_allowed("null")

@@ -189,6 +189,14 @@ async def test_a_stream_carries_the_cors_headers_of_an_allowed_origin(our_serve:
             headers={"A2A-Version": "1.0", "Origin": "http://localhost:3000"}) as response:
         assert response.headers["Content-Type"].startswith("text/event-stream")
         assert response.headers["Access-Control-Allow-Origin"] == "http://localhost:3000"
+        assert response.headers["Vary"] == "Origin"
+        assert "Access-Control-Allow-Credentials" not in response.headers
+        if agent == "serve":  # each contract's table (common/browser.py CorsRules)
+            assert response.headers["Access-Control-Expose-Headers"] == "Mcp-Session-Id"
+        else:
+            allowed = response.headers["Access-Control-Allow-Headers"]
+            assert allowed == "authorization, content-type, a2a-version"
+            assert response.headers["Access-Control-Allow-Methods"] == "GET, POST, PUT, DELETE, OPTIONS"
         assert [line async for line in response.aiter_lines() if line.startswith("data:")]
 
 

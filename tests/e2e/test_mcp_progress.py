@@ -73,3 +73,22 @@ async def test_without_a_progress_token_the_reply_is_plain_json(bridge: Service)
     assert response.status_code == 200
     assert response.headers["Content-Type"].startswith("application/json")
     assert response.json()["result"]["isError"] is False
+
+
+async def test_a_progress_stream_carries_the_cors_headers_of_an_allowed_origin(bridge: Service) -> None:
+    """The progress stream is sent before its handler returns; its CORS headers are those of any
+    other answer (common/browser.py)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "llmwiki_agent_run", "_meta": {"progressToken": "p"},
+        "arguments": {"query": QUESTION, "orchestrationMode": "evidence-only"}}}
+    origin = "http://localhost:3000"
+    async with httpx2.AsyncClient(timeout=60) as http:
+        response = await http.post(bridge.url + "/mcp", json=body, headers={
+            "MCP-Protocol-Version": "2025-11-25", "Accept": "application/json, text/event-stream",
+            "Origin": origin})
+    assert response.status_code == 200
+    assert response.headers["Content-Type"].startswith("text/event-stream")
+    assert response.headers["Access-Control-Allow-Origin"] == origin
+    assert response.headers["Vary"] == "Origin"
+    assert response.headers["Access-Control-Allow-Methods"] == "GET, POST, PUT, DELETE, OPTIONS"
+    assert "notifications/progress" in response.text

@@ -167,6 +167,43 @@ async def test_loopback_hosts_allowed(serve_client: ClientFactory, sample_root: 
     assert response.status == 200
 
 
+@pytest.mark.parametrize("host", ["[::1]evil", "localhost:x", "[::1]:8765x", "127.0.0.1:8765:1",
+                                  "user@localhost", "localhost/x", "１２７.０.０.１"])
+async def test_malformed_hosts_are_421(serve_client: ClientFactory, sample_root: Path, host: str) -> None:
+    """The one Host parser of both services (common/hosts.py): a header that is no plain
+    authority names no host, loopback or not."""
+    client = await serve_client(sample_root)
+    response = await client.get("/health", headers={"Host": host})
+    assert response.status == 421, host
+    assert await response.json() == HOST_FORBIDDEN
+
+
+@pytest.mark.parametrize("host", ["127.0.0.2:8765", "[::ffff:127.0.0.1]:8765", "localhost.:8765",
+                                  "127.1:8765"])
+async def test_every_loopback_address_is_a_loopback_host(serve_client: ClientFactory, sample_root: Path,
+                                                        host: str) -> None:
+    """One loopback rule for both services (127.0.0.0/8, ::1, localhost); the stream keeps the
+    MCP SDK's narrower guard (contract 6.2.6): its three names, each with a port."""
+    client = await serve_client(sample_root)
+    assert (await client.get("/health", headers={"Host": host})).status == 200
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    stream = await client.post("/mcp/stream", json=body, headers={
+        "Host": host, "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25"})
+    if host.startswith(("localhost.", "127.1")):  # the parser's forms of the SDK's names
+        assert stream.status == 200
+    else:
+        assert stream.status == 421
+        assert await stream.text() == "Invalid Host header"
+
+
+async def test_a_listed_null_origin_is_still_refused(serve_client: ClientFactory, sample_root: Path) -> None:
+    client = await serve_client(sample_root, cors_origins=("null", "https://app.example.org"))
+    refused = await client.get("/health", headers={"Origin": "null"})
+    assert refused.status == 403
+    assert await refused.json() == ORIGIN_FORBIDDEN
+
+
 async def test_allowed_hosts_extend_loopback(serve_client: ClientFactory,
                                              sample_root: Path) -> None:
     client = await serve_client(sample_root, allowed_hosts=("wiki.internal",))
@@ -307,3 +344,26 @@ async def test_no_local_path_in_root_errors(serve_client: ClientFactory, tmp_pat
     assert any(" 422 " in t and "wiki_root_unsupported" in t for t in unsupported)
     assert_no_path(missing + unsupported, tmp_path, root)
     assert "pytest-of-" not in "".join(missing + unsupported)
+
+
+# -- CORS on a streamed answer ----------------------------------------------------------------
+
+
+async def test_a_streamed_answer_carries_the_cors_headers(serve_client: ClientFactory,
+                                                          sample_root: Path) -> None:
+    """An SSE answer is sent before its handler returns: aiohttp-cors and `Vary` are written as it
+    is prepared, like every other answer's."""
+    client = await serve_client(sample_root, enable_a2a=True)
+    origin = "http://localhost:3000"
+    body = {"message": {"messageId": "cors", "role": "ROLE_USER", "parts": [{"text": "rollback"}]}}
+    response = await client.post("/message:stream", json=body,
+                                 headers={"A2A-Version": "1.0", "Origin": origin})
+    assert response.status == 200
+    assert response.headers["Content-Type"].startswith("text/event-stream")
+    assert response.headers["Access-Control-Allow-Origin"] == origin
+    assert response.headers["Access-Control-Expose-Headers"] == "Mcp-Session-Id"
+    assert response.headers["Vary"] == "Origin"
+    assert "data:" in await response.text()
+    plain = await client.post("/message:stream", json=body, headers={"A2A-Version": "1.0"})
+    assert plain.headers["Vary"] == "Origin" and "Access-Control-Allow-Origin" not in plain.headers
+    await plain.read()

@@ -1,4 +1,5 @@
-"""Host names as the network will see them: normalization and the loopback/public tables.
+"""Host names and origins as the network will see them: the one parser of `Host` headers, `Origin`
+headers and origin settings (both services), and the loopback/public tables.
 
 A policy decision is only as good as the host it looks at. The source client turns a non-ASCII
 host into ASCII with IDNA (whose nameprep step is NFKC, so `１０.０.０.１` and `①⓪.⓪.⓪.①` become
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv6Address
+from urllib.parse import urlsplit
 
 Address = IPv4Address | IPv6Address
 
@@ -152,20 +155,103 @@ def is_public_host(host: str) -> bool:
     return "." in name and not name.rsplit(".", 1)[1].isdigit()
 
 
-def host_of_authority(value: str) -> str | None:
-    """The normalized host of a `Host` header (`name`, `name:port`, `[v6]:port`); None when the
-    header is not a plain ASCII authority."""
+@dataclass(frozen=True)
+class Authority:
+    """A `Host` header, parsed: the normalized host and the port, if one was given."""
+
+    host: str
+    port: int | None
+
+
+def parse_authority(value: str) -> Authority | None:
+    """A `Host` header (`name`, `name:port`, `[v6]:port`, or a bare IPv6 address); None when the
+    header is not a plain ASCII authority (a browser sends nothing else)."""
     text = value.strip()
     if not text or not text.isascii():
         return None
+    port: str | None = None
     if text.startswith("["):
         end = text.find("]")
         rest = text[end + 1:] if end > 0 else None
         if rest is None or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
             return None
-        return normalize_host(text[:end + 1])
-    if text.count(":") == 1:
+        text, port = text[:end + 1], rest[1:] or None
+    elif text.count(":") == 1:
         text, port = text.split(":")
         if not port.isdigit():
             return None
-    return normalize_host(text)
+    host = normalize_host(text)
+    return None if host is None else Authority(host, int(port) if port is not None else None)
+
+
+def host_of_authority(value: str) -> str | None:
+    """The normalized host of a `Host` header or host setting; None when it is not one."""
+    authority = parse_authority(value)
+    return None if authority is None else authority.host
+
+
+def is_loopback_request_host(name: str) -> bool:
+    """The loopback names a `Host` header may carry: `localhost`, 127.0.0.0/8 and ::1 (IPv4-mapped
+    too). Not `*.localhost`: not every browser keeps those names off DNS, and a name DNS answers
+    can be rebound (a bind host or an allowed host names one explicitly)."""
+    if name == "localhost":
+        return True
+    address = address_of(name)
+    return address is not None and is_loopback_address(address)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """A browser origin, normalized: lower-case scheme, the host as `normalize_host` gives it, and
+    the port unless it is the scheme's default."""
+
+    scheme: str
+    host: str
+    port: int | None
+
+    def serialized(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}" + (f":{self.port}" if self.port is not None else "")
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of_url(value: str, *, http_only: bool = False) -> Origin | None:
+    """The origin of a URL or origin setting (a path is dropped); None for `null`, userinfo,
+    no host, a bad port or a host no network would reach."""
+    given = value.strip()
+    if not given or given == "null":
+        return None
+    try:
+        parts = urlsplit(given)
+        port = parts.port
+    except ValueError:
+        return None
+    if not parts.scheme or not parts.hostname or "@" in parts.netloc:
+        return None
+    scheme = parts.scheme.lower()
+    if http_only and scheme not in _DEFAULT_PORTS:
+        return None
+    host = normalize_host(parts.hostname)  # compared as the network sees it (IDNA, canonical IPs)
+    if host is None:
+        return None
+    return Origin(scheme, host, None if port == _DEFAULT_PORTS.get(scheme) else port)
+
+
+def normalize_origin(value: str, *, http_only: bool = False) -> str | None:
+    """`scheme://host[:port]` with the default port dropped; None for unusable entries."""
+    origin = origin_of_url(value, http_only=http_only)
+    return None if origin is None else origin.serialized()
+
+
+def parse_origin(header: str) -> Origin | None:
+    """An `Origin` header as a browser sends it (RFC 6454: scheme, host and port, nothing else,
+    in ASCII); None for `null`, a path, a query, userinfo or anything unparsable."""
+    text = header.strip()
+    if not text.isascii() or "://" not in text:
+        return None
+    rest = text.split("://", 1)[1]
+    if not rest or any(ch in rest for ch in "/?#@\\"):
+        return None
+    return origin_of_url(text)
