@@ -173,14 +173,6 @@ class KnowledgeSource:
             self._early.close()  # a head start never taken: stop its workers
         self.freshness.close()
 
-    def store_state(self) -> Literal["disk", "memory", "failing", "off"]:
-        """Where the store lives now, as /health reports it."""
-        if self.store is None:
-            return "off"
-        if self.store.mode == "memory":
-            return "memory"
-        return "failing" if self.store.failing else "disk"
-
     def capabilities(self, projection: Projection, *, for_network: bool = True) -> list[str]:
         caps = list(BASE_CAPABILITIES)
         if projection.layout.options.okf:
@@ -238,7 +230,7 @@ class KnowledgeSource:
             cors=cors,
             diagnostics=HealthDiagnostics(freshness=self.freshness.mode, skipped_files=skipped,
                                           degraded_files=len(p.diagnostics) - skipped,
-                                          store=self.store_state()))
+                                          store=self.store.state if self.store else "off"))
 
     def manifest(self, *, for_network: bool = True) -> WikiManifest:
         p = self.snapshot()

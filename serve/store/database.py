@@ -10,6 +10,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import structlog
 
@@ -109,6 +110,13 @@ class Database:
         self._memory: sqlite3.Connection | None = None  # the fallback's one connection
         self._memory_lock = threading.Lock()
         self._ready = False
+
+    @property
+    def state(self) -> Literal["disk", "memory", "failing"]:
+        """Where the store lives now: on disk, in memory, or on a disk its last write failed."""
+        if self.mode == "memory":
+            return "memory"
+        return "failing" if self.failing else "disk"
 
     def _connect_file(self) -> sqlite3.Connection:
         # Private to the service: the store is trusted for any file whose stat is unchanged.

@@ -350,7 +350,7 @@ def test_no_cache_when_disabled(sample_root: Path, cache_dir: Path,
     source = start(sources, sample_root, cache_dir, page_cache=False)
     source.snapshot()
     source.save_cache()
-    assert source.cache is None and source.store_state() == "off"
+    assert source.cache is None and source.store is None
     assert not cache_dir.exists()
 
 
@@ -435,7 +435,7 @@ def test_a_cache_directory_that_cannot_be_made_keeps_serving_from_memory(
     assert source.snapshot().page_count == 14
     source.save_cache()
     assert source.store is not None and source.store.mode == "memory"
-    assert source.store_state() == "memory"
+    assert source.store.state == "memory"
     assert blocked.read_text(encoding="utf-8").startswith("a file")
 
 
