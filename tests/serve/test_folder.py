@@ -135,7 +135,8 @@ def test_early_read_serves_the_same_answers_without_parsing_again(
     head_start = KnowledgeSource(settings, early=early)
     sources.append(head_start)
     assert head_start.freshness.mirror.pending is not None  # taken by the first scan
-    plain = KnowledgeSource(ServeSettings(root=root, page_cache=False))
+    # An empty store of its own: everything parsed, and /health says "disk" for both.
+    plain = KnowledgeSource(ServeSettings(root=root, cache_dir=tmp_path / "plain-cache"))
     sources.append(plain)
     assert answers(head_start) == answers(plain)
     assert head_start.freshness.mirror.parsed_count == 0  # every record trusted by its stat
