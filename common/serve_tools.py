@@ -62,6 +62,9 @@ class ServerDefaults:
     graph_limit: int = 100
 
 
+CONTRACT_DEFAULTS = ServerDefaults()  # serve's settings default to the same
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
