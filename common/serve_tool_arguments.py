@@ -227,9 +227,6 @@ class SearchArguments(ToolArguments):
                   + _names(data.get("exclude_page_ids"), "exclude_page_ids"))
         return {**data, "exclude_page_ids": merged}
 
-    def excluded(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(self.exclude_page_ids or ()))
-
 
 class ContextArguments(SearchArguments):
     include_graph: Flag = Field(True, description=GRAPH_HELP)

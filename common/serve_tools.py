@@ -97,16 +97,16 @@ class Tool:
 # -- handlers: validated arguments in, the service's payload out ----------------------------
 
 
-def _names(value: list[str] | str | None) -> tuple[str, ...] | None:
-    """A validated name list (the models leave a list or None)."""
+def _as_tuple(value: list[str] | str | None) -> tuple[str, ...] | None:
+    """A validated name list (the models leave a list, split and de-duplicated, or None)."""
     return None if value is None else tuple(value) if isinstance(value, list) else (value,)
 
 
 def _search_request(source: ToolSource, args: SearchArguments, include_graph: bool = True) -> Any:
     return source.request(
         query=args.query, limit=args.limit, include_drafts=args.include_drafts, mode=args.mode,
-        fields=_names(args.fields), snippet_chars=args.snippet_chars, min_score=args.min_score,
-        exclude_page_ids=tuple(dict.fromkeys(_names(args.exclude_page_ids) or ())),
+        fields=_as_tuple(args.fields), snippet_chars=args.snippet_chars, min_score=args.min_score,
+        exclude_page_ids=_as_tuple(args.exclude_page_ids) or (),
         query_variants=tuple(args.query_variants), include_graph=include_graph)
 
 
@@ -119,8 +119,8 @@ def _search(source: ToolSource, args: SearchArguments) -> Payload:
 
 
 def _read(source: ToolSource, args: ReadArguments) -> Payload:
-    fields = _names(args.fields)
-    options = ReadOptions(query=args.query, sections=_names(args.sections) or (),
+    fields = _as_tuple(args.fields)
+    options = ReadOptions(query=args.query, sections=_as_tuple(args.sections) or (),
                           max_chars=args.max_chars, include_links=args.include_links)
     return source.read(args.page_id, include_drafts=args.include_drafts,
                        fields=None if fields is None else list(fields), options=options).payload
