@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -313,18 +314,39 @@ class QueryRequest(BaseModel):
     @field_validator("query_variants", mode="before")
     @classmethod
     def _variants(cls, value: Any) -> list[str]:
-        if value is None:
-            raise ValueError("query_variants must be an array of strings; omit it instead of null")
-        if not isinstance(value, list):
+        return query_variants(value)
+
+
+def query_variants(value: Any) -> list[str]:
+    """The agent's query rewrites, trimmed; ValueError with the contract's message otherwise
+    (POST /query and the MCP tools share the rule)."""
+    if value is None:
+        raise ValueError("query_variants must be an array of strings; omit it instead of null")
+    if not isinstance(value, list):
+        raise ValueError("query_variants must be an array of strings")
+    if len(value) > MAX_QUERY_VARIANTS:
+        raise ValueError(f"query_variants accepts at most {MAX_QUERY_VARIANTS} supplied variants")
+    for item in value:
+        if not isinstance(item, str):
             raise ValueError("query_variants must be an array of strings")
-        if len(value) > MAX_QUERY_VARIANTS:
-            raise ValueError(f"query_variants accepts at most {MAX_QUERY_VARIANTS} supplied variants")
-        for item in value:
-            if not isinstance(item, str):
-                raise ValueError("query_variants must be an array of strings")
-            if not item.strip():
-                raise ValueError("query_variants entries must be non-empty strings")
-        return [item.strip() for item in value]
+        if not item.strip():
+            raise ValueError("query_variants entries must be non-empty strings")
+    return [item.strip() for item in value]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """What a client asked of a read beyond the page id (all optional): GET /read's query
+    parameters and llmwiki_read's arguments."""
+
+    query: str | None = None
+    sections: tuple[str, ...] = ()
+    max_chars: int | None = None
+    include_links: bool | None = None
+
+    @property
+    def focused(self) -> bool:
+        return bool(self.query and self.query.strip()) or bool(self.sections)
 
 
 MatchedField = Literal["title", "heading", "body", "tag", "path", "alias"]

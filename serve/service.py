@@ -34,6 +34,7 @@ from common.schemas import (
     SourceRefsResponse,
     WikiManifest,
 )
+from common.serve_tools import TOOL_CAPABILITIES
 from common.version import __version__
 from serve.errors import KnowledgeSourceError
 from serve.graph.model import slug
@@ -57,13 +58,7 @@ from serve.watch.freshness import Freshness
 
 # What this build can actually answer, in the contract's order (4.3).
 BASE_CAPABILITIES = (
-    "llmwiki_source_bundle",
-    "llmwiki_context",
-    "llmwiki_search",
-    "llmwiki_read",
-    "llmwiki_graph",
-    "llmwiki_graph_neighbors",
-    "llmwiki_source_refs",
+    *TOOL_CAPABILITIES,  # the MCP tools' table says which, in which order
     "mcp-jsonrpc",
     "mcp-streamable-http",
     "llmwiki_retrieval_v1",

@@ -209,7 +209,8 @@ OPTIONS: tuple[Option, ...] = (
            "LLMWIKI_MCP_TOOL_DESCRIPTION_PREFIX", str,
            "Prefix for every MCP tool description (default: '[<title> | source_id: <id>]')."),
     Option("mcp_tools", "--mcp-tools", "LLMWIKI_MCP_TOOLS", parse_list,
-           "Only these MCP tools are listed and callable (repeatable or comma-separated).",
+           "Only these MCP tools are listed and callable (repeatable or comma-separated): "
+           f"{', '.join(TOOL_NAMES)}.",
            repeatable=True),
     Option("mcp_exclude_tools", "--mcp-exclude-tools", "LLMWIKI_MCP_EXCLUDE_TOOLS", parse_list,
            "MCP tools to hide and block (repeatable or comma-separated).", repeatable=True),

@@ -182,7 +182,9 @@ async def projection_store(request: web.Request) -> web.Response:
 
 def _openapi(request: web.Request) -> dict[str, Any]:
     source = _source(request)  # opt-in routes are documented only when they exist
-    return openapi_document(a2a_enabled=source.a2a_enabled, metrics=source.settings.metrics)
+    tools = request.app[mcp_http.DISPATCHER_KEY]  # the MCP tools this server lists
+    return openapi_document(a2a_enabled=source.a2a_enabled, metrics=source.settings.metrics,
+                            defaults=tools.defaults, enabled_tools=tools.enabled)
 
 
 async def openapi(request: web.Request) -> web.Response:

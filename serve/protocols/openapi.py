@@ -4,6 +4,7 @@ every routed row has an operation here (a row without one fails the document, an
 from __future__ import annotations
 
 import html
+from collections.abc import Collection
 from typing import Any, get_args
 
 from pydantic import BaseModel
@@ -12,6 +13,7 @@ from common import schemas
 from common.limits import GRAPH_LIMIT, NEIGHBORHOOD_DEPTH, NEIGHBORHOOD_LIMIT, READ_MAX_CHARS
 from common.metrics import METRICS_PATH
 from common.openapi import METRICS_OPERATION, JsonRpcRequest, JsonRpcResponse, components, json_body, ref
+from common.serve_tools import CONTRACT_DEFAULTS, TOOL_NAMES, TOOLS, ServerDefaults
 from common.version import __version__
 from serve.protocols import a2a
 from serve.routes import path_of, routed
@@ -71,6 +73,21 @@ def _mcp(summary: str) -> Operation:
                           "400": {"description": "Not a JSON-RPC request", **json_body(JsonRpcResponse)}}}
 
 
+def mcp_tools(defaults: ServerDefaults, enabled: Collection[str]) -> tuple[
+        list[dict[str, Any]], list[type[BaseModel]]]:
+    """The enabled MCP tools from their table, as the MCP operations' `x-mcp-tools` (what
+    tools/list says, the arguments by reference) and their argument models as components."""
+    listed: list[dict[str, Any]] = []
+    models: list[type[BaseModel]] = []
+    for tool in TOOLS:
+        if tool.name in enabled:
+            model = tool.bound_arguments(defaults)
+            models.append(model)
+            listed.append({"name": tool.name, "description": tool.describe(defaults, enabled),
+                           "inputSchema": ref(model), "annotations": dict(tool.annotations)})
+    return listed, models
+
+
 def _document(summary: str) -> Operation:
     return {"summary": summary, "responses": {"200": {"description": "OK"}}}
 
@@ -121,10 +138,16 @@ def _operations() -> dict[str, Operation]:
     }
 
 
-def openapi_document(*, a2a_enabled: bool = False, metrics: bool = False) -> dict[str, Any]:
+def openapi_document(*, a2a_enabled: bool = False, metrics: bool = False,
+                     defaults: ServerDefaults = CONTRACT_DEFAULTS,
+                     enabled_tools: Collection[str] = TOOL_NAMES) -> dict[str, Any]:
     """The document of what an app with these options routes: the route table's rows (the opt-in
-    A2A ones only when enabled), the stream's trailing-slash variant and, when on, /metrics."""
+    A2A ones only when enabled), the stream's trailing-slash variant and, when on, /metrics;
+    the MCP operations list the enabled tools with the server's defaults."""
     own = _operations()
+    tools, tool_models = mcp_tools(defaults, enabled_tools)
+    for name in ("mcp_jsonrpc", "mcp_streamable_http"):
+        own[name]["x-mcp-tools"] = tools
     opt_in = a2a.openapi_paths() if a2a_enabled else {}
     paths: dict[str, dict[str, Operation]] = {}
     for route in routed(a2a_enabled):
@@ -139,7 +162,7 @@ def openapi_document(*, a2a_enabled: bool = False, metrics: bool = False) -> dic
         "info": {"title": "llmwiki-serve", "version": __version__,
                  "description": "Read-only Knowledge Source over a Markdown knowledge folder."},
         "paths": paths,
-        "components": {"schemas": components(MODELS, by_alias=False)},  # serve speaks snake_case
+        "components": {"schemas": components((*MODELS, *tool_models), by_alias=False)},  # snake_case
     }
 
 

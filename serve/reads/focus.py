@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.limits import READ_MAX_CHARS
+from common.schemas import ReadOptions as ReadOptions  # its home: the request shapes
 from serve.retrieval.passage import file_path
 from serve.source import sections as S
 from serve.source.handles import section_handle
@@ -52,20 +53,6 @@ class TextSection:
     @property
     def label(self) -> str:
         return f"{self.index} {self.heading} ({self.chars})"
-
-
-@dataclass(frozen=True, slots=True)
-class ReadOptions:
-    """What a client asked of a read beyond the page id (all optional)."""
-
-    query: str | None = None
-    sections: tuple[str, ...] = ()
-    max_chars: int | None = None
-    include_links: bool | None = None
-
-    @property
-    def focused(self) -> bool:
-        return bool(self.query and self.query.strip()) or bool(self.sections)
 
 
 def fold(text: str) -> str:

@@ -38,9 +38,9 @@ WEB = ("aiohttp", "aiohttp_cors", "prometheus_client", "serve.protocols")
 # Over the cap today, to be split (issue 25); each may only shrink.
 LONGER: dict[str, int] = {
     "serve.snapshot.projection": 691, "serve.watch.mirror": 589,
-    "serve.protocols.mcp": 577, "serve.retrieval.index": 547, "serve.source.page": 468,
+    "serve.protocols.mcp": 409, "serve.retrieval.index": 547, "serve.source.page": 468,
     "serve.retrieval.search": 427, "serve.graph.evidence": 420,
-    "serve.graph.views": 402, "serve.reads.focus": 401,
+    "serve.graph.views": 402,
 }
 
 

@@ -16,8 +16,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from common.serve_tools import TOOL_NAMES
 from serve.protocols import http
-from serve.protocols.mcp import ACCEPTED_HEADER_VERSIONS, TOOL_NAMES, Dispatcher
+from serve.protocols.mcp import ACCEPTED_HEADER_VERSIONS, Dispatcher
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings, SettingsError
 
