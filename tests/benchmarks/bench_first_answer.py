@@ -166,6 +166,20 @@ def tldr_folder(work: Path) -> Path:
     return target
 
 
+def bench_folders(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """The folders `--pages` and `--tldr` name, generated under `--work` when absent."""
+    args.work.mkdir(parents=True, exist_ok=True)
+    folders: list[tuple[str, Path]] = []
+    for pages in args.pages:
+        target = args.work / str(pages)
+        if not target.is_dir():
+            generate(target, pages=pages)
+        folders.append((str(pages), target))
+    if args.tldr:
+        folders.append(("tldr", tldr_folder(args.work)))
+    return folders
+
+
 def markdown_table(results: list[dict[str, Any]], kinds: list[str]) -> str:
     lines = ["| folder | first | cold s | cold RSS MB | warm s | warm RSS MB |",
              "|---|---|---:|---:|---:|---:|"]
@@ -188,16 +202,7 @@ def main() -> int:
     args = parser.parse_args()
     install_deadline(args.max_seconds, "bench_first_answer: time limit reached")
     compile_code(args.code_dir)
-    args.work.mkdir(parents=True, exist_ok=True)
-    folders: list[tuple[str, Path]] = []
-    for pages in args.pages:
-        target = args.work / str(pages)
-        if not target.is_dir():
-            generate(target, pages=pages)
-        folders.append((str(pages), target))
-    if args.tldr:
-        folders.append(("tldr", tldr_folder(args.work)))
-    results = [bench_folder(name, folder, args) for name, folder in folders]
+    results = [bench_folder(name, folder, args) for name, folder in bench_folders(args)]
     report = {"results": results, "targets": TARGETS, "machine": machine(),
               "code": code_identity(args.code_dir)}
     sys.stdout.write(markdown_table(results, args.kinds))

@@ -37,8 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks.bench_first_answer import GENERATED, _serve_command, tldr_folder
-from tests.benchmarks.generate import generate
+from tests.benchmarks.bench_first_answer import GENERATED, _serve_command, bench_folders
 from tests.benchmarks.harness import (
     HOST,
     code_identity,
@@ -239,16 +238,7 @@ def main() -> int:
     install_deadline(args.max_seconds, "bench_vs_qmd: time limit reached")
     qmd = install_qmd(args.qmd_dir)
     compile_code(args.code_dir)
-    args.work.mkdir(parents=True, exist_ok=True)
-    folders: list[tuple[str, Path]] = []
-    for pages in args.pages:
-        target = args.work / str(pages)
-        if not target.is_dir():
-            generate(target, pages=pages)
-        folders.append((str(pages), target))
-    if args.tldr:
-        folders.append(("tldr", tldr_folder(args.work)))
-    results = [bench_folder(name, folder, qmd, args) for name, folder in folders]
+    results = [bench_folder(name, folder, qmd, args) for name, folder in bench_folders(args)]
     report = {"results": results, "machine": machine(), "code": code_identity(args.code_dir),
               "qmd": QMD_VERSION}
     sys.stdout.write(markdown_table(results))

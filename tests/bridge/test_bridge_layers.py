@@ -8,54 +8,23 @@ no layer above them; no bridge module is longer than ~400 lines."""
 
 from __future__ import annotations
 
-import ast
-import functools
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.imports import ImportGraph
+
 ROOT = Path(__file__).resolve().parents[2]
 BRIDGE = ROOT / "bridge"
 MAX_LINES = 400
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {module_name(p): p for p in sorted(BRIDGE.rglob("*.py"))}
-
-
-@functools.cache
-def imports_of(module: str) -> frozenset[str]:
-    """Every module `module` imports, at any depth of its code (functions and TYPE_CHECKING blocks
-    too); `from bridge.x import y` counts as `bridge.x.y` when that is a module of the bridge."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(MODULES[module].read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(name for a in node.names if (name := f"{node.module}.{a.name}") in MODULES)
-    return frozenset(found)
-
-
-def reachable(module: str) -> dict[str, str]:
-    """Every module `module` imports directly or through bridge modules, each with the bridge
-    module that imports it (for the failure message)."""
-    seen: dict[str, str] = {}
-    todo = [module]
-    while todo:
-        current = todo.pop()
-        for name in imports_of(current):
-            if name not in seen:
-                seen[name] = current
-                if name in MODULES:
-                    todo.append(name)
-    return seen
+GRAPH = ImportGraph("bridge")
+MODULES = GRAPH.modules
+imports_of = GRAPH.imports_of
+reachable = GRAPH.reachable
 
 
 def within(name: str, *packages: str) -> bool:

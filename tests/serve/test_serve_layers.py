@@ -10,14 +10,10 @@ Below protocols/ nothing reaches a web framework or a metrics library. No module
 
 from __future__ import annotations
 
-import ast
-import functools
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SERVE = ROOT / "serve"
+from tests.support.imports import ImportGraph
+
 MAX_LINES = 400
 
 # Lowest first. A room is a folder of serve/ or a module at its top.
@@ -44,12 +40,10 @@ LONGER: dict[str, int] = {
 }
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {module_name(p): p for p in sorted(SERVE.rglob("*.py"))}
+GRAPH = ImportGraph("serve")
+MODULES = GRAPH.modules
+imports_of = GRAPH.imports_of
+reachable = GRAPH.reachable
 
 
 def room_of(module: str) -> str:
@@ -63,34 +57,6 @@ def room_of(module: str) -> str:
 
 
 FLOOR = {room: n for n, floor in enumerate(FLOORS) for room in floor}
-
-
-@functools.cache
-def imports_of(module: str) -> frozenset[str]:
-    """Every module `module` imports, anywhere in its code (functions included)."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(MODULES[module].read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names
-                         if f"{node.module}.{a.name}" in MODULES)
-    return frozenset(found)
-
-
-def reachable(module: str) -> dict[str, str]:
-    """Every module reached from `module` through serve's own imports, with who imports it."""
-    seen: dict[str, str] = {}
-    todo = [module]
-    while todo:
-        current = todo.pop()
-        for name in imports_of(current):
-            if name not in seen:
-                seen[name] = current
-                if name in MODULES:
-                    todo.append(name)
-    return seen
 
 
 def test_every_module_is_in_a_room_and_the_top_holds_only_the_service() -> None:
