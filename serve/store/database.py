@@ -26,8 +26,8 @@ APPLICATION_ID = 0x6C6C7731  # "llw1"
 BUSY_TIMEOUT_MS = 5000  # another serve process's write in progress: wait, then give up
 
 SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE files (
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS files (
     rel TEXT PRIMARY KEY,
     size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
     ino INTEGER NOT NULL, dev INTEGER NOT NULL,
@@ -36,7 +36,7 @@ CREATE TABLE files (
     config_text TEXT,
     parse_options TEXT
 ) WITHOUT ROWID;
-CREATE TABLE pages (
+CREATE TABLE IF NOT EXISTS pages (
     rel TEXT NOT NULL UNIQUE REFERENCES files(rel) ON DELETE CASCADE,
     id TEXT NOT NULL, title TEXT NOT NULL, path TEXT NOT NULL, role TEXT NOT NULL,
     summary TEXT NOT NULL, frontmatter_json TEXT NOT NULL,
@@ -49,28 +49,28 @@ CREATE TABLE pages (
     lists TEXT NOT NULL,
     text_z BLOB NOT NULL  -- last: a row's large value sits after everything a scan reads
 );
-CREATE TABLE sections (
+CREATE TABLE IF NOT EXISTS sections (
     rel TEXT NOT NULL REFERENCES pages(rel) ON DELETE CASCADE,
     position INTEGER NOT NULL,
     heading TEXT NOT NULL, level INTEGER NOT NULL,
     line_start INTEGER NOT NULL, line_end INTEGER NOT NULL, sha256 BLOB NOT NULL,
     PRIMARY KEY (rel, position)
 ) WITHOUT ROWID;
-CREATE TABLE sidecar_edges (
+CREATE TABLE IF NOT EXISTS sidecar_edges (
     rel TEXT NOT NULL REFERENCES files(rel) ON DELETE CASCADE,
     position INTEGER NOT NULL,
     source TEXT NOT NULL, target TEXT NOT NULL, type TEXT NOT NULL,
     confidence,  -- no type: an integer stays an integer (it is echoed as written)
     PRIMARY KEY (rel, position)
 ) WITHOUT ROWID;
-CREATE TABLE graph_counts (
+CREATE TABLE IF NOT EXISTS graph_counts (
     signature TEXT PRIMARY KEY, nodes INTEGER NOT NULL, edges INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE TABLE index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE index_arrays (
+CREATE TABLE IF NOT EXISTS index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS index_arrays (
     name TEXT PRIMARY KEY, dtype TEXT NOT NULL, shape TEXT NOT NULL, data BLOB NOT NULL
 );
-CREATE TABLE index_json (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS index_json (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
@@ -148,9 +148,9 @@ class Database:
                 finally:
                     conn.close()
             if reason:
-                if reason != "new":
+                if reason != "new":  # a new file may be another process's, being created
                     log.warning("store_rebuilt", reason=reason)
-                self._remove_files()
+                    self._remove_files()
                 conn = self._connect_file()
                 try:
                     self._create(conn)
@@ -187,7 +187,9 @@ class Database:
         with transaction(conn):
             for statement in filter(str.strip, SCHEMA.split(";")):
                 conn.execute(statement)
-            conn.executemany("INSERT INTO meta VALUES (?, ?)", self.identity.items())
+            # Two processes may create one new store at once: the second's statements find the
+            # first's tables, in a transaction that waited for it.
+            conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", self.identity.items())
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 

@@ -150,3 +150,29 @@ def test_two_sources_of_one_root_share_a_store(sample_root: Path, cache_dir: Pat
         assert len(third.loaded_keys) >= 15  # started from the shared store
     finally:
         third.close()
+
+
+def test_two_processes_creating_one_new_store_at_once_both_keep_it_on_disk(
+        sample_root: Path, cache_dir: Path) -> None:
+    """Two replicas' first start at the same moment: both find the file new, both create the
+    schema (the second in a transaction that waited for the first), neither falls back to
+    memory nor deletes what the other made."""
+    databases = [Database(cache_dir, sample_root.resolve(), IDENTITY) for _ in range(4)]
+    gate = threading.Barrier(len(databases))
+    failures: list[BaseException] = []
+
+    def open_it(database: Database) -> None:
+        try:
+            gate.wait(10)
+            with database.connect() as conn:
+                conn.execute("SELECT count(*) FROM files").fetchone()
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=open_it, args=(d,)) for d in databases]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not failures
+    assert [d.state for d in databases] == ["disk"] * len(databases)
