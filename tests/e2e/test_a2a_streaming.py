@@ -18,6 +18,7 @@ from google.protobuf import json_format
 
 from tests.e2e.model_server import ANSWER, ModelServer
 from tests.e2e.processes import Service, start_bridge, stop_checked
+from tests.e2e.volatile import without
 
 QUESTION = "How do we roll back a release?"
 SOURCE_STEP = "urn:llmwiki:a2a-extension:agent-bridge:v1#sourceStep"
@@ -59,11 +60,7 @@ async def exchange(url: str, binding: str, streaming: bool, mode: str | None = N
 
 
 def stable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: stable(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [stable(v) for v in value]
-    return value
+    return without(value, VOLATILE)
 
 
 def kinds(events: list[tuple[float, StreamResponse]]) -> list[str]:

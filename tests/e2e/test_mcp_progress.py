@@ -14,6 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.model_server import ANSWER, ModelServer
 from tests.e2e.processes import Service, start_bridge, stop_checked
+from tests.e2e.volatile import without
 
 QUESTION = "How do we roll back a release?"
 VOLATILE = ("requestId", "traceId", "timestamp", "startedAt", "completedAt", "durationMs", "latencyMs")
@@ -32,11 +33,7 @@ def bridge(tmp_path_factory: pytest.TempPathFactory, our_serve: Service,
 
 
 def stable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: stable(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [stable(v) for v in value]
-    return value
+    return without(value, VOLATILE)
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy", "2026-07-28"])
