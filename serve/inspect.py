@@ -19,9 +19,10 @@ from serve.source.layout import (
     Layout,
     detect_layout,
 )
-from serve.source.page import Page, normalized_status
+from serve.source.page import Page
 from serve.source.reading import read_head
 from serve.source.tree import IGNORED_DIRS, walk_root
+from serve.source.visibility import normalized_status
 from serve.watch.file_read import decode_text, read_file
 
 CONFIG_READ_BYTES = 1 << 20  # dendron.yml, .vscode/extensions.json and the OKF marker's head

@@ -147,12 +147,12 @@ class KnowledgeSource:
         with self.freshness.lock:
             mirror = self.freshness.mirror
             generation = mirror.generation
-            if generation == self._saved_generation:
+            if generation == self._saved_generation and not self.cache.behind:
                 return
             records = dict(mirror.records)
             current = self.freshness.current
             if (self._saved_generation == -1 and mirror.parsed_count == 0
-                    and records.keys() == self.loaded_keys):
+                    and records.keys() == self.loaded_keys and not self.cache.behind):
                 # Started from the cache and nothing was parsed since: it is current.
                 self._saved_generation = generation
                 return

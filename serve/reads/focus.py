@@ -350,7 +350,7 @@ def section_read(page: Page, anchor: str, *, source_id: str, bundle_id: str,
                  page_root: str = "") -> dict[str, Any] | None:
     """A SectionRead of the page's section with this anchor (the whole body for ""), or None
     when the page has no such section."""
-    table = page.section_table
+    table = page.packed_sections
     sections = S.sections_of(table)
 
     def handle_of(section: S.Section) -> str:

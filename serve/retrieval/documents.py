@@ -36,7 +36,7 @@ def fingerprint(page: Page) -> bytes:
     """A digest of everything the index takes from a page: page_terms' and literal_haystack's
     fields and the document's approval and role. Two pages with equal fingerprints are indexed
     alike, so a kept index's document can stand for a page of a later snapshot."""
-    digest = hashlib.sha1(page.text_z, usedforsecurity=False)
+    digest = hashlib.sha1(page.body_sha1, usedforsecurity=False)
     digest.update(repr((page.path, page.title, page.summary, page.headings, page.tags,
                         page.source_refs, page.approved, page.role)).encode("utf-8", "surrogatepass"))
     return digest.digest()[:16]

@@ -163,7 +163,7 @@ def locate(page: Page, needles: Sequence[str], size: int, *, source_id: str, bun
     literal phrase; `text` and `lowered`: the page's text and text.lower(), when the caller
     has them."""
     body = page.text if text is None else text
-    table = page.section_table
+    table = page.packed_sections
     if lowered is None:
         lowered = body.lower()
     if len(lowered) != len(body):  # lower-casing changed lengths: offsets would drift

@@ -12,13 +12,13 @@ from serve.source.frontmatter import MAX_FRONTMATTER_CHARS, load_block, split_bl
 from serve.source.page import (
     Page,
     ParseOptions,
-    approved_for_serving,
     collapse,
     dedupe_casefold,
     page_id_from,
     parse_page,
     string_list,
 )
+from serve.source.visibility import approved_for_serving
 
 PROFILE = "okf-v0.2"
 VERSION = "0.2"

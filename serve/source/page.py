@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 import re
 import sys
 import zlib
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from serve.source import names, prose, sections
 from serve.source.frontmatter import json_safe, split_frontmatter
+from serve.source.visibility import REVIEW_STATES, approved_for_serving
 
 # A heading is one line: '#' to '######', a space or tab, then its text; matched after a
 # line break (the body gets one in front), which the engine finds at C speed.
@@ -27,25 +29,6 @@ LOGSEQ_PRIORITIES = frozenset({"A", "B", "C"})
 
 MAX_HEADINGS = 40
 SUMMARY_CHARS = 360
-REVIEW_STATES = frozenset({"approved", "reviewed", "verified", "draft", "proposed", "needs_review"})
-WITHHELD_REVIEW_STATES = frozenset({"draft", "proposed", "needs_review"})
-WITHHELD_STATUSES = frozenset(
-    {
-        "draft",
-        "proposed",
-        "needs_review",
-        "blocked",
-        "unpublished",
-        "private",
-        "hidden",
-        "embargoed",
-        "confidential",
-        "internal",
-        "withheld",
-    }
-)
-TRUE_WORDS = frozenset({"1", "true", "yes", "y", "on"})
-FALSE_WORDS = frozenset({"0", "false", "no", "n", "off"})
 ROLE_RANK = {"hot": 0, "index": 1, "overview": 2, "topic": 3}
 
 
@@ -67,6 +50,16 @@ class ParseOptions(NamedTuple):
     titles: str = ""  # the shape's title rule (names.TITLE_*); "" = by logseq_titles
 
 
+class StoredBody(Protocol):
+    """A page's body and section table left in the store (serve.store.bodies) rather than held
+    in memory: read by the request that needs them."""
+
+    @property
+    def sha1(self) -> bytes: ...  # of the compressed body, as Page.body_sha1
+
+    def load(self) -> tuple[bytes, tuple[Any, ...]]: ...  # (text_z, section_table)
+
+
 class Page(NamedTuple):
     """A parsed page. Immutable; `role` is assigned by the loader from the page's location.
 
@@ -77,7 +70,9 @@ class Page(NamedTuple):
     title: str
     path: str
     role: str
-    text_z: bytes  # the body text, zlib-compressed: most of a large folder's memory
+    # The body text, zlib-compressed (most of a large folder's memory), or, for a page read
+    # back from the store, where to find it there: read it through `body_z` or `text`.
+    text_z: bytes | StoredBody
     summary: str
     frontmatter_json: str  # JSON text: one object instead of a tree per page in memory
     review_state: str
@@ -98,7 +93,8 @@ class Page(NamedTuple):
     degraded: str = ""  # why the page was degraded while parsing ("" when clean)
     okf_json: str = ""  # JSON of the OKF v0.2 `okf` object ("" when not an OKF page)
     aliases: tuple[str, ...] = ()  # other names links and reads may use (names.aliases_of)
-    section_table: tuple[Any, ...] = ()  # serve.source.sections: lines and hash per section
+    # serve.source.sections: lines and hash per section (the store's, as text_z): `packed_sections`
+    section_table: tuple[Any, ...] | StoredBody = ()
 
     @property
     def frontmatter(self) -> dict[str, Any]:
@@ -114,9 +110,27 @@ class Page(NamedTuple):
                      for i, heading in enumerate(self.headings))
 
     @property
+    def body_z(self) -> bytes:
+        """The compressed body, read from the store when it was left there."""
+        z = self.text_z
+        return z if isinstance(z, bytes) else z.load()[0]
+
+    @property
     def text(self) -> str:
         """The body (after frontmatter), stripped; raw Markdown."""
-        return zlib.decompress(self.text_z).decode("utf-8")
+        return zlib.decompress(self.body_z).decode("utf-8")
+
+    @property
+    def packed_sections(self) -> tuple[Any, ...]:
+        """The section table (serve.source.sections), read from the store when left there."""
+        table = self.section_table
+        return table if isinstance(table, tuple) else table.load()[1]
+
+    @property
+    def body_sha1(self) -> bytes:
+        """A digest of the body, known without reading a stored body."""
+        z = self.text_z
+        return hashlib.sha1(z, usedforsecurity=False).digest() if isinstance(z, bytes) else z.sha1
 
     def payload(self) -> dict[str, Any]:
         """The read payload (WikiPage), in wire order."""
@@ -178,33 +192,6 @@ def dedupe_casefold(items: Any) -> list[str]:
             seen.add(key)
             out.append(item)
     return out
-
-
-def is_truthy(value: Any) -> bool:
-    if value is True:
-        return True
-    return isinstance(value, str) and value.strip().lower() in TRUE_WORDS
-
-
-def is_falsy(value: Any) -> bool:
-    if value is False:
-        return True
-    return isinstance(value, str) and value.strip().lower() in FALSE_WORDS
-
-
-def normalized_status(status: str) -> str:
-    return "_".join(status.lower().replace("-", " ").split())
-
-
-def approved_for_serving(frontmatter: dict[str, Any], review_state: str, status: str) -> bool:
-    """The contract's visibility rules: any withholding signal withholds the page."""
-    if is_truthy(frontmatter.get("draft")):
-        return False
-    if is_falsy(frontmatter.get("published")) or is_falsy(frontmatter.get("publish")):
-        return False
-    if review_state in WITHHELD_REVIEW_STATES:
-        return False
-    return normalized_status(status) not in WITHHELD_STATUSES
 
 
 def _scalar_text(value: Any) -> str:

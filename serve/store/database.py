@@ -20,7 +20,7 @@ log = structlog.get_logger("llmwiki.serve.store")
 
 # Bump when the tables change or when parsing changes what a stored page holds: a store of
 # another version is dropped and rebuilt from the folder (it is derived, never the truth).
-SCHEMA_VERSION = 2  # 2: a page's lists in one JSON column
+SCHEMA_VERSION = 3  # 2: a page's lists in one JSON column; 3: text_sha1, bodies read per request
 # sqlite3's "application_id": a database file of another program is never taken for ours.
 APPLICATION_ID = 0x6C6C7731  # "llw1"
 BUSY_TIMEOUT_MS = 5000  # another serve process's write in progress: wait, then give up
@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS pages (
     -- one JSON object of the page's lists: source_refs, tags, links, headings,
     -- section_lines, aliases, and its graph fragment's member_ids, link_keys, page_keys
     lists TEXT NOT NULL,
+    text_sha1 BLOB NOT NULL,  -- Page.body_sha1: the index's fingerprints, without the body
     text_z BLOB NOT NULL  -- last: a row's large value sits after everything a scan reads
 );
 CREATE TABLE IF NOT EXISTS sections (
@@ -108,8 +109,10 @@ class Database:
         self.mode = "disk"
         self.failing = False  # the last write failed (a full disk, say): logged, tried again
         self._memory: sqlite3.Connection | None = None  # the fallback's one connection
-        self._memory_lock = threading.Lock()
+        self._memory_lock = threading.RLock()
         self._ready = False
+        self.generation = 0  # bumped when the file is made anew: kept readers are then dropped
+        self._readers = threading.local()
 
     @property
     def state(self) -> Literal["disk", "memory", "failing"]:
@@ -213,6 +216,7 @@ class Database:
         if not self._ready or (self._memory is None and not self.path.exists()):
             self._prepare()  # first use, or the file was deleted meanwhile: made anew
             self._ready = True
+            self.generation += 1
         if self._memory is not None:
             with self._memory_lock:
                 yield self._memory
@@ -223,20 +227,39 @@ class Database:
         finally:
             conn.close()
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """A connection for a request's short reads (page bodies): each thread keeps one,
+        opened at its first read rather than at every read, until the file is rebuilt."""
+        if self._memory is not None or not self._ready or not self.path.exists():
+            with self.connect() as conn:  # (made anew when it was removed)
+                yield conn
+            return
+        kept: tuple[int, sqlite3.Connection] | None = getattr(self._readers, "kept", None)
+        if kept is None or kept[0] != self.generation:
+            if kept is not None:
+                kept[1].close()
+            kept = self._readers.kept = (self.generation, self._connect_file())
+        yield kept[1]
+
     def reset(self, reason: str) -> None:
         """Drop a store found damaged while reading it: the next use builds it anew."""
         log.warning("store_rebuilt", reason=reason)
         if self._memory is None:
             self._remove_files()
         self._ready = False
+        self.generation += 1
 
 
 @contextlib.contextmanager
 def transaction(conn: sqlite3.Connection, *, write: bool = True) -> Iterator[None]:
     """One transaction: IMMEDIATE for a writer (it waits for another process's write rather
-    than failing half-way), DEFERRED for a reader, whose snapshot then holds to its end."""
-    if not conn.in_transaction:
-        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+    than failing half-way), DEFERRED for a reader, whose snapshot then holds to its end.
+    Inside another transaction it is part of that one: the outer one ends it."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
     try:
         yield
     except BaseException:

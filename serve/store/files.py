@@ -15,6 +15,7 @@ from serve.source import sections
 from serve.source.page import Page, ParseOptions
 from serve.source.sidecar import SidecarEdge
 from serve.source.tree import FileStat
+from serve.store.bodies import Bodies, StoredBody
 from serve.store.database import Database, transaction
 from serve.watch.records import FileRecord, shared_strings
 
@@ -22,6 +23,7 @@ log = structlog.get_logger("llmwiki.serve.store")
 
 # A page's tuple-valued fields, and its graph fragment's, are held in one JSON object (one
 # decode per page at start); the others are columns, and section_table is its own table.
+# A start reads neither the body nor the sections: the page's StoredBody finds them.
 LIST_FIELDS = ("source_refs", "tags", "links", "headings", "section_lines", "aliases")
 FRAGMENT_FIELDS = Fragment._fields
 PAGE_COLUMNS = tuple(f for f in Page._fields
@@ -29,8 +31,6 @@ PAGE_COLUMNS = tuple(f for f in Page._fields
 FILE_COLUMNS = ("rel", "size", "mtime_ns", "ctime_ns", "ino", "dev", "digest", "verified_ns",
                 "problem", "skipped", "config_text", "parse_options")
 WRITE_BATCH = 500  # rows bound per executemany: the event loop's thread gets the GIL between
-_SECTIONS = ("SELECT rel, heading, level, line_start, line_end, sha256 FROM sections "
-             "ORDER BY rel, position")
 
 
 def _page_row(rel: str, page: Page, fragment: Fragment | None) -> tuple[Any, ...]:
@@ -39,7 +39,7 @@ def _page_row(rel: str, page: Page, fragment: Fragment | None) -> tuple[Any, ...
         lists.update(fragment._asdict())
     values = [int(page.approved) if name == "approved" else getattr(page, name)
               for name in PAGE_COLUMNS]
-    return (rel, *values, json.dumps(lists, ensure_ascii=False), page.text_z)
+    return (rel, *values, json.dumps(lists, ensure_ascii=False), page.body_sha1, page.body_z)
 
 
 def _file_row(rel: str, record: FileRecord) -> tuple[Any, ...]:
@@ -57,9 +57,18 @@ class FileRecords:
     never changed in place), in one transaction."""
 
     def __init__(self, database: Database) -> None:
-        self.database = database
+        self.database, self.bodies = database, Bodies(database)
         self._saved: dict[str, FileRecord] = {}
+        self._generation = -1  # the database's when _saved was last true of it
         self.counts: dict[str, tuple[int, int]] = {}  # graph sizes by snapshot signature
+
+    @property
+    def behind(self) -> bool:
+        """Whether the store lost what this object saved (its file was removed, or made anew
+        since): the next save writes every record."""
+        database = self.database
+        return self._generation != database.generation or (
+            database.mode == "disk" and not database.path.exists())
 
     def load(self) -> dict[str, FileRecord]:
         """Every stored record, read in one transaction; {} (logged) when the store is
@@ -74,41 +83,34 @@ class FileRecords:
             self.counts = {}
             return {}
         self._saved = dict(records)
+        self._generation = self.database.generation
         return records
 
-    @staticmethod
-    def _read(conn: sqlite3.Connection) -> dict[str, FileRecord]:
-        """One pass over the files (with their pages) and, beside it, over the sections, both
-        in the order of `rel`: no table of the whole folder is held but the records made."""
+    def _read(self, conn: sqlite3.Connection) -> dict[str, FileRecord]:
+        """One pass over the files, with their pages' columns but not their bodies."""
         edges: dict[str, list[SidecarEdge]] = defaultdict(list)
         for rel, source, target, kind, confidence in conn.execute(
                 "SELECT rel, source, target, type, confidence FROM sidecar_edges "
                 "ORDER BY rel, position"):
             edges[rel].append(SidecarEdge(source, target, kind, confidence))
-        sections_rows = conn.execute(_SECTIONS)
-        pending = next(sections_rows, None)
         options: dict[tuple[Any, ...], ParseOptions] = {}  # one object per distinct value
         records: dict[str, FileRecord] = {}
         files = ", ".join(f"f.{name}" for name in FILE_COLUMNS)
-        pages = ", ".join(f"p.{name}" for name in (*PAGE_COLUMNS, "lists", "text_z"))
+        pages = ", ".join(f"p.{name}" for name in (*PAGE_COLUMNS, "lists", "text_sha1"))
         width = len(FILE_COLUMNS)
         for row in conn.execute(f"SELECT {files}, {pages} FROM files f "
                                 "LEFT JOIN pages p ON p.rel = f.rel ORDER BY f.rel"):
             (rel, size, mtime, ctime, ino, dev, digest, verified, problem, skipped, text,
              parse) = row[:width]
             page = fragment = None
-            if row[width] is not None:
-                table: list[tuple[str, int, int, int, bytes]] = []
-                while pending is not None and pending[0] <= rel:
-                    if pending[0] == rel:
-                        table.append(pending[1:])
-                    pending = next(sections_rows, None)
-                page, fragment = _page_of(row[width:], table)
             parse_key = None
             if parse is not None:
                 path, values = json.loads(parse)
                 values = tuple(values)
                 parse_key = (path, options.setdefault(values, ParseOptions(*values)))
+            if row[width] is not None and parse_key is not None:
+                body = StoredBody(self.bodies, rel, digest, row[-1], parse_key)
+                page, fragment = _page_of(row[width:], body)
             records[rel] = FileRecord(
                 FileStat(size, mtime, ctime, ino, dev), digest, verified, page, fragment,
                 parse_key, text, tuple(edges.get(rel, ())), problem, bool(skipped))
@@ -118,6 +120,8 @@ class FileRecords:
              counts: Mapping[str, tuple[int, int]] | None = None) -> bool:
         """Write what changed since the last load or save; whether it was written (a failure,
         a full disk say, is logged and leaves the store as it was)."""
+        if self.behind:
+            self._saved = {}  # the file was made anew since (removed while serving): write all
         kept = {rel: rec for rel, rec in records.items() if not rec.skipped}
         gone = [rel for rel in self._saved if rel not in kept]
         changed = [(rel, rec) for rel, rec in kept.items() if self._saved.get(rel) is not rec]
@@ -125,13 +129,25 @@ class FileRecords:
             return True
         try:
             with self.database.connect() as conn, transaction(conn):
+                # Snapshots may still show the pages whose rows this replaces or drops, and
+                # a rewritten page may be one read from the store: their bodies are read
+                # first, in this transaction.
+                for rel in (*gone, *(rel for rel, _ in changed)):
+                    _hold(self._saved.get(rel), conn)
+                for _, rec in changed:
+                    _hold(rec, conn)
                 self._write(conn, gone, changed, counts or {})
         except (sqlite3.Error, UnicodeEncodeError) as exc:
             log.warning("store_write_failed", error=type(exc).__name__, reason=str(exc)[:200])
             self.database.failing = True
             return False
         self._saved = kept
+        self._generation = self.database.generation
         self.database.failing = False
+        for rel, rec in changed:  # a row written anew with the same content serves again
+            body = rec.page.text_z if rec.page is not None else None
+            if isinstance(body, StoredBody) and body.rel == rel and body.digest == rec.digest:
+                body.release()
         return True
 
     @staticmethod
@@ -140,9 +156,9 @@ class FileRecords:
         drop = [(rel,) for rel in gone] + [(rel,) for rel, _ in changed]
         for start in range(0, len(drop), WRITE_BATCH):
             conn.executemany("DELETE FROM files WHERE rel = ?", drop[start:start + WRITE_BATCH])
-        columns = ", ".join(("rel", *PAGE_COLUMNS, "lists", "text_z"))
+        columns = ", ".join(("rel", *PAGE_COLUMNS, "lists", "text_sha1", "text_z"))
         page_sql = (f"INSERT INTO pages ({columns}) "
-                    f"VALUES ({', '.join('?' * (3 + len(PAGE_COLUMNS)))})")
+                    f"VALUES ({', '.join('?' * (4 + len(PAGE_COLUMNS)))})")
         file_sql = f"INSERT INTO files VALUES ({', '.join('?' * len(FILE_COLUMNS))})"
         for start in range(0, len(changed), WRITE_BATCH):
             batch = changed[start:start + WRITE_BATCH]
@@ -151,7 +167,7 @@ class FileRecords:
                                         for rel, rec in batch if rec.page is not None])
             conn.executemany("INSERT INTO sections VALUES (?, ?, ?, ?, ?, ?, ?)", [
                 (rel, position, *entry) for rel, rec in batch if rec.page is not None
-                for position, entry in enumerate(sections.entries(rec.page.section_table))])
+                for position, entry in enumerate(sections.entries(rec.page.packed_sections))])
             conn.executemany("INSERT INTO sidecar_edges VALUES (?, ?, ?, ?, ?, ?)", [
                 (rel, position, *edge) for rel, rec in batch
                 for position, edge in enumerate(rec.sidecar)])
@@ -162,16 +178,21 @@ class FileRecords:
                              [(sig, n, e) for sig, (n, e) in counts.items()])
 
 
-def _page_of(row: tuple[Any, ...], table: list[tuple[str, int, int, int, bytes]]
-             ) -> tuple[Page, Fragment | None]:
-    """A page from its columns (PAGE_COLUMNS, lists, text_z) and its section table's entries."""
-    *columns, lists_json, text_z = row
+def _hold(record: FileRecord | None, conn: sqlite3.Connection) -> None:
+    body = record.page.text_z if record is not None and record.page is not None else None
+    if isinstance(body, StoredBody):
+        body.hold(conn)
+
+
+def _page_of(row: tuple[Any, ...], body: StoredBody) -> tuple[Page, Fragment | None]:
+    """A page from its columns (PAGE_COLUMNS, lists, text_sha1), its body left in the store."""
+    *columns, lists_json, _ = row
     values: dict[str, Any] = dict(zip(PAGE_COLUMNS, columns, strict=True))
     values["approved"] = bool(values["approved"])
     lists = json.loads(lists_json)
     for name in LIST_FIELDS:
         values[name] = tuple(lists[name])
-    page = Page(**values, text_z=text_z, section_table=sections.pack(table) if table else ())
+    page = Page(**values, text_z=body, section_table=body)
     fragment = None
     if FRAGMENT_FIELDS[0] in lists:
         fragment = shared_strings(page, Fragment(*(tuple(lists[name]) for name in FRAGMENT_FIELDS)))

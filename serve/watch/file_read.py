@@ -92,8 +92,8 @@ def read_file(job: ReadJob) -> ReadResult:
     parse = okf.parse_okf_page if options.okf else parse_page
     page = parse(text, page_path, options, degraded=problem, role=role)
     # Section hashes are of the bytes on disk: redone when decoding changed them.
-    if page.section_table and (problem or b"\r" in data or data.startswith(b"\xef\xbb\xbf")):
-        page = page._replace(section_table=sections.rehash(page.section_table, data))
+    if page.packed_sections and (problem or b"\r" in data or data.startswith(b"\xef\xbb\xbf")):
+        page = page._replace(section_table=sections.rehash(page.packed_sections, data))
     return ReadResult(rel, digest, now, problem=page.degraded, page=page,
                       fragment=page_fragment(page), options=options,
                       text=okf.marker_head(text) if rel == okf.MARKER else None)

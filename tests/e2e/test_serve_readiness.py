@@ -448,3 +448,47 @@ async def test_stdio_sessions_keep_the_restart_cache_as_serve_does(tmp_path: Pat
     events = {e.get("event"): e for e in again_log}
     assert events["index_cache_loaded"]["documents"] == PAGES, again_log
     assert "index_cache_written" not in events
+
+
+def read_text(url: str, page_id: str) -> str:
+    with urllib.request.urlopen(f"{url}/read/{page_id}", timeout=10) as response:
+        assert response.status == 200
+        return str(json.loads(response.read())["text"])
+
+
+def test_a_restart_reads_bodies_from_the_store_and_keeps_serving_when_it_is_removed(
+        tmp_path: Path, folder: Path) -> None:
+    """A restart leaves page bodies in the store (a read fetches one); the cache directory
+    cleaned while serving loses nothing: bodies come from the folder again, the next save
+    writes a whole store, and the start after it parses nothing."""
+    cache = tmp_path / "cache"
+    page = "topics/topic-0007"
+    expected = (folder / f"{page}.md").read_text(encoding="utf-8").split("---\n", 2)[2].strip()
+    first = start(tmp_path / "run-0", folder, cache)
+    try:
+        readiness_answers(first)
+        assert read_text(first.url, page) == expected
+    finally:
+        stop_checked(first)
+    second = start(tmp_path / "run-1", folder, cache)
+    try:
+        readiness_answers(second)
+        assert read_text(second.url, page) == expected
+        before = top_results(second.url)
+        for path in cache.iterdir():
+            path.unlink()
+        assert read_text(second.url, page) == expected
+        status, query = post(second.url, "/query", {"query": "how are tokens rotated in the vault?"})
+        assert status == 200 and query["evidence"]
+        assert top_results(second.url) == before
+    finally:
+        stop_checked(second)
+    assert the_event(second, "folder_loaded")["files_parsed"] == 0
+    third = start(tmp_path / "run-2", folder, cache)
+    try:
+        readiness_answers(third)
+        assert read_text(third.url, page) == expected
+    finally:
+        stop_checked(third)
+    loaded = the_event(third, "folder_loaded")
+    assert loaded["records_from_cache"] == PAGES and loaded["files_parsed"] == 0

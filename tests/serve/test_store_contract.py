@@ -17,6 +17,7 @@ from serve.settings import DEFAULT_MAX_PAGE_BYTES, ServeSettings
 from serve.store.database import Database, transaction
 from serve.store.files import FileRecords
 from serve.watch.records import FileRecord
+from tests.support.records import with_body
 
 IDENTITY = {"max_page_bytes": str(DEFAULT_MAX_PAGE_BYTES)}
 
@@ -80,14 +81,14 @@ def save_and_die_at(cache_dir: Path, root: Path, records: dict[str, FileRecord],
 
 def test_a_crash_at_any_step_of_a_write_leaves_the_last_whole_store(
         sample_root: Path, cache_dir: Path, stored: dict[str, FileRecord]) -> None:
-    before = {rel: tuple(rec) for rel, rec in stored.items()}
+    before = {rel: with_body(rec) for rel, rec in stored.items()}
     target = edited(stored, "new")
-    after = {rel: tuple(rec) for rel, rec in target.items()}
+    after = {rel: with_body(rec) for rel, rec in target.items()}
     step = 1
     seen: set[str] = set()
     while save_and_die_at(cache_dir, sample_root, target, step):
         # Every statement of the load and of the save, BEGIN to COMMIT, is a place to die.
-        loaded = {rel: tuple(rec) for rel, rec in records_of(cache_dir, sample_root).load().items()}
+        loaded = {rel: with_body(rec) for rel, rec in records_of(cache_dir, sample_root).load().items()}
         assert loaded in (before, after), f"a crash at statement {step} left a mixed store"
         seen.add("before" if loaded == before else "after")
         # Nothing but the engine's own files beside the store: no temporary file of ours.
@@ -96,11 +97,11 @@ def test_a_crash_at_any_step_of_a_write_leaves_the_last_whole_store(
             reset = records_of(cache_dir, sample_root)
             reset.load()
             assert reset.save(dict(stored)) is True
-            assert {rel: tuple(rec) for rel, rec in
+            assert {rel: with_body(rec) for rel, rec in
                     records_of(cache_dir, sample_root).load().items()} == before
         step += 1
     assert step > 20 and "before" in seen
-    final = {rel: tuple(rec) for rel, rec in records_of(cache_dir, sample_root).load().items()}
+    final = {rel: with_body(rec) for rel, rec in records_of(cache_dir, sample_root).load().items()}
     assert final == after  # the run that was not killed saved it all
 
 

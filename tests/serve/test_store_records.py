@@ -22,6 +22,7 @@ from serve.store.database import SCHEMA_VERSION, Database, store_path
 from serve.store.files import FileRecords
 from serve.watch.records import FileRecord
 from tests.support.folders import tree_digest
+from tests.support.records import with_body
 
 ROLLBACK = "runbooks/rollback.md"
 
@@ -391,8 +392,8 @@ def test_store_round_trip_keeps_every_record_equal(sample_root: Path, cache_dir:
     loaded = stored(cache_dir, sample_root)
     again = loaded.load()
     assert sorted(again) == sorted(rel for rel, r in records.items() if not r.skipped)
-    assert {rel: tuple(r) for rel, r in again.items()} == {
-        rel: tuple(records[rel]) for rel in again}
+    assert {rel: with_body(r) for rel, r in again.items()} == {
+        rel: with_body(records[rel]) for rel in again}
     assert loaded.counts == {"sha256:x": (3, 4)}
     pages = [r.page for r in again.values() if r.page is not None]
     assert [p.sections for p in pages] == [records[r].page.sections  # type: ignore[union-attr]

@@ -1,0 +1,117 @@
+"""Page bodies left in the store: read by the request that needs one, held in memory only
+from just before the store replaces a page's row until no snapshot refers to it. A body the
+store no longer has (its file was removed while serve ran) is parsed again from the folder,
+when the file still has the same content."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import Any
+
+import structlog
+
+from serve.errors import NotReady
+from serve.source import sections
+from serve.source.page import ParseOptions
+from serve.store.database import Database, transaction
+from serve.watch.file_read import read_file
+
+log = structlog.get_logger("llmwiki.serve.store")
+
+_BODY = ("SELECT p.text_z FROM pages p JOIN files f ON f.rel = p.rel "
+         "WHERE p.rel = ? AND f.digest = ?")
+_SECTIONS = ("SELECT heading, level, line_start, line_end, sha256 FROM sections "
+             "WHERE rel = ? ORDER BY position")
+
+
+class BodyUnavailable(NotReady):
+    """A page's body is neither in the store nor in the folder as this snapshot knows it: the
+    file changed, and another process sharing the store wrote its newer page first, or the
+    store was removed. The next snapshot has the page as the folder holds it now."""
+
+    code = "page_changing"
+    safe_message = "The folder changed while this request read it; retry shortly."
+    retry_after_seconds = 1
+
+
+def read_body(conn: sqlite3.Connection, rel: str, digest: str) -> tuple[bytes, tuple[Any, ...]] | None:
+    """The stored (text_z, section table) of `rel` when its row is of the file with `digest`."""
+    with transaction(conn, write=False):  # both statements see one state of the store
+        row = conn.execute(_BODY, (rel, digest)).fetchone()
+        if row is None:
+            return None
+        table = conn.execute(_SECTIONS, (rel,)).fetchall()
+    return row[0], sections.pack(table) if table else ()
+
+
+class Bodies:
+    """Where the stored bodies of one root are read: the store, else the folder (the root
+    and page size limit the store was made for)."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self.root = database.identity["root"]
+        self.max_page_bytes = int(database.identity["max_page_bytes"])
+
+    def read(self, body: StoredBody) -> tuple[bytes, tuple[Any, ...]]:
+        try:
+            with self.database.reading() as conn:
+                found = read_body(conn, body.rel, body.digest)
+        except sqlite3.Error as exc:
+            log.warning("store_read_failed", error=type(exc).__name__, reason=str(exc)[:200])
+            found = None
+        if found is None:
+            found = self._reparsed(body)
+        if found is None:
+            raise BodyUnavailable(f"no body of digest {body.digest} for a stored page")
+        return found
+
+    def _reparsed(self, body: StoredBody) -> tuple[bytes, tuple[Any, ...]] | None:
+        page_path, options = body.parse_key
+        result = read_file((body.rel, os.path.join(self.root, body.rel), page_path, options,
+                            self.max_page_bytes, "", ""))
+        if result.page is None or result.digest != body.digest:
+            return None
+        page = result.page
+        return page.body_z, page.packed_sections
+
+
+class StoredBody:
+    """Where one page's body and section table sit in the store: the file's row (`rel`) of
+    the content `digest`. Not cached when read, so memory is bounded by what requests touch;
+    `hold` keeps them before a save replaces or drops the row, for the snapshots that
+    still show this page (they let go of this object, and so of the body, when they go)."""
+
+    __slots__ = ("bodies", "rel", "digest", "sha1", "parse_key", "held")
+
+    def __init__(self, bodies: Bodies, rel: str, digest: str, sha1: bytes,
+                 parse_key: tuple[str, ParseOptions]) -> None:
+        self.bodies, self.rel, self.digest, self.sha1 = bodies, rel, digest, sha1
+        self.parse_key = parse_key  # the file's page path and parse options, for the folder
+        self.held: tuple[bytes, tuple[Any, ...]] | None = None
+
+    def load(self) -> tuple[bytes, tuple[Any, ...]]:
+        held = self.held
+        return held if held is not None else self.bodies.read(self)
+
+    def hold(self, conn: sqlite3.Connection) -> None:
+        """Read the body into memory from `conn` (a save's transaction, before it writes)."""
+        if self.held is None:
+            found = read_body(conn, self.rel, self.digest)
+            if found is not None:
+                self.held = found
+
+    def release(self) -> None:
+        """Read from the store again: the row was written anew with this very content."""
+        self.held = None
+
+    def __eq__(self, other: object) -> bool:  # the same file content: the same body
+        return (isinstance(other, StoredBody) and other.rel == self.rel
+                and other.digest == self.digest and other.sha1 == self.sha1)
+
+    def __hash__(self) -> int:
+        return hash((self.rel, self.digest))
+
+    def __repr__(self) -> str:
+        return f"StoredBody({self.rel!r}, {self.digest!r})"
