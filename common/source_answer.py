@@ -3,7 +3,7 @@
 A source is a peer, not a client: its answer is read, never rejected. Each field names the
 spellings the contracts document, in their order (bridge contract 3.11, 4.3.1 and 4.3.2), and:
 - a key whose value is null or "" counts as absent, so the next spelling is read;
-- a value of the wrong type reads as the field's default (None), never as an error;
+- a value of the wrong type reads as no value (None; "" for a text), never as an error;
 - keys the bridge does not read are ignored.
 So any JSON object validates. What a value then means (its text, a default, the source's
 namespace) is the bridge's to say; these models only say where it is and what type it has.
@@ -11,7 +11,7 @@ namespace) is the bridge's to say; these models only say where it is and what ty
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -24,7 +24,6 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     StrictStr,
-    TypeAdapter,
     field_validator,
     model_validator,
 )
@@ -160,6 +159,10 @@ class SourceAnswer(SourceAnswerModel):
         return graph.nodes or [], graph.edges or []
 
 
+# What a pack says of its source, on itself or under its `metadata` (3.11).
+PackFact = Literal["description", "adapter", "implementation", "page_count", "approved_page_count"]
+
+
 class SourcePackMetadata(SourceAnswerModel):
     """A context pack's `metadata`, read where the pack itself does not say."""
 
@@ -180,13 +183,10 @@ class SourceContextPack(SourceAnswer, SourcePackMetadata):
     limitations: Strings = None
     metadata: Annotated[SourcePackMetadata | None, _OrNone()] = None
 
-    def described(self, name: str) -> Any:
+    def described(self, name: PackFact) -> Any:
         """The pack's field `name` when the pack has it (even with a value of the wrong type,
         which then reads as None), else its metadata's."""
         if name in self.model_fields_set or self.metadata is None:
             return getattr(self, name)
         return getattr(self.metadata, name)
 
-
-# Built once: the bridge reads a search's or a tool's items without a model of the whole answer.
-PAGE_ITEM = TypeAdapter(PageItem)

@@ -9,7 +9,7 @@ from bridge.core import artifact
 from bridge.core.guidance import GuidanceError, guidance_diagnostic, map_guidance
 from bridge.support.text import markdown_readable, safe_id
 from common.bridge_schemas import Diagnostic, JsonObject
-from common.source_answer import PageItem, SourceAnswer, SourceContextPack
+from common.source_answer import PackFact, PageItem, SourceAnswer, SourceContextPack
 
 
 def string(value: Any) -> str:
@@ -19,6 +19,10 @@ def string(value: Any) -> str:
 
 def prefixed(source_id: str, raw_id: str) -> str:
     return raw_id if raw_id.startswith(f"{source_id}:") else f"{source_id}:{raw_id}"
+
+
+_COUNTS: tuple[tuple[str, PackFact], ...] = (("pageCount", "page_count"),
+                                             ("approvedPageCount", "approved_page_count"))
 
 
 def context_value(payload: JsonObject, source: SourceDescriptor, query: str,
@@ -36,7 +40,7 @@ def context_value(payload: JsonObject, source: SourceDescriptor, query: str,
         "description": string(pack.described("description")) or source.description,
         "adapter": string(pack.described("adapter")) or source.adapter,
         "implementation": string(pack.described("implementation")) or source.implementation}
-    for key, name in (("pageCount", "page_count"), ("approvedPageCount", "approved_page_count")):
+    for key, name in _COUNTS:
         count = pack.described(name)
         if count is not None:
             value[key] = count
