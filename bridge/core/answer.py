@@ -32,6 +32,7 @@ from bridge.support.fields import as_list
 from bridge.support.iolog import IoLog
 from bridge.support.text import safe_id, safe_trace_text
 from common.bridge_schemas import Citation, Diagnostic, TraceStep
+from common.source_answer import PageItem, SourceAnswer
 
 RUNTIME_STEP_ID = "runtime-chat-completions"
 RUNTIME_STEP_LABEL = "Call chat completions"
@@ -244,7 +245,7 @@ class _ToolRunner:
         if name == "llmwiki_search":
             limit = _bounded_int(args.get("limit"), SEARCH_LIMIT, SEARCH_LIMIT)
             payload = await client.search({"query": ref, "limit": limit})
-            found = artifact.citations_from({"citations": as_list(payload.get("results"))}, source)
+            found = artifact.citations_of(SourceAnswer.model_validate(payload).results or [], source)
             numbered = self.evidence.add_found(found, self.ranked)
             self._cite(trace, [c for _, c in numbered], f"Search returned {len(found)} citation(s)")
             return {"citations": [_citation_entry(n, c) for n, c in numbered]}
@@ -254,7 +255,7 @@ class _ToolRunner:
             item = {"id": page.get("id") or page_ref, "title": page.get("title"), "path": page.get("path"),
                     "snippet": str(text or "")[:SNIPPET_CHARS * 4],
                     "source_refs": as_list(page.get("source_refs"))}
-            [citation] = artifact.citations_from({"citations": [item]}, source)
+            [citation] = artifact.citations_of([PageItem.model_validate(item)], source)
             citation.snippet = citation.snippet[:SNIPPET_CHARS]
             number = self.evidence.add(citation)
             self._cite(trace, [citation], "Read 1 page")

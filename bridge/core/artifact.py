@@ -16,7 +16,7 @@ from bridge.core.origins import citation_origin
 from bridge.sources.base import SourceCallError
 from bridge.support.clock import now_iso
 from bridge.support.facts import observations as observed
-from bridge.support.fields import as_list, as_object, first, first_str, source_refs, text_of
+from bridge.support.fields import text_of
 from bridge.support.text import markdown_readable, safe_id, safe_trace_text
 from common.bridge_schemas import (
     CamelModel,
@@ -27,6 +27,7 @@ from common.bridge_schemas import (
     SourceBundle,
     TraceStep,
 )
+from common.source_answer import PageItem, SourceAnswer, SourceContextPack
 
 ARTIFACT_NAME = "llmwiki_agent_result"
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -39,9 +40,10 @@ _SCHEME = re.compile(r"^[a-z]+:")
 class WireGraph:
     """A graph as the artifact writes it: nodes and edges in their wire form (ids namespaced by the
     source, every field normalised to its type; metadata as the source sent it), made once from
-    the source's payload. It is not validated into models: the normalisation gives exactly what
-    that round-trip gave. A NaN or infinity in metadata is written as null by the dump that
-    writes it (the artifact's model, or `wire()` here for a tool's answer), as the model dump did."""
+    the source's answer as `common.source_answer` reads it. The nodes and edges are not validated
+    into output models again: they are made in the form that round-trip gave. A NaN or infinity in
+    metadata is written as null by the dump that writes it (the artifact's model, or `wire()` here
+    for a tool's answer), as the model dump did."""
 
     nodes: list[JsonObject] = field(default_factory=list)
     edges: list[JsonObject] = field(default_factory=list)
@@ -68,35 +70,42 @@ class SourceEvidence:
     answerable: bool | None = None
 
 
-def _handle(item: dict[str, Any]) -> str | None:
+def _handle(item: PageItem) -> str | None:
     """An item's `handle` (or `uri`) when it is an `llmwiki://` handle; no query, fragment or userinfo."""
-    uri = safe_uri(first(item, "handle", "uri"))
+    uri = safe_uri(item.handle)
     return uri if uri is not None and uri.startswith("llmwiki://") else None
 
 
 def _citation_items(payload: JsonObject) -> list[Any]:
+    """The payload's own `evidence` then `citations` items, to tell where merged items went."""
     return [item for key in ("evidence", "citations") if isinstance(payload.get(key), list)
             for item in payload[key]]
 
 
-def _citation(item: dict[str, Any], index: int, source: SourceDescriptor) -> Citation:
-    raw_id = first_str(item, "id", "page_id", "path") or str(index + 1)
-    page_id = first_str(item, "page_id", "pageId", "id") or raw_id
+def _citation(item: PageItem, index: int, source: SourceDescriptor) -> Citation:
+    raw_id = text_of(item.citation_id) or str(index + 1)
     cid = raw_id if raw_id.startswith(f"{source.id}:") else f"{source.id}:{raw_id}"
-    score = item.get("score")
+    score = item.score
     return Citation(
-        id=cid, source_id=source.id, page_id=page_id,
-        title=text_of(item.get("title")) or "Untitled", path=text_of(item.get("path")),
-        score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
-        snippet=markdown_readable(item.get("snippet")),
-        connection_id=first_str(item, "connectionId", "connection_id") or source.id,
-        source_refs=source_refs(item), handle=_handle(item), origin=citation_origin(item))
+        id=cid, source_id=source.id, page_id=text_of(item.page_id) or raw_id,
+        title=text_of(item.title) or "Untitled", path=text_of(item.path),
+        score=float(score) if score is not None else None,
+        snippet=markdown_readable(item.snippet),
+        connection_id=text_of(item.connection_id) or source.id,
+        source_refs=[str(ref) for ref in item.source_refs or ()], handle=_handle(item),
+        origin=citation_origin(item.origin, item.section))
+
+
+def citations_of(items: Sequence[PageItem | None], source: SourceDescriptor,
+                 start: int = 0) -> list[Citation]:
+    """The items as namespaced citations (contract 4.3.1), numbered by their place from `start`
+    (None, an item that was not an object, keeps its place)."""
+    return [_citation(item, start + index, source) for index, item in enumerate(items) if item is not None]
 
 
 def citations_from(payload: JsonObject, source: SourceDescriptor) -> list[Citation]:
     """The payload's `evidence` then `citations` items as namespaced citations (contract 4.3.1)."""
-    return [_citation(item, index, source) for index, item in enumerate(_citation_items(payload))
-            if isinstance(item, dict)]
+    return citations_of(SourceAnswer.model_validate(payload).cited_items(), source)
 
 
 def add_citations(evidence: SourceEvidence, payload: JsonObject, added: Sequence[JsonObject],
@@ -109,84 +118,57 @@ def add_citations(evidence: SourceEvidence, payload: JsonObject, added: Sequence
     items = _citation_items(payload)
     start = len(items) - len(added)
     if start >= 0 and all(item is new for item, new in zip(items[start:], added, strict=True)):
-        evidence.citations += [_citation(item, start + offset, source) for offset, item in enumerate(added)]
+        evidence.citations += citations_of([PageItem.model_validate(item) for item in added], source, start)
     else:
         evidence.citations = citations_from(payload, source)
 
 
-def _graph_items(payload: JsonObject, source_id: str) -> tuple[list[JsonObject], list[JsonObject]]:
-    """The source's graph nodes and edges in their wire form, ids namespaced by the source, every
-    field normalised to its type (the usual case, a non-empty string, skips the fallbacks)."""
-    raw = as_object(payload.get("graph")) or payload
+def _metadata(metadata: JsonObject | None, source_id: str) -> JsonObject:
+    return {**metadata, "connectionId": source_id} if metadata is not None else {"connectionId": source_id}
+
+
+def graph_of(answer: SourceAnswer, source_id: str) -> WireGraph:
+    """The answer's graph in its wire form: ids namespaced by the source, every field normalised
+    to its type, defaults where the source gave no value (contract 4.3.2)."""
+    raw_nodes, raw_edges = answer.graph_items()
     prefix = source_id + ":"
     nodes: list[JsonObject] = []
     local_ids: set[str] = set()
-    index = 0
-    for node in as_list(raw.get("nodes")):
-        if not isinstance(node, dict):
-            continue
-        index += 1
-        node_id = node.get("id")
-        if type(node_id) is not str or not node_id:
-            node_id = text_of(node_id) or f"node:{index}"
+    for index, node in enumerate(raw_nodes, start=1):
+        node_id = node.id or f"node:{index}"
         local_ids.add(node_id)
-        label = node.get("label")
-        if type(label) is not str or not label:
-            label = first_str(node, "label", "title", "id") or f"Node {index}"
-        kind = node.get("kind")
-        if type(kind) is not str or not kind:
-            kind = first_str(node, "kind", "role") or "node"
-        path = node.get("path")
-        metadata = node.get("metadata")
         nodes.append({
-            "id": prefix + node_id, "label": label, "kind": kind,
-            "path": path if type(path) is str else text_of(path),
-            "metadata": {**metadata, "connectionId": source_id} if isinstance(metadata, dict)
-            else {"connectionId": source_id}})
+            "id": prefix + node_id, "label": node.label or f"Node {index}", "kind": node.kind or "node",
+            "path": node.path, "metadata": _metadata(node.metadata, source_id)})
     edges: list[JsonObject] = []
-    for edge in as_list(raw.get("edges")):
-        if not isinstance(edge, dict):
-            continue
-        source, target = edge.get("source"), edge.get("target")
-        if type(source) is not str:
-            source = text_of(source)
-        if type(target) is not str:
-            target = text_of(target)
+    for edge in raw_edges:
+        source, target = edge.source, edge.target
         if not source or not target:
             continue
-        relation = edge.get("relation")
-        if type(relation) is not str or not relation:
-            relation = first_str(edge, "relation", "kind") or "related"
-        metadata = edge.get("metadata")
-        source_local, target_local = source in local_ids, target in local_ids
         edges.append({
-            "source": prefix + source if source_local else source,
-            "target": prefix + target if target_local else target,
-            "relation": relation,
-            "metadata": {**metadata, "connectionId": source_id} if isinstance(metadata, dict)
-            else {"connectionId": source_id}})
-    return nodes, edges
+            "source": prefix + source if source in local_ids else source,
+            "target": prefix + target if target in local_ids else target,
+            "relation": edge.relation or "related",
+            "metadata": _metadata(edge.metadata, source_id)})
+    return WireGraph(nodes, edges)
 
 
 def graph_from(payload: JsonObject, source_id: str) -> WireGraph:
     """The source's graph in its wire form (a query answer carries a hundred nodes and edges or more)."""
-    nodes, edges = _graph_items(payload, source_id)
-    return WireGraph(nodes, edges)
+    return graph_of(SourceAnswer.model_validate(payload), source_id)
 
 
 def evidence_from(payload: JsonObject, source: SourceDescriptor) -> SourceEvidence:
     """What the run keeps of one source's context: its citations, graph and preview lines."""
-    orientation = []
-    for item in as_list(payload.get("orientation")):
-        if isinstance(item, dict):
-            orientation.append(_preview(text_of(item.get("path")), text_of(item.get("title")),
-                                        text_of(first(item, "id", "page_id", "pageId"))))
+    pack = SourceContextPack.model_validate(payload)
+    orientation = [_preview(text_of(item.path), text_of(item.title), text_of(item.item_id))
+                   for item in pack.orientation or () if item is not None]
     return SourceEvidence(
-        wiki_title=text_of(first(payload, "wiki_title", "wikiTitle", "title")) or source.name,
-        citations=citations_from(payload, source),
-        graph=graph_from(payload, source.id),
+        wiki_title=text_of(pack.wiki_title) or source.name,
+        citations=citations_of(pack.cited_items(), source),
+        graph=graph_of(pack, source.id),
         orientation=[o for o in orientation if o],
-        answerable=answerable if isinstance(answerable := payload.get("answerable"), bool) else None)
+        answerable=pack.answerable)
 
 
 def merge_graphs(graphs: Sequence[WireGraph]) -> WireGraph:

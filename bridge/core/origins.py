@@ -36,19 +36,17 @@ def _path(value: Any) -> str | None:
     return value
 
 
-def citation_origin(item: dict[str, Any]) -> CitationOrigin | None:
-    """The item's `origin` (path, line_start, line_end, sha256) with its `section`'s heading
+def citation_origin(origin: dict[str, Any] | None, section: dict[str, Any] | None) -> CitationOrigin | None:
+    """An item's `origin` (path, line_start, line_end, sha256) with its `section`'s heading
     path and handle; None when it has none or it does not hold up."""
-    origin = item.get("origin")
-    if not isinstance(origin, dict):
+    if origin is None:
         return None
     path = _path(origin.get("path"))
     start, end = _line(origin.get("line_start")), _line(origin.get("line_end"))
     if path is None or start is None or end is None or end < start:
         return None
     digest = origin.get("sha256")
-    section = item.get("section")
-    section = section if isinstance(section, dict) else {}
+    section = section or {}
     handle = section.get("handle")
     heading = section.get("heading_path")
     return CitationOrigin(

@@ -44,6 +44,7 @@ from bridge.web.mcp_payloads import context_value, prefixed, search_results, str
 from common.bridge_schemas import Diagnostic, JsonObject, TraceStep
 from common.options import reference_text
 from common.options import reference_text as query_text
+from common.source_answer import SourceAnswer
 
 # ----------------------------------------------------------------------------- the tools
 
@@ -323,8 +324,9 @@ class SourceTools:
         citation_groups = []
         for source, seeds in plan:  # sequential on purpose: one neighbourhood at a time per contract
             payload = await self._client(source).neighbors(seeds, depth, direction, relations, limit, include)
-            graph = artifact.graph_from(payload, source.id)
-            citations = artifact.citations_from(payload, source)
+            answer = SourceAnswer.model_validate(payload)
+            graph = artifact.graph_of(answer, source.id)
+            citations = artifact.citations_of(answer.cited_items(), source)
             graphs.append(graph)
             citation_groups.append(citations)
             neighborhoods.append({
