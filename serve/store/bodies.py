@@ -21,6 +21,10 @@ log = structlog.get_logger("llmwiki.serve.store")
 
 _BODY = ("SELECT p.text_z FROM pages p JOIN files f ON f.rel = p.rel "
          "WHERE p.rel = ? AND f.digest = ?")
+# Bodies read lately, by content (rel, digest, sha1: never stale): a context pack reads each
+# evidence page's text and sections in two places, and agents ask around the same pages.
+# Bounded (about 2.5 KB an entry): emptied when full.
+RECENT_BODIES = 512
 _SECTIONS = ("SELECT heading, level, line_start, line_end, sha256 FROM sections "
              "WHERE rel = ? ORDER BY position")
 
@@ -53,8 +57,19 @@ class Bodies:
         self.database = database
         self.root = database.identity["root"]
         self.max_page_bytes = int(database.identity["max_page_bytes"])
+        self._recent: dict[tuple[str, str, bytes], tuple[bytes, tuple[Any, ...]]] = {}
 
     def read(self, body: StoredBody) -> tuple[bytes, tuple[Any, ...]]:
+        key = (body.rel, body.digest, body.sha1)
+        found = self._recent.get(key)
+        if found is None:
+            found = self._read(body)
+            if len(self._recent) >= RECENT_BODIES:
+                self._recent.clear()
+            self._recent[key] = found
+        return found
+
+    def _read(self, body: StoredBody) -> tuple[bytes, tuple[Any, ...]]:
         try:
             with self.database.reading() as conn:
                 found = read_body(conn, body.rel, body.digest)
