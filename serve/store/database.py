@@ -8,6 +8,7 @@ import hashlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -24,6 +25,10 @@ SCHEMA_VERSION = 3  # 2: a page's lists in one JSON column; 3: text_sha1, bodies
 # sqlite3's "application_id": a database file of another program is never taken for ours.
 APPLICATION_ID = 0x6C6C7731  # "llw1"
 BUSY_TIMEOUT_MS = 5000  # another serve process's write in progress: wait, then give up
+# Two processes opening a new file at once can each hold a lock the other needs to switch it to
+# WAL; SQLite then answers "locked" at once (no wait would end it): the check starts over.
+PREPARE_ATTEMPTS = 20
+PREPARE_PAUSE_S = 0.02
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -137,48 +142,66 @@ class Database:
     def _prepare(self) -> None:
         """Make sure the file holds this build's schema and identity, else rebuild it empty.
         A damaged or foreign file is logged and replaced; a directory where nothing can be
-        written sends the store to memory."""
-        try:
+        written sends the store to memory. A file another process is creating right now is
+        waited for, never taken for a damaged one."""
+        for attempt in range(1, PREPARE_ATTEMPTS + 1):
             try:
-                conn = self._connect_file()
-            except sqlite3.OperationalError:
-                raise  # cannot be opened at all (permissions, no space): see below
-            except sqlite3.DatabaseError:
-                reason = "damaged"  # not a database: the engine refused its header
-            else:
-                try:
-                    reason = self._unusable(conn)
-                finally:
-                    conn.close()
-            if reason:
-                if reason != "new":  # a new file may be another process's, being created
-                    log.warning("store_rebuilt", reason=reason)
-                    self._remove_files()
-                conn = self._connect_file()
-                try:
-                    self._create(conn)
-                finally:
-                    conn.close()
-        except (sqlite3.Error, OSError) as exc:
-            self._to_memory(exc)
+                self._check_or_create()
+                return
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or attempt == PREPARE_ATTEMPTS:
+                    self._to_memory(exc)
+                    return
+                time.sleep(PREPARE_PAUSE_S * attempt)
+            except (sqlite3.Error, OSError) as exc:
+                self._to_memory(exc)
+                return
+
+    def _check_or_create(self) -> None:
+        try:
+            conn = self._connect_file()
+        except sqlite3.OperationalError:
+            raise  # cannot be opened at all (permissions, no space): memory
+        except sqlite3.DatabaseError:
+            reason = "damaged"  # not a database: the engine refused its header
+        else:
+            try:
+                reason = self._unusable(conn)
+            finally:
+                conn.close()
+        if reason:
+            if reason != "new":  # a new file may be another process's, being created
+                log.warning("store_rebuilt", reason=reason)
+                self._remove_files()
+            conn = self._connect_file()
+            try:
+                self._create(conn)
+            finally:
+                conn.close()
 
     def _unusable(self, conn: sqlite3.Connection) -> str:
         """Why this file cannot serve as the store ("" when it can, "new" when empty)."""
         try:
             if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
                 return "no_wal"
-            app = conn.execute("PRAGMA application_id").fetchone()[0]
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
-            if app == 0 and version == 0 and tables == 0:
-                return "new"
-            if app != APPLICATION_ID:
-                return "foreign"
-            if version != SCHEMA_VERSION:
-                return "older" if version < SCHEMA_VERSION else "newer"
-            if conn.execute("PRAGMA quick_check(1)").fetchone()[0] != "ok":
-                return "damaged"
-            stored = dict(conn.execute("SELECT key, value FROM meta"))
+            # One read transaction: another process's creation is seen whole or not at all.
+            with transaction(conn, write=False):
+                tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+                app = conn.execute("PRAGMA application_id").fetchone()[0]
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if app == 0 and version == 0 and tables == 0:
+                    return "new"
+                if app != APPLICATION_ID:
+                    return "foreign"
+                if version != SCHEMA_VERSION:
+                    return "older" if version < SCHEMA_VERSION else "newer"
+                if conn.execute("PRAGMA quick_check(1)").fetchone()[0] != "ok":
+                    return "damaged"
+                stored = dict(conn.execute("SELECT key, value FROM meta"))
+        except sqlite3.OperationalError as exc:
+            if _busy(exc):
+                raise  # another process holds it (creating it, say): _prepare waits
+            return "damaged"
         except sqlite3.DatabaseError:
             return "damaged"
         return "" if stored == self.identity else "other_settings"
@@ -249,6 +272,10 @@ class Database:
             self._remove_files()
         self._ready = False
         self.generation += 1
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 @contextlib.contextmanager
