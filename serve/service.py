@@ -383,8 +383,7 @@ class KnowledgeSource:
         return self.searcher().context(req, graph_limit=self.settings.context_graph_limit)
 
     def context_json(self, req: SearchRequest) -> bytes:
-        """The context pack as compact JSON text (what HTTP answers), built faster than
-        encoding context()."""
+        """The context pack as compact JSON text (what HTTP answers)."""
         return self.searcher().context_json(req, graph_limit=self.settings.context_graph_limit)
 
 

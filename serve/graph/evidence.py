@@ -37,7 +37,6 @@ class SeedItems(NamedTuple):
     own: Any
     pairs: tuple[Any, ...]
     facts: tuple[tuple[tuple[str, ...], tuple[Any, ...], tuple[str, str, str] | None, Any], ...]
-    plan: BudgetPlan | None = None  # set by rendered()
 
     @property
     def size(self) -> int:
@@ -50,7 +49,7 @@ class SeedItems(NamedTuple):
         would only repeat the key (memory). Nodes become their JSON in `view`, but for the
         pages it links to and is linked from: they stay nodes, written (`render`, from the
         snapshot's JSON of each page node) when a pack takes them, as a pack's size budget
-        takes a few of each page's. With the plan budget_seeds() takes them by."""
+        takes a few of each page's."""
         pairs = list(self.pairs)
         for at in range(1, len(pairs), 4):
             node = pairs[at]
@@ -60,8 +59,7 @@ class SeedItems(NamedTuple):
         facts = tuple((ids, tuple(view.node_json(n) for n in nodes), key,
                        edge_meta_json(edge) if edge is not None else None)
                       for ids, nodes, key, edge in self.facts)
-        seed = SeedItems(self.own_id, view.node_json(self.own), tuple(pairs), facts)
-        return seed._replace(plan=budget_plan(seed))
+        return SeedItems(self.own_id, view.node_json(self.own), tuple(pairs), facts)
 
 
 def _as_is(node: Any) -> Any:
@@ -215,9 +213,9 @@ BudgetItem = tuple[Any, Any, Any, Any]
 
 
 class BudgetPlan(NamedTuple):
-    """A rendered seed's items as budget_seeds() takes them, made once per seed (a snapshot
-    keeps its seeds): sorted into the tiers a pack does not change, so a pack only tells
-    links and facts between its evidence pages from the others."""
+    """A rendered seed's items as budget_seeds() takes them: sorted into the tiers the other
+    evidence pages do not change, then (_tiers) links and facts between evidence pages told
+    from the others."""
 
     fixed: tuple[tuple[BudgetItem, ...], ...]  # by tier; TIER_BETWEEN, TIER_LINKS, TIER_FACTS empty
     all_links: tuple[BudgetItem, ...]  # its links and the links to it, in graph order
@@ -284,7 +282,7 @@ def budget_seeds(seeds: Sequence[SeedItems], limit: int, size: int,
     taking the pages' items in turn so the first page cannot use the whole budget. Seeds'
     items are rendered (SeedItems.rendered()); `render` writes the JSON of a page node a
     seed links to or is linked from when the budget reaches it."""
-    plans = [seed.plan if seed.plan is not None else budget_plan(seed) for seed in seeds]
+    plans = [budget_plan(seed) for seed in seeds]
     nodes: dict[str, str] = {}
     edges: dict[tuple[str, str, str], str] = {}
     used = EMPTY_GRAPH_BYTES

@@ -23,7 +23,6 @@ from typing import Any, Protocol
 
 from serve.retrieval.analyzer import COMPOUND_RE, CONNECTOR_RE, KOREAN_PARTICLES, STOPWORDS, analyze, stem
 from serve.source.names import ALIAS_KEYS
-from serve.source.page import Page
 
 NAME_WEIGHT = 0.6  # factor added when the name holds all of the question's weight
 NAMED_WORD_BONUS = 0.25  # name credit per further title word a question holds whole
@@ -161,25 +160,10 @@ def is_hub(page: Any) -> bool:
     return links >= HUB_MIN_LINKS and page.line_count <= HUB_LINES_PER_LINK * links
 
 
-MAX_PROFILES = 16384
-# id(page) -> (page, name terms, heading terms, is_hub) of a Page: immutable, so the entry
-# holds while it is the same object (an edit makes a new one); the object is kept in the
-# entry, so no other can take its id. Bounded: cleared when full.
-_PROFILES: dict[int, tuple[Any, str, str, bool]] = {}
-
-
-def _profile(page: Any) -> tuple[Any, str, str, bool]:
-    """The fields of a page field_factor() reads whatever the question (made once per page)."""
-    found = _PROFILES.get(id(page))
-    if found is not None and found[0] is page:
-        return found
-    found = (page, name_terms(page.title, page.path, page_aliases(page)),
-             heading_terms(page.headings), is_hub(page))
-    if isinstance(page, Page):  # other page types (tests' fakes) may change: not kept
-        if len(_PROFILES) >= MAX_PROFILES:
-            _PROFILES.clear()
-        _PROFILES[id(page)] = found
-    return found
+def _profile(page: Any) -> tuple[str, str, bool]:
+    """The fields of a page field_factor() reads whatever the question."""
+    return (name_terms(page.title, page.path, page_aliases(page)), heading_terms(page.headings),
+            is_hub(page))
 
 
 Keyed = Sequence[tuple[str, float, bool]]  # per query term: "\0term\0", weight, names something
@@ -195,7 +179,7 @@ def field_factor(page: Any, keyed: Keyed, total: float, asked: frozenset[str] = 
     """The multiplier of one page's score for the query terms in `keyed` (keyed_terms(); their
     weights sum to `total`); `asked`: every term of the question, filler words included;
     `lead`: the lead's terms joined as "\0a\0b\0"."""
-    _, name, heads, hub = _profile(page)
+    name, heads, hub = _profile(page)
     in_name = in_heads = in_lead = 0.0
     for key, weight, names in keyed:
         if key in lead:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from functools import lru_cache
 from itertools import accumulate
 from typing import Any
 
@@ -19,17 +18,14 @@ from serve.source.page import Page, collapse
 
 LEAD_CHARS = 60  # how much text before the first matched term a passage keeps
 MAX_POSITIONS = 48  # matched-term positions a passage window is chosen among
-MAX_KEPT = 4096  # pages whose outline and section offsets are kept
 FIELD_ORDER = ("title", "heading", "body", "tag", "path", "alias")
 ITEM_KEYS = ("section", "origin", "matched_fields", "passage")  # what locate() adds
 CUT = "..."  # how a passage or snippet cut short ends
 
 
-@lru_cache(maxsize=MAX_KEPT)
 def _lowered_fields(title: str, headings: tuple[str, ...], tags: tuple[str, ...], path: str,
                     aliases: tuple[str, ...]) -> tuple[str, str, str, str, str]:
-    """A page's fields but the body, lower-cased, in FIELD_ORDER (made once per page: the
-    strings cache their hashes, so the key costs little)."""
+    """A page's fields but the body, lower-cased, in FIELD_ORDER."""
     return (title.lower(), "\n".join(headings).lower(), "\n".join(tags).lower(), path.lower(),
             "\n".join(aliases).lower())
 
@@ -46,33 +42,20 @@ def matched_fields(page: Page, needles: Sequence[str], lowered_text: str) -> lis
             if any(n in text for n in needles)]
 
 
-@lru_cache(maxsize=MAX_KEPT)
 def _outline(table: tuple[Any, ...]) -> tuple[tuple[S.Section, ...], tuple[str, ...]]:
-    """A page's sections and their lower-cased heading paths (made once per page: tables are
-    immutable and hash cheaply, their parts caching their own hashes)."""
+    """A page's sections and their lower-cased heading paths."""
     sections = tuple(S.sections_of(table))
     return sections, tuple(s.path_text.lower() for s in sections)
 
 
-_BOUNDS: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
-
-
 def _bounds(text: str, table: tuple[Any, ...], sections: Sequence[S.Section]) -> list[tuple[int, int]]:
-    """Each section's (start, end) offsets in the page's stripped body `text`. Kept per table:
-    its digests fix the lines, so an equal table means an equal text."""
-    found = _BOUNDS.get(table)
-    if found is not None:
-        return found
+    """Each section's (start, end) offsets in the page's stripped body `text`."""
     # Where each line starts, and len(text) + 1 after the last one.
     starts = list(accumulate(map(len, text.split("\n")), lambda total, n: total + n + 1, initial=0))
     base = S.page_span(table).line_start
     last = len(starts) - 1
-    found = [(starts[min(max(s.line_start - base, 0), last)],
-              starts[min(max(s.line_end - base + 1, 0), last)] - 1) for s in sections]
-    if len(_BOUNDS) >= MAX_KEPT:
-        _BOUNDS.clear()
-    _BOUNDS[table] = found
-    return found
+    return [(starts[min(max(s.line_start - base, 0), last)],
+             starts[min(max(s.line_end - base + 1, 0), last)] - 1) for s in sections]
 
 
 def best_section(heads: Sequence[str], lowered: str, bounds: Sequence[tuple[int, int]],

@@ -364,17 +364,8 @@ class Searcher:
             seeds, req.include_drafts, graph_limit if req.include_graph else 0, size=GRAPH_BYTES)
 
     def context_json(self, req: SearchRequest, *, graph_limit: int) -> bytes:
-        """compact_json(self.context(req)) as UTF-8, with the graph from the snapshot's JSON
-        of each evidence page's neighbourhood (most of a pack's JSON is its graph) and the
-        rest written by json_bytes (the same bytes, faster)."""
-        head, seeds, guidance = self._context_parts(req)
-        graph = self._graph_json(req, seeds, graph_limit)
-        try:
-            graph_body = graph.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate in a name: json_bytes escapes it
-            return json_bytes(self.context(req, graph_limit=graph_limit))
-        return b"".join((json_bytes(head)[:-1], b',"graph":', graph_body, b',"retrieval_guidance":',
-                         json_bytes(guidance), b"}"))
+        """The context pack as compact JSON (what HTTP answers)."""
+        return json_bytes(self.context(req, graph_limit=graph_limit))
 
     def coverage(self, req: SearchRequest, seeds: Sequence[Page]) -> Coverage:
         """Whether the evidence pages hold the question's distinctive terms (answerable.py).
