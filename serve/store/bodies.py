@@ -19,12 +19,12 @@ from serve.watch.file_read import read_file
 
 log = structlog.get_logger("llmwiki.serve.store")
 
-_BODY = ("SELECT p.text_z FROM pages p JOIN files f ON f.rel = p.rel "
-         "WHERE p.rel = ? AND f.digest = ?")
 # Bodies read lately, by content (rel, digest, sha1: never stale): a context pack reads each
 # evidence page's text and sections in two places, and agents ask around the same pages.
 # Bounded (about 2.5 KB an entry): emptied when full.
 RECENT_BODIES = 512
+_BODY = ("SELECT p.text_z FROM pages p JOIN files f ON f.rel = p.rel "
+         "WHERE p.rel = ? AND f.digest = ?")
 _SECTIONS = ("SELECT heading, level, line_start, line_end, sha256 FROM sections "
              "WHERE rel = ? ORDER BY position")
 
@@ -94,9 +94,10 @@ class Bodies:
 
 class StoredBody:
     """Where one page's body and section table sit in the store: the file's row (`rel`) of
-    the content `digest`. Not cached when read, so memory is bounded by what requests touch;
-    `hold` keeps them before a save replaces or drops the row, for the snapshots that
-    still show this page (they let go of this object, and so of the body, when they go)."""
+    the content `digest`. Not kept by this object when read (Bodies keeps the last few), so
+    memory is bounded by what requests touch; `hold` keeps them before a save replaces or
+    drops the row, for the snapshots that still show this page (they let go of this object,
+    and so of the body, when they go)."""
 
     __slots__ = ("bodies", "rel", "digest", "sha1", "parse_key", "held")
 
