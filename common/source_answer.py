@@ -190,3 +190,45 @@ class SourceContextPack(SourceAnswer, SourcePackMetadata):
             return getattr(self, name)
         return getattr(self.metadata, name)
 
+
+
+class ManifestRef(SourceAnswerModel):
+    """One of a source bundle's source refs (contract 4.3.3)."""
+
+    id: Text = _spelled("id", "source_ref_id", "sourceRefId", default="")
+    label: Text = _spelled("label", "name", default="")
+    type: Text = _spelled("type", "kind", default="")
+    uri: Scalar = None
+
+
+class ProjectionCounts(SourceAnswerModel):
+    """A source bundle's projection facts: read from its `projection` object laid over the
+    manifest itself, so a key there wins over the same key at the top (4.3.3)."""
+
+    signature: Text = _spelled("signature", "projection_signature", "projectionSignature", default="")
+    page_count: Count = _spelled("page_count", "pageCount")
+    approved_page_count: Count = _spelled("approved_page_count", "approvedPageCount")
+    graph_node_count: Count = _spelled("graph_node_count", "graphNodeCount")
+    graph_edge_count: Count = _spelled("graph_edge_count", "graphEdgeCount")
+
+
+RawList = Annotated[list[Any] | None, _OrNone()]
+
+
+class SourceManifest(SourceAnswerModel):
+    """A source's manifest or bundle (serve's `GET /manifest`, MCP `llmwiki_source_bundle`) as
+    the bridge reads it; `raw_origins` stays as sent: an object, a list or a comma string."""
+
+    source_id: Text = _spelled("source_id", "sourceId", default="")
+    bundle_id: Text = _spelled("bundle_id", "bundleId", default="")
+    title: Text = ""
+    adapter: Text = ""
+    implementation: Text = ""
+    capabilities: RawList = None
+    source_refs: RawList = _spelled("source_refs", "sourceRefs")
+    raw_origins: Any = _spelled("raw_origins", "rawOrigins")
+    projection: Object = None
+
+    def counts(self, raw: dict[str, Any]) -> ProjectionCounts:
+        """The projection facts of the manifest `raw` this was read from."""
+        return ProjectionCounts.model_validate({**raw, **(self.projection or {})})

@@ -8,7 +8,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from bridge.config.registry import SourceDescriptor
-from bridge.support.fields import as_object, first, text_of
 from common.bridge_schemas import (
     BundleSourceRef,
     JsonObject,
@@ -16,12 +15,9 @@ from common.bridge_schemas import (
     RawOriginsSummary,
     SourceBundle,
 )
+from common.source_answer import ManifestRef, SourceManifest
 
 _SAFE_REF = re.compile(r"^urn:llmwiki:source-ref:[A-Za-z0-9][A-Za-z0-9._~-]{0,127}$")
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def safe_uri(value: Any) -> str | None:
@@ -83,33 +79,30 @@ def _raw_origins(origins: Any) -> RawOriginsSummary | None:
 
 def source_bundle(raw: JsonObject, source: SourceDescriptor) -> SourceBundle:
     """The strict allow-list: roots, locators, linked pages and unknown keys are dropped."""
-    projection_raw = as_object(raw.get("projection"))
-    merged = {**raw, **projection_raw}
-    refs_raw = first(raw, "source_refs", "sourceRefs")
-    refs = refs_raw if isinstance(refs_raw, list) else []
-    raw_origins = _raw_origins(first(raw, "raw_origins", "rawOrigins"))
-    capabilities = raw.get("capabilities")
+    manifest = SourceManifest.model_validate(raw)
+    counts = manifest.counts(raw)
+    refs = manifest.source_refs or []
+    capabilities = manifest.capabilities
     projection = ProjectionSummary(
-        signature=text_of(first(merged, "signature", "projection_signature", "projectionSignature")) or None,
-        page_count=_count(first(merged, "page_count", "pageCount")),
-        approved_page_count=_count(first(merged, "approved_page_count", "approvedPageCount")),
-        graph_node_count=_count(first(merged, "graph_node_count", "graphNodeCount")),
-        graph_edge_count=_count(first(merged, "graph_edge_count", "graphEdgeCount")),
-        source_ref_count=len(refs) if refs else None)
+        signature=counts.signature or None, page_count=counts.page_count,
+        approved_page_count=counts.approved_page_count, graph_node_count=counts.graph_node_count,
+        graph_edge_count=counts.graph_edge_count, source_ref_count=len(refs) if refs else None)
     return SourceBundle(
         connection_id=source.id,
-        source_id=text_of(first(raw, "source_id", "sourceId")) or source.id,
-        bundle_id=text_of(first(raw, "bundle_id", "bundleId")) or None,
-        title=text_of(raw.get("title")) or None,
+        source_id=manifest.source_id or source.id,
+        bundle_id=manifest.bundle_id or None,
+        title=manifest.title or None,
         capabilities=[c.strip() for c in capabilities if isinstance(c, str) and c.strip()] or None
-        if isinstance(capabilities, list) else None,
-        adapter=text_of(raw.get("adapter")) or source.adapter or None,
-        implementation=text_of(raw.get("implementation")) or source.implementation or None,
+        if capabilities is not None else None,
+        adapter=manifest.adapter or source.adapter or None,
+        implementation=manifest.implementation or source.implementation or None,
         projection=projection if projection.model_dump(exclude_none=True) else None,
-        raw_origins=raw_origins,
-        source_refs=[BundleSourceRef(
-            id=text_of(first(r, "id", "source_ref_id", "sourceRefId")) or None,
-            label=text_of(first(r, "label", "name")) or None,
-            type=text_of(first(r, "type", "kind")) or None,
-            uri=safe_uri(r.get("uri"))) for r in refs[:40] if isinstance(r, dict)] or None,
+        raw_origins=_raw_origins(manifest.raw_origins),
+        source_refs=[_ref(ManifestRef.model_validate(r)) for r in refs[:40] if isinstance(r, dict)]
+        or None,
         source_ref_count=len(refs) if refs else None)
+
+
+def _ref(ref: ManifestRef) -> BundleSourceRef:
+    return BundleSourceRef(id=ref.id or None, label=ref.label or None, type=ref.type or None,
+                           uri=safe_uri(ref.uri))
