@@ -50,6 +50,20 @@ OTHER_QUERY: dict[str, Any] = {
               "edges": [{"source": "page:faq", "target": "page:deploy", "relation": "mentions"}]},
 }
 
+# Manifests (contract 4.3.3): camelCase with the counts under `projection`; snake_case with
+# them at the top, the other spellings of a source ref, a root the bridge must drop.
+CAMEL_MANIFEST: dict[str, Any] = {
+    "sourceId": "camel", "bundleId": "camel:sha256:abc", "title": "Camel",
+    "projection": {"projectionSignature": "sha256:abc", "pageCount": 3, "approvedPageCount": 2},
+    "sourceRefs": [{"sourceRefId": "SRC-HOT", "name": "Hot notes", "kind": "doc",
+                    "uri": "https://user:pw@docs.example/hot?x=1"}, "not an object"],
+    "rawOrigins": {"metadataOnly": True, "originCount": "4"}}
+OTHER_MANIFEST: dict[str, Any] = {
+    "source_id": "other", "bundle_id": "other:1", "title": "Other", "root": "/srv/secret",
+    "signature": "sha256:def", "page_count": 5, "graph_node_count": 9,
+    "source_refs": [{"id": "SRC-DEP", "label": "Deploy", "type": "runbook"}],
+    "raw_origins": ["a", "b"]}
+
 
 def _app() -> web.Application:
     async def answer(request: web.Request) -> web.Response:
@@ -58,8 +72,7 @@ def _app() -> web.Application:
             return web.json_response(CAMEL_QUERY if camel else OTHER_QUERY)
         if request.path.endswith("/search"):
             return web.json_response(CAMEL_SEARCH if camel else {"results": []})
-        return web.json_response({"sourceId": "camel", "title": "Camel"} if camel
-                                 else {"source_id": "other", "title": "Other"})
+        return web.json_response(CAMEL_MANIFEST if camel else OTHER_MANIFEST)
 
     app = web.Application()
     for prefix in ("camel", "other"):

@@ -105,3 +105,25 @@ async def test_the_mcp_context_and_search_tools_read_every_spelling(bridge: Serv
     assert found["results"] == [{"id": "camel:release-checklist", "pageId": "release-checklist",
                                  "title": "Release Checklist", "path": "release.md",
                                  "snippet": "Tag, build, publish.", "score": 1, "sourceRefs": ["SRC-REL-2"]}]
+
+
+async def test_the_source_bundle_tool_reads_a_manifest_in_every_spelling(bridge: Service, peers: str) -> None:
+    camel = await tool(bridge, "llmwiki_source_bundle",
+                       {"knowledgeSources": [source("camel", f"{peers}/camel")]})
+    assert camel["sourceBundle"] == {
+        "connectionId": "camel", "sourceId": "camel", "bundleId": "camel:sha256:abc", "title": "Camel",
+        "projection": {"signature": "sha256:abc", "pageCount": 3, "approvedPageCount": 2,
+                       "sourceRefCount": 2},
+        "rawOrigins": {"metadataOnly": True, "originCount": 4},
+        "sourceRefs": [{"id": "SRC-HOT", "label": "Hot notes", "type": "doc",
+                        "uri": "https://docs.example/hot"}],
+        "sourceRefCount": 2}
+    other = await tool(bridge, "llmwiki_source_bundle",
+                       {"knowledgeSources": [source("other", f"{peers}/other")]})
+    assert other["sourceBundle"] == {
+        "connectionId": "other", "sourceId": "other", "bundleId": "other:1", "title": "Other",
+        "projection": {"signature": "sha256:def", "pageCount": 5, "graphNodeCount": 9,
+                       "sourceRefCount": 1},
+        "rawOrigins": {"originCount": 2},
+        "sourceRefs": [{"id": "SRC-DEP", "label": "Deploy", "type": "runbook"}],
+        "sourceRefCount": 1}
