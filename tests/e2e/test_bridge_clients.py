@@ -17,6 +17,7 @@ from google.protobuf import json_format
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.e2e.citations import named_sources
 from tests.e2e.conftest import SAMPLE_WIKI
 from tests.e2e.processes import Service, start_bridge, stop_checked
 
@@ -41,12 +42,6 @@ def bridge(tmp_path_factory: pytest.TempPathFactory, our_serve: Service) -> Iter
 def mcp_client(bridge: Service, mode: str) -> Client:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
     return Client(streamable_http_client(bridge.url + "/mcp", http_client=http), mode=mode)
-
-
-def named_sources(citations: list[dict[str, Any]]) -> set[str]:
-    """The sources the citations name: the same page from several sources is one citation (alsoIn)."""
-    merged = {a["sourceId"] for c in citations for a in c.get("alsoIn", [])}
-    return {c["sourceId"] for c in citations} | merged
 
 
 def source_calls(source_id: str) -> list[tuple[str, dict[str, Any]]]:

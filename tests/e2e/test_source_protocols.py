@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e.citations import named_sources
 from tests.e2e.model_server import ANSWER, MODEL, ModelServer
 from tests.e2e.processes import Service, start_bridge, stop_checked
 
@@ -98,10 +99,7 @@ async def test_sources_that_point_at_nothing_fail_alone(bridge: Service, our_ser
     result = await send(bridge, {"data": {"query": QUESTION, "orchestrationMode": "evidence-only",
                                           "knowledgeSources": sources}})
     # the three serve the same pages: each page is one citation naming the others (alsoIn)
-    citations = result["citations"]
-    merged = {a["sourceId"] for c in citations for a in c.get("alsoIn", [])}
-    named = {c["sourceId"] for c in citations} | merged
-    assert named == {"web", "tools", "agent"}
+    assert named_sources(result["citations"]) == {"web", "tools", "agent"}
     failed = failed_steps(result)
     assert failed and all(s.get("connectionId") == "dead" for s in failed), failed
     assert [d["subject"] for d in result["diagnostics"] if d["scope"] == "source"] == ["dead"]
