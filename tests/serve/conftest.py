@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +17,21 @@ if str(REPO) not in sys.path:  # so `tests.support` imports however pytest is la
     sys.path.insert(0, str(REPO))
 
 from serve.protocols.http import SOURCE_KEY, create_app  # noqa: E402
+from serve.service import KnowledgeSource  # noqa: E402
 from serve.settings import ServeSettings  # noqa: E402
 from tests.support.folders import copy_fixture  # noqa: E402
 
 Client = TestClient[web.Request, web.Application]
 ClientFactory = Callable[..., Awaitable[Client]]
+
+
+@pytest.fixture
+def sources() -> Iterator[list[KnowledgeSource]]:
+    """Sources a test makes (appended by it), closed after it."""
+    made: list[KnowledgeSource] = []
+    yield made
+    for source in made:
+        source.close()
 
 
 @pytest.fixture

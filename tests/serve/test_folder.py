@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +41,6 @@ def parse_in_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Send even a small folder to the parse workers (two, whatever this machine has)."""
     monkeypatch.setattr(parse_pool_module, "PARALLEL_PARSE_MIN", 1)
     monkeypatch.setattr(parse_pool_module, "parse_workers", lambda: 2)
-
-
-@pytest.fixture
-def sources() -> Iterator[list[KnowledgeSource]]:
-    made: list[KnowledgeSource] = []
-    yield made
-    for source in made:
-        source.close()
 
 
 def comparable(record: FileRecord) -> tuple[Any, ...]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import pickle
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +48,6 @@ def digest_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(file_read_module, "digest_file", counting)
     return reads
-
-
-@pytest.fixture
-def sources() -> Iterator[list[KnowledgeSource]]:
-    made: list[KnowledgeSource] = []
-    yield made
-    for source in made:
-        source.close()
 
 
 def start(sources: list[KnowledgeSource], root: Path, cache_dir: Path,
