@@ -50,9 +50,9 @@ class ParseOptions(NamedTuple):
     titles: str = ""  # the shape's title rule (names.TITLE_*); "" = by logseq_titles
 
 
-class StoredBody(Protocol):
-    """A page's body and section table left in the store (serve.store.bodies) rather than held
-    in memory: read by the request that needs them."""
+class BodyRef(Protocol):
+    """A page's body and section table left in the store rather than held in memory, read by
+    the request that needs them (serve.store.bodies.StoredBody is the one kind)."""
 
     @property
     def sha1(self) -> bytes: ...  # of the compressed body, as Page.body_sha1
@@ -72,7 +72,7 @@ class Page(NamedTuple):
     role: str
     # The body text, zlib-compressed (most of a large folder's memory), or, for a page read
     # back from the store, where to find it there: read it through `body_z` or `text`.
-    text_z: bytes | StoredBody
+    text_z: bytes | BodyRef
     summary: str
     frontmatter_json: str  # JSON text: one object instead of a tree per page in memory
     review_state: str
@@ -94,7 +94,7 @@ class Page(NamedTuple):
     okf_json: str = ""  # JSON of the OKF v0.2 `okf` object ("" when not an OKF page)
     aliases: tuple[str, ...] = ()  # other names links and reads may use (names.aliases_of)
     # serve.source.sections: lines and hash per section (the store's, as text_z): `packed_sections`
-    section_table: tuple[Any, ...] | StoredBody = ()
+    section_table: tuple[Any, ...] | BodyRef = ()
 
     @property
     def frontmatter(self) -> dict[str, Any]:
