@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from common.json_wire import json_bytes
 from common.limits import (
     DEFAULT_NEIGHBORHOOD_DEPTH,
     DEFAULT_NEIGHBORHOOD_LIMIT,
@@ -384,7 +385,7 @@ class KnowledgeSource:
 
     def context_json(self, req: SearchRequest) -> bytes:
         """The context pack as compact JSON text (what HTTP answers)."""
-        return self.searcher().context_json(req, graph_limit=self.settings.context_graph_limit)
+        return json_bytes(self.context(req))
 
 
 def _projection(p: Projection) -> ProjectionMetadata:

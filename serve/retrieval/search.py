@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from common.json_wire import json_bytes
 from common.limits import SNIPPET_CHARS
 from serve.errors import UserError
 from serve.graph.evidence import GRAPH_BYTES
@@ -362,10 +361,6 @@ class Searcher:
         """The pack's graph: the evidence's neighbourhood within its size budget, or none."""
         return self.projection.evidence_graph_json(
             seeds, req.include_drafts, graph_limit if req.include_graph else 0, size=GRAPH_BYTES)
-
-    def context_json(self, req: SearchRequest, *, graph_limit: int) -> bytes:
-        """The context pack as compact JSON (what HTTP answers)."""
-        return json_bytes(self.context(req, graph_limit=graph_limit))
 
     def coverage(self, req: SearchRequest, seeds: Sequence[Page]) -> Coverage:
         """Whether the evidence pages hold the question's distinctive terms (answerable.py).

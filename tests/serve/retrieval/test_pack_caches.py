@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from common.json_wire import json_bytes
 from serve.graph.views import compact_json
 from serve.retrieval import guidance
 from serve.retrieval.guidance import build_guidance
@@ -45,7 +46,7 @@ def test_a_content_edit_gives_fresh_orientation_and_equal_pack_json(tmp_path: Pa
         req = SearchRequest(query="release checklist")
         index = LexicalIndex()
         index.sync(before.pages)
-        Searcher(before, index).context_json(req, graph_limit=120)  # fills the results memo and page_json
+        json_bytes(Searcher(before, index).context(req, graph_limit=120))  # fills the memos, page_json
         hot = before.entry_pages(False)[0]
         hub = root / hot.path
         hub.write_text(hub.read_text(encoding="utf-8").replace("\n\n", "\n\nFreshly edited lead.\n\n", 1),
@@ -56,7 +57,7 @@ def test_a_content_edit_gives_fresh_orientation_and_equal_pack_json(tmp_path: Pa
         searcher = Searcher(after, index)
         assert "Freshly edited lead." in searcher.orientation(req)[0]["snippet"]
         pack = searcher.context(req, graph_limit=120)
-        assert searcher.context_json(req, graph_limit=120) == compact_json(pack).encode()
+        assert json_bytes(searcher.context(req, graph_limit=120)) == compact_json(pack).encode()
     finally:
         freshness.close()
 
