@@ -6,6 +6,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -56,6 +57,7 @@ from serve.store.search_index import StoredIndex
 from serve.support.memory import release_free_memory
 from serve.watch.early_read import EarlyRead
 from serve.watch.freshness import Freshness
+from serve.watch.records import FileRecord
 
 # What this build can actually answer, in the contract's order (4.3).
 BASE_CAPABILITIES = (
@@ -90,14 +92,7 @@ class KnowledgeSource:
         self.a2a_enabled = a2a_enabled or settings.enable_a2a
         self.store: Database | None = None
         self.cache: FileRecords | None = None
-        records = None
-        if settings.page_cache:
-            cache_dir = settings.cache_dir or default_cache_dir()
-            self.store = Database(cache_dir, self.root,
-                                  {"max_page_bytes": str(settings.max_page_bytes)})
-            self.cache = FileRecords(self.store)
-            records = self.cache.load()
-        self.loaded_keys = frozenset(records or ())  # what the restart cache held at start
+        self.loaded_keys: frozenset[str] = frozenset()  # what the store held at start
         self.freshness = Freshness(
             self.root,
             source_id=settings.source_id,
@@ -106,9 +101,13 @@ class KnowledgeSource:
             max_page_bytes=settings.max_page_bytes,
             source_profile=settings.source_profile,
             use_inotify=settings.inotify,
-            cached_records=records,
-            known_counts=self.cache.counts if self.cache is not None else None,
         )
+        if settings.page_cache:
+            cache_dir = settings.cache_dir or default_cache_dir()
+            self.store = Database(cache_dir, self.root,
+                                  {"max_page_bytes": str(settings.max_page_bytes)})
+            self.cache = FileRecords(self.store)
+            self.freshness.mirror.stored = self._read_store(self.cache)
         self._early = early
         if early is not None:
             # Taken by the first scan, after its walk; validated per file like cached
@@ -122,6 +121,28 @@ class KnowledgeSource:
         self.warmed = threading.Event()
         self._when_warmed: list[Callable[[], None]] = []
         self._warm_lock = threading.Lock()  # never held long: the event loop takes it
+
+    def _read_store(self, cache: FileRecords) -> Callable[[], dict[str, FileRecord]]:
+        """Start reading the stored records in a thread; what waits for them. The first scan
+        walks the folder meanwhile: the store's checks and reads run in SQLite with the GIL
+        released, the walk in system calls, so the two share the start's time."""
+        reading: Future[dict[str, FileRecord]] = Future()
+
+        def read() -> None:
+            try:
+                reading.set_result(cache.load())
+            except BaseException as exc:  # handed to the scan that waits for the records
+                reading.set_exception(exc)
+
+        threading.Thread(target=read, name="store-read", daemon=True).start()
+
+        def stored() -> dict[str, FileRecord]:
+            records = reading.result()
+            self.loaded_keys = frozenset(records)
+            self.freshness.known_counts.update(cache.counts)
+            return records
+
+        return stored
 
     # -- lifecycle --------------------------------------------------------------------
 

@@ -19,7 +19,6 @@ from serve.source.reading import TooLarge, read_regular
 from serve.source.tree import MARKER_DIRS, PAGE_SUFFIXES, is_tracked_file, is_walked_dir
 from serve.watch import inotify
 from serve.watch.mirror import FolderMirror
-from serve.watch.records import FileRecord
 
 # Directory mtimes come from the kernel's coarse clock: allow for its granularity.
 DIR_MTIME_SLACK_NS = 50_000_000
@@ -49,7 +48,6 @@ class Freshness:
         max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES,
         source_profile: str = "auto",
         use_inotify: bool = True,
-        cached_records: dict[str, FileRecord] | None = None,
         known_counts: dict[str, tuple[int, int]] | None = None,
     ) -> None:
         if refresh_interval_seconds < 0:
@@ -58,7 +56,7 @@ class Freshness:
         self.interval = refresh_interval_seconds
         self.producer_manifest = producer_manifest
         self.mirror = FolderMirror(root, source_id=source_id, max_page_bytes=max_page_bytes,
-                                   records=cached_records, source_profile=source_profile)
+                                   source_profile=source_profile)
         self.use_inotify = use_inotify and inotify.available()
         self.lock = threading.RLock()
         self.current: Projection | None = None

@@ -89,6 +89,9 @@ class FolderMirror:
         # Records still being read (an EarlyRead), taken by the first full scan after its walk,
         # so that walk overlaps the reading; they override `records` like fresher news.
         self.pending: Callable[[], dict[str, FileRecord]] | None = None
+        # Records the store holds, still being read (KnowledgeSource._read_store), taken by the
+        # first full scan after its walk: the records that walk is compared with.
+        self.stored: Callable[[], dict[str, FileRecord]] | None = None
 
     def _structural_change(self, rels: Iterable[str] | None) -> None:
         """Files were added, removed or re-read as other than a content edit (`rels`), or
@@ -115,6 +118,9 @@ class FolderMirror:
         if not self.root.is_dir():
             raise root_missing(self.root_str)
         walk = walk_root(self.root_str)
+        if self.stored is not None:
+            stored, self.stored = self.stored, None
+            self.records = {**stored(), **self.records}
         if self.pending is not None:
             pending, self.pending = self.pending, None
             self.records = {**self.records, **pending()}
