@@ -6,7 +6,6 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -107,12 +106,12 @@ class KnowledgeSource:
             self.store = Database(cache_dir, self.root,
                                   {"max_page_bytes": str(settings.max_page_bytes)})
             self.cache = FileRecords(self.store)
-            self.freshness.mirror.stored = self._read_store(self.cache)
+            self.freshness.mirror.pending.append(self._stored(self.cache.read_in_background()))
         self._early = early
         if early is not None:
             # Taken by the first scan, after its walk; validated per file like cached
             # records, but not counted as loaded, so the cache is written after that scan.
-            self.freshness.mirror.pending = early.records
+            self.freshness.mirror.pending.append(early.records)
         self._saved_generation = -1
         self.indexing = IndexKeeper(StoredIndex(self.store) if self.store is not None else None)
         # Set once the start-up warm-up has run (the HTTP service runs it; a one-shot never
@@ -122,26 +121,12 @@ class KnowledgeSource:
         self._when_warmed: list[Callable[[], None]] = []
         self._warm_lock = threading.Lock()  # never held long: the event loop takes it
 
-    def _read_store(self, cache: FileRecords) -> Callable[[], dict[str, FileRecord]]:
-        """Start reading the stored records in a thread; what waits for them. The first scan
-        walks the folder meanwhile: the store's checks and reads run in SQLite with the GIL
-        released, the walk in system calls, so the two share the start's time."""
-        reading: Future[dict[str, FileRecord]] = Future()
-
-        def read() -> None:
-            try:
-                reading.set_result(cache.load())
-            except BaseException as exc:  # handed to the scan that waits for the records
-                reading.set_exception(exc)
-
-        threading.Thread(target=read, name="store-read", daemon=True).start()
-
-        def stored() -> dict[str, FileRecord]:
-            records = reading.result()
+    def _stored(self, reading: Callable[[], dict[str, FileRecord]]) -> Callable[[], dict[str, FileRecord]]:
+        def stored() -> dict[str, FileRecord]:  # taken by the first scan, after its walk
+            records = reading()
             self.loaded_keys = frozenset(records)
-            self.freshness.known_counts.update(cache.counts)
+            self.freshness.known_counts.update(self.cache.counts if self.cache else {})
             return records
-
         return stored
 
     # -- lifecycle --------------------------------------------------------------------

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from typing import Any
 
 import structlog
@@ -85,6 +87,21 @@ class FileRecords:
         self._saved = dict(records)
         self._generation = self.database.generation
         return records
+
+    def read_in_background(self) -> Callable[[], dict[str, FileRecord]]:
+        """Start load() in a thread; what waits for its records. The first scan walks the
+        folder meanwhile: SQLite's checks and reads release the GIL, and so do the walk's
+        system calls, so a restart no longer waits for one before starting the other."""
+        reading: Future[dict[str, FileRecord]] = Future()
+
+        def read() -> None:
+            try:
+                reading.set_result(self.load())
+            except BaseException as exc:  # raised to the scan that waits for the records
+                reading.set_exception(exc)
+
+        threading.Thread(target=read, name="store-read", daemon=True).start()
+        return reading.result
 
     def _read(self, conn: sqlite3.Connection) -> dict[str, FileRecord]:
         """One pass over the files, with their pages' columns but not their bodies."""

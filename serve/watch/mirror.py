@@ -51,13 +51,13 @@ class FolderMirror:
     Not thread-safe by itself: the freshness controller serialises calls."""
 
     def __init__(self, root: Path, *, source_id: str | None, max_page_bytes: int,
-                 records: dict[str, FileRecord] | None = None, source_profile: str = "auto") -> None:
+                 source_profile: str = "auto") -> None:
         self.root = root
         self.source_profile = source_profile
         self.root_str = str(root)
         self.source_id = source_id
         self.max_page_bytes = max_page_bytes
-        self.records: dict[str, FileRecord] = records or {}
+        self.records: dict[str, FileRecord] = {}
         self.dirs: set[str] = set()
         self.markers: dict[str, int] = {}
         self.ignored: dict[str, str] = {}  # ignored and reported entries (see Walk.ignored)
@@ -86,12 +86,9 @@ class FolderMirror:
         # (None: make them all anew); `_order` is their walk order when it was kept.
         self._line_changes: set[str] | None = None
         self._order: list[str] | None = None
-        # Records still being read (an EarlyRead), taken by the first full scan after its walk,
-        # so that walk overlaps the reading; they override `records` like fresher news.
-        self.pending: Callable[[], dict[str, FileRecord]] | None = None
-        # Records the store holds, still being read (KnowledgeSource._read_store), taken by the
-        # first full scan after its walk: the records that walk is compared with.
-        self.stored: Callable[[], dict[str, FileRecord]] | None = None
+        # Records still being read (the store's, then an EarlyRead's), taken by the first full
+        # scan after its walk, so that walk overlaps the reading; each overrides those before.
+        self.pending: list[Callable[[], dict[str, FileRecord]]] = []
 
     def _structural_change(self, rels: Iterable[str] | None) -> None:
         """Files were added, removed or re-read as other than a content edit (`rels`), or
@@ -118,12 +115,8 @@ class FolderMirror:
         if not self.root.is_dir():
             raise root_missing(self.root_str)
         walk = walk_root(self.root_str)
-        if self.stored is not None:
-            stored, self.stored = self.stored, None
-            self.records = {**stored(), **self.records}
-        if self.pending is not None:
-            pending, self.pending = self.pending, None
-            self.records = {**self.records, **pending()}
+        while self.pending:
+            self.records = {**self.records, **self.pending.pop(0)()}
         # Knowing the layout before reading lets each page be parsed as it is read, so a
         # large folder's bytes are never all in memory at once.
         consulted: dict[str, str | None] = {}

@@ -125,7 +125,7 @@ def test_early_read_serves_the_same_answers_without_parsing_again(
     early = EarlyRead(root, max_page_bytes=DEFAULT_MAX_PAGE_BYTES)
     head_start = KnowledgeSource(settings, early=early)
     sources.append(head_start)
-    assert head_start.freshness.mirror.pending is not None  # taken by the first scan
+    assert head_start.freshness.mirror.pending  # taken by the first scan
     # An empty store of its own: everything parsed, and /health says "disk" for both.
     plain = KnowledgeSource(ServeSettings(root=root, cache_dir=tmp_path / "plain-cache"))
     sources.append(plain)
