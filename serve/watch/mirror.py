@@ -12,6 +12,7 @@ import structlog
 
 from serve.errors import okf_invalid, root_missing, root_unsupported
 from serve.graph.model import Fragment, SidecarFile
+from serve.snapshot.derive import derive, derive_pages, with_sidecars
 from serve.snapshot.projection import FileProblem, Projection, signature_of
 from serve.source import okf
 from serve.source.layout import HUB_FILES, FolderView, Layout, detect_layout
@@ -73,7 +74,7 @@ class FolderMirror:
         self.dirty: set[str] | None = None
         # Files added, removed or changed in any way since the last projection, or None when
         # something other than page files changed (config, sidecars, markers): with a set,
-        # the next projection is derived page by page (Projection.derive_pages).
+        # the next projection is derived page by page (snapshot/derive.py derive_pages).
         self.touched: set[str] | None = None
         self._page_problems: dict[str, FileProblem] = {}  # page files' problems, by file
         # What layout detection saw at the last projection: .md files, how many per
@@ -356,7 +357,7 @@ class FolderMirror:
                 return None
             replaced.append((record.page, record.fragment))
         # Content-only changes keep each file's problem status, so diagnostics carry over.
-        return previous.derive(replaced, self.signature(), previous.diagnostics)
+        return derive(previous, replaced, self.signature(), previous.diagnostics)
 
     def _derive_pages(self, previous: Projection) -> Projection | None:
         """The next snapshot from `previous` when only page files or the sidecar files were
@@ -401,10 +402,10 @@ class FolderMirror:
         signature, diagnostics = self.signature(), self._diagnostics()
         derived: Projection | None = previous
         if gone or added or not sidecars_changed:
-            derived = previous.derive_pages(gone, added, signature, diagnostics, raw_labels,
-                                            lambda path: page_sort_key(layout, path))
+            derived = derive_pages(previous, gone, added, signature, diagnostics, raw_labels,
+                                   lambda path: page_sort_key(layout, path))
         if derived is not None and sidecars_changed:
-            derived = derived.with_sidecars(self._sidecars(layout), signature, diagnostics)
+            derived = with_sidecars(derived, self._sidecars(layout), signature, diagnostics)
         if derived is not None:
             self.layout = layout
             self._layout_generation = self.generation
