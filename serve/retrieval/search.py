@@ -16,8 +16,9 @@ from common.limits import SNIPPET_CHARS
 from serve.errors import UserError
 from serve.graph.evidence import GRAPH_BYTES
 from serve.retrieval.answerable import Coverage, IndexLookup, judge
+from serve.retrieval.bm25 import Hit
 from serve.retrieval.guidance import build_guidance
-from serve.retrieval.index import Hit, LexicalIndex
+from serve.retrieval.index import LexicalIndex
 from serve.retrieval.literal_bounds import literal_bounds, upper_scores
 from serve.retrieval.pairs import literal_haystack
 from serve.retrieval.passage import ITEM_KEYS, locate, without_repeated_passage
