@@ -25,7 +25,8 @@ from serve.retrieval.passage import ITEM_KEYS, locate, without_repeated_passage
 from serve.retrieval.question import asked_terms, question_terms
 from serve.retrieval.scoring import ROLE_MULTIPLIER
 from serve.snapshot.projection import Projection
-from serve.source.page import ROLE_RANK, Page, collapse
+from serve.source.page import ROLE_RANK, Page
+from serve.source.parse import collapse
 
 DEFAULT_SNIPPET_CHARS = 280
 MAX_QUERY_TERMS = 64  # a 100 KB query is searched by its first 64 distinct terms
