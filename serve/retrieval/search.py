@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from serve.errors import UserError
-from serve.graph.evidence import GRAPH_BYTES
+from serve.graph.budget import GRAPH_BYTES
 from serve.retrieval.answerable import Coverage, IndexLookup, judge
 from serve.retrieval.bm25 import Hit
 from serve.retrieval.guidance import build_guidance

@@ -6,15 +6,8 @@ from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
-from serve.graph.evidence import (
-    SeedItems,
-    budget_seeds,
-    budgeted_json,
-    edge_text,
-    graph_json,
-    merge_seeds,
-    seed_items,
-)
+from serve.graph.budget import budget_seeds, budgeted_json
+from serve.graph.evidence import SeedItems, edge_text, graph_json, merge_seeds, seed_items
 from serve.graph.links import Owners
 from serve.graph.model import page_node
 from serve.graph.views import GraphView
@@ -37,7 +30,7 @@ def evidence_graph_json(snapshot: Projection, seeds: Sequence[Page], include_dra
     """The compact JSON of the neighbourhood of the evidence pages, for a context pack. Each
     evidence page's items are kept as JSON per snapshot (the walk and the rendering were
     most of a context pack's work), so a pack only merges them. With `size`, the graph
-    is cut to that many bytes (evidence.budget_seeds) and says so."""
+    is cut to that many bytes (graph/budget.py budget_seeds) and says so."""
     if limit <= 0 or not seeds:
         return graph_json([], [])
     view = GraphView([], [], snapshot.base_meta, snapshot.caches.page_json)  # writes the items' JSON
