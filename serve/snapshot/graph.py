@@ -6,9 +6,10 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from serve.graph.evidence import SidecarFact, first_owners, incoming_links, sidecar_facts
+from serve.graph.indexed_views import ApprovedView, FullView
 from serve.graph.links import LinkIndex, SidecarPart, sidecar_part
 from serve.graph.model import Edge, Fragment, Node, build_graph, build_lookup, graph_counts
-from serve.graph.views import ApprovedView, FullView, GraphView, approved_view
+from serve.graph.views import GraphView, approved_view
 from serve.source.page import Page
 
 if TYPE_CHECKING:

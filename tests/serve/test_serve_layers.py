@@ -34,7 +34,6 @@ WEB = ("aiohttp", "aiohttp_cors", "prometheus_client", "serve.protocols")
 # Over the cap today, to be split (issue 25); each may only shrink.
 LONGER: dict[str, int] = {
     "serve.protocols.mcp": 409,
-    "serve.graph.views": 402,
 }
 
 
