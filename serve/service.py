@@ -43,7 +43,8 @@ from serve.graph.neighbourhood import neighbourhood
 from serve.indexing import IndexKeeper
 from serve.reads.focus import ReadOptions, read_payload, section_read
 from serve.reads.target import find_read_target
-from serve.retrieval.search import Searcher, SearchRequest, project_fields
+from serve.retrieval.items import project_fields
+from serve.retrieval.search import Searcher, SearchRequest
 from serve.routes import endpoint_paths
 from serve.settings import ServeSettings
 from serve.snapshot.projection import Projection

@@ -14,7 +14,8 @@ from typing import Any
 from serve.retrieval.fields import page_aliases
 from serve.source import sections as S
 from serve.source.handles import section_handle
-from serve.source.page import Page, collapse
+from serve.source.page import Page
+from serve.source.parse import collapse
 
 LEAD_CHARS = 60  # how much text before the first matched term a passage keeps
 MAX_POSITIONS = 48  # matched-term positions a passage window is chosen among

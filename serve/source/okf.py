@@ -9,15 +9,8 @@ import math
 from typing import Any
 
 from serve.source.frontmatter import MAX_FRONTMATTER_CHARS, load_block, split_block
-from serve.source.page import (
-    Page,
-    ParseOptions,
-    collapse,
-    dedupe_casefold,
-    page_id_from,
-    parse_page,
-    string_list,
-)
+from serve.source.page import Page, ParseOptions
+from serve.source.parse import collapse, dedupe_casefold, page_id_from, parse_page, string_list
 from serve.source.visibility import approved_for_serving
 
 PROFILE = "okf-v0.2"

@@ -57,7 +57,7 @@ def section_table(text: str, body: str, body_line: int,
     """The section table of a file's decoded `text` whose body (a suffix of it) starts on
     `body_line`; `headings` are (text, level, line) of its headings outside fenced code, in
     order, and `offsets` where each heading's line starts in the body
-    (serve.source.page.headings_of)."""
+    (serve.source.parse.headings_of)."""
     body_start = len(text) - len(body)
     lead = len(body) - len(body.lstrip())
     if lead == len(body):

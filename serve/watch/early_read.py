@@ -8,9 +8,9 @@ import structlog
 
 from serve.source.layout import FolderView, detect_layout
 from serve.source.tree import walk_root
-from serve.watch.mirror import FolderMirror
 from serve.watch.parse_pool import ParseInWorkers, worth_forking
 from serve.watch.records import FileRecord
+from serve.watch.tracked import TrackedFiles
 
 log = structlog.get_logger("llmwiki.serve.watch.mirror")
 
@@ -30,14 +30,13 @@ class EarlyRead:
             walk = walk_root(str(root))
             if not worth_forking(len(walk.files)):
                 return  # small enough to read quickly the ordinary way
-            mirror = FolderMirror(root, source_id=None, max_page_bytes=max_page_bytes,
-                                  source_profile=source_profile)
-            mirror.layout = detect_layout(FolderView(walk.files.keys(), walk.dirs,
-                                                     walk.marker_dirs.keys(), mirror._config_text),
-                                          root.name, source_profile)
-            if mirror.layout is None:
+            files = TrackedFiles(root, max_page_bytes=max_page_bytes, source_profile=source_profile)
+            files.layout = detect_layout(FolderView(walk.files.keys(), walk.dirs,
+                                                    walk.marker_dirs.keys(), files._config_text),
+                                         root.name, source_profile)
+            if files.layout is None:
                 return
-            self._parsing = ParseInWorkers((mirror._job(rel, {}), st)
+            self._parsing = ParseInWorkers((files._job(rel, {}), st)
                                            for rel, st in walk.files.items())
         except Exception as exc:  # only a head start: the mirror reads what is missing
             self._failure = type(exc).__name__

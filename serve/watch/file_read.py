@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from serve.graph.model import Fragment, page_fragment
 from serve.source import okf, sections
-from serve.source.page import Page, ParseOptions, parse_page
+from serve.source.page import Page, ParseOptions
+from serve.source.parse import parse_page
 from serve.source.reading import FileChanging, NotRegularFile, TooLarge, read_regular
 from serve.source.sidecar import SidecarEdge, parse_sidecar
 

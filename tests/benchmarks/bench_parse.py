@@ -1,4 +1,4 @@
-"""Page parsing time: serve.source.page.parse_page over real folders and adversarial pages.
+"""Page parsing time: serve.source.parse.parse_page over real folders and adversarial pages.
 
     .venv/bin/python -m tests.benchmarks.bench_parse [--size BYTES] [--repeat N] [--no-tldr]
     PYTHONPATH=/tmp/code-<commit> .venv/bin/python -m tests.benchmarks.bench_parse   # one commit
@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _parse_all(texts: list[tuple[str, str]]) -> float:
-    from serve.source.page import ParseOptions, parse_page
+    from serve.source.page import ParseOptions
+    from serve.source.parse import parse_page
 
     options = ParseOptions()
     start = time.perf_counter()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import serve.snapshot.projection as projection_module
+import serve.snapshot.evidence as projection_module
 from serve.graph.evidence import edge_meta_json, edge_text, graph_json
 from serve.graph.model import (
     UNRESOLVED_LINK,

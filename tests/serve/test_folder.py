@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 import serve.source.layout as layout_module
-import serve.watch.mirror as folder_module
 import serve.watch.parse_pool as parse_pool_module
 import serve.watch.records as records_module
+import serve.watch.tracked as folder_module
 from common.schemas import CorsStatus
 from serve.service import KnowledgeSource
 from serve.settings import DEFAULT_MAX_PAGE_BYTES, ServeSettings

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from serve.graph.evidence import EMPTY_GRAPH_BYTES, GRAPH_BYTES
+from serve.graph.budget import EMPTY_GRAPH_BYTES, GRAPH_BYTES
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
 from tests.serve.test_evidence_graph import FOLDERS, _projection, edge_case_folder, seed_sets

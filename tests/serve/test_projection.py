@@ -18,7 +18,8 @@ import pytest
 from serve.graph.model import Edge, Node, canonical_relation, lookup_key, slug, unresolved_node
 from serve.graph.views import approved_view
 from serve.snapshot.projection import Projection, bundle_id_of, signature_of
-from serve.source.page import ParseOptions, parse_page
+from serve.source.page import ParseOptions
+from serve.source.parse import parse_page
 from serve.watch.mirror import FolderMirror
 from tests.support.folders import (
     FIXTURES,

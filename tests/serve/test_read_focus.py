@@ -23,7 +23,8 @@ from serve.reads.focus import (
     strip_particle,
 )
 from serve.settings import ServeSettings, SettingsError, resolve_settings
-from serve.source.page import Page, ParseOptions, parse_page
+from serve.source.page import Page, ParseOptions
+from serve.source.parse import parse_page
 
 FOCUSED_KEYS = ["id", "title", "path", "role", "summary", "review_state", "status", "updated_at",
                 "tags", "read_mode", "query", "requested_sections", "matched", "outline",

@@ -18,7 +18,8 @@ from serve.errors import WikiRootError
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
 from serve.source import sections as S
-from serve.source.page import ParseOptions, parse_page
+from serve.source.page import ParseOptions
+from serve.source.parse import parse_page
 from serve.watch.file_read import read_file
 from tests.support.folders import copy_fixture
 

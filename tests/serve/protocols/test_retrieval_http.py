@@ -26,7 +26,7 @@ from common.schemas import (
     SearchResponse,
     SearchResult,
 )
-from serve.graph.evidence import GRAPH_BYTES
+from serve.graph.budget import GRAPH_BYTES
 from serve.protocols import http, off_loop
 from serve.retrieval.search import SearchRequest
 from tests.support.folders import copy_fixture

@@ -11,7 +11,8 @@ from serve.graph.views import compact_json
 from serve.retrieval import guidance
 from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import LexicalIndex
-from serve.retrieval.search import MEMO_ENTRIES, Searcher, SearchRequest, result, snippet
+from serve.retrieval.items import result, snippet
+from serve.retrieval.search import MEMO_ENTRIES, Searcher, SearchRequest
 from serve.watch.freshness import Freshness
 from tests.support.folders import copy_fixture
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from serve.retrieval.analyzer import analyze
 from serve.retrieval.fields import HUB_FACTOR, NAME_WEIGHT, is_hub, keyed_terms, names_page, weigh_fields
 from serve.retrieval.fields import field_factor as _field_factor
-from serve.retrieval.index import lead_terms
 from serve.retrieval.question import asked_terms, content_text, question_terms
+from serve.retrieval.scoring import lead_terms
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
 

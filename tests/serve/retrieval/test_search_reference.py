@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from serve.retrieval.analyzer import analyze
+from serve.retrieval.bm25 import Hit
 from serve.retrieval.fields import weigh_fields
-from serve.retrieval.index import Hit, LexicalIndex
+from serve.retrieval.index import LexicalIndex
 from serve.retrieval.scoring import (
     K1,
     PHRASE_WEIGHT,

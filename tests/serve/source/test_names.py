@@ -8,7 +8,8 @@ import pytest
 
 from serve.source import names
 from serve.source.layout import jsonc_text
-from serve.source.page import Page, ParseOptions, parse_page
+from serve.source.page import Page, ParseOptions
+from serve.source.parse import parse_page
 
 GENERIC = ParseOptions()
 OBSIDIAN = ParseOptions(titles=names.TITLE_FILE)

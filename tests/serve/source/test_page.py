@@ -7,8 +7,9 @@ import zlib
 
 import pytest
 
-import serve.source.page as page_module
-from serve.source.page import Page, ParseOptions, parse_page
+import serve.source.parse as page_module
+from serve.source.page import Page, ParseOptions
+from serve.source.parse import parse_page
 from serve.watch.file_read import decode_text
 
 GENERIC = ParseOptions()

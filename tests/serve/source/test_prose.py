@@ -10,7 +10,8 @@ import time
 import pytest
 
 from serve.source import prose
-from serve.source.page import ParseOptions, parse_page
+from serve.source.page import ParseOptions
+from serve.source.parse import parse_page
 from tests.support.adversarial import ADVERSARIAL, MB, plain_page
 
 # The patterns the scans replace (quadratic on runs of '['): the scans must match them.

@@ -1,0 +1,146 @@
+"""A bulk-built lexical index as arrays for the store, and the index made again from them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from serve.retrieval.pairs import SIGNATURE_BITS, PairSignatures
+from serve.retrieval.scoring import ROLE_MULTIPLIER
+from serve.source.page import Page
+
+if TYPE_CHECKING:
+    from serve.retrieval.index import LexicalIndex, PairColumns
+
+# serve/store/search_index.py keeps these arrays; LexicalIndex.exported, .restored and
+# .reused are these functions.
+
+
+def is_bulk_of(index: LexicalIndex, pages: Sequence[Page]) -> bool:
+    """Whether the index is exactly a bulk build of `pages`, in their order (no later
+    edits): only such a state is written to the restart cache."""
+    return (not index.delta and index.dead == 0 and len(index.pages) == len(pages)
+            and all(a is b for a, b in zip(index.pages, pages, strict=True)))
+
+
+def exported(index: LexicalIndex) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The terms in id order and the arrays restored() takes back, safe to read after the
+    index lock is released: what edits change in place (document frequencies, lengths) is
+    copied; the main segment is only ever replaced, never written; and an edit sets filter
+    bits only for documents past the count, which restored() never reads."""
+    size = len(index.vocab)
+    signatures = index.pair_signatures
+    return list(index.vocab), {
+        "indptr": index.indptr, "main_docs": index.main_docs, "main_tfs": index.main_tfs,
+        "df_all": index.df_all[:size].copy(), "df_approved": index.df_approved[:size].copy(),
+        "doc_len": np.frombuffer(index.doc_len, dtype=np.float32).copy(),
+        "pair_columns": signatures.columns[:, : -(-signatures.count // 8)],
+        "approved": np.frombuffer(index.approved, dtype=np.uint8).copy(),
+    }
+
+
+def restored(index: LexicalIndex, pages: Sequence[Page], terms: list[str],
+             arrays: dict[str, np.ndarray], pair_columns: PairColumns | None = None) -> LexicalIndex:
+    """`index` (new, empty) made the index a bulk build of `pages` made, from exported()
+    state. The arrays come from a file someone may have altered: every shape and id is
+    checked against the pages, so a search can never index out of bounds (ValueError when
+    anything does not fit). With `pair_columns`, the arrays lack "pair_columns": the pair
+    signatures are left unread until a literal search needs them, then pair_columns(the
+    documents' pages) gives them (see PairSignatures.unread)."""
+    _segments(index, len(pages), terms, arrays)
+    index._documents(pages, arrays["doc_len"].tolist())  # the same sums, in the same order, as _bulk
+    _pair_signatures_from(index, arrays, pair_columns)
+    return index
+
+
+def reused(index: LexicalIndex, pages: Sequence[Page], terms: list[str], arrays: dict[str, np.ndarray],
+           kept: Sequence[int], pair_columns: PairColumns | None = None) -> LexicalIndex:
+    """`index` (new, empty) made the index of exported() state for a later snapshot:
+    document d stands for pages[kept[d]], indexed alike (see documents.fingerprint), or is
+    dead when kept[d] is -1 (its page changed or is gone). The caller indexes the pages no
+    document stands for with update(), as after edits. ValueError when the arrays do not
+    fit. `pair_columns`: as for restored() (a dead document's page is None)."""
+    n = len(kept)
+    _segments(index, n, terms, arrays)
+    approved = arrays["approved"]
+    standing = [k for k in kept if k != -1]
+    if any(not 0 <= k < len(pages) for k in standing) or len(set(standing)) != len(standing):
+        raise ValueError("a kept document is not a page of its own")
+    if bool(np.any(approved > 1)):
+        raise ValueError("index approvals are not flags")
+    lengths = arrays["doc_len"].tolist()
+    index.pages = [pages[k] if k >= 0 else None for k in kept]
+    _pair_signatures_from(index, arrays, pair_columns)
+    # A kept document's approval is its page's (the fingerprint holds it); a dead one keeps
+    # the file's, which its share of the file's document frequencies was counted with.
+    flags = [(1 if p.approved else 0) if p is not None else a
+             for p, a in zip(index.pages, approved.tolist(), strict=True)]
+    index.doc_len.extend(lengths)
+    index.alive.extend(bytes(1 if k >= 0 else 0 for k in kept))
+    index.approved.extend(bytes(flags))
+    index.role_mult.extend([ROLE_MULTIPLIER.get(p.role, 1.0) if p is not None else 0.0
+                            for p in index.pages])
+    index.by_path = {p.path: d for d, p in enumerate(index.pages) if p is not None}
+    for page, length, ok in zip(index.pages, lengths, flags, strict=True):
+        if page is not None:
+            index.n_all += 1
+            index.len_all += length
+            if ok:
+                index.n_approved += 1
+                index.len_approved += length
+    index.dead = n - index.n_all
+    if index.dead:  # the dead documents' terms no longer count in the document frequencies
+        size = len(terms)
+        docs = index.main_docs
+        dead_posting = np.frombuffer(index.alive, dtype=np.uint8)[docs] == 0
+        dead_approved = dead_posting & (np.frombuffer(index.approved, dtype=np.uint8)[docs] == 1)
+        term_of = np.repeat(np.arange(size), np.diff(index.indptr))
+        for df, dead in ((index.df_all, dead_posting), (index.df_approved, dead_approved)):
+            df[:size] -= np.bincount(term_of[dead], minlength=size).astype(np.int32)
+    return index
+
+
+def _segments(index: LexicalIndex, n: int, terms: list[str], arrays: dict[str, np.ndarray]) -> None:
+    """Give `index` (new, empty) the main segment, document frequencies and pair signatures
+    of `n` documents from exported() state, and no documents yet. The arrays come from a
+    file someone may have altered: every shape and id is checked, so a search can never
+    index out of bounds (ValueError when anything does not fit)."""
+    size = len(terms)
+    indptr, docs, tfs = arrays["indptr"], arrays["main_docs"], arrays["main_tfs"]
+    doc_len = arrays["doc_len"]
+    columns = arrays.get("pair_columns")
+    checks = (
+        len(set(terms)) == size, indptr.shape == (size + 1,), docs.ndim == 1,
+        tfs.shape == docs.shape, arrays["df_all"].shape == (size,),
+        arrays["df_approved"].shape == (size,), doc_len.shape == (n,),
+        arrays["approved"].shape == (n,), arrays["approved"].dtype == np.uint8,
+        columns is None or columns.shape == (SIGNATURE_BITS, -(-n // 8)),
+        docs.dtype in (np.uint16, np.int32), tfs.dtype in (np.uint8, np.uint16),
+    )
+    if not all(checks):
+        raise ValueError("index arrays do not fit the pages")
+    if size and (int(indptr[0]) != 0 or int(indptr[-1]) != len(docs)
+                 or bool(np.any(np.diff(indptr) < 0))):
+        raise ValueError("index term offsets out of order")
+    if len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= n):
+        raise ValueError("index document id out of range")
+    index.vocab = dict(zip(terms, range(size), strict=True))
+    index.indptr, index.main_docs, index.main_tfs = indptr, docs, tfs
+    capacity = max(1024, size)
+    index.df_all = np.zeros(capacity, np.int32)
+    index.df_approved = np.zeros(capacity, np.int32)
+    index.df_all[:size] = arrays["df_all"]
+    index.df_approved[:size] = arrays["df_approved"]
+
+
+def _pair_signatures_from(index: LexicalIndex, arrays: dict[str, np.ndarray],
+                          pair_columns: PairColumns | None) -> None:
+    """The pair signatures of a restored index's documents: the array (checked by
+    _segments) or, unread until needed, what pair_columns gives for them."""
+    if pair_columns is not None:
+        index.unread_pair_signatures(pair_columns)
+        return
+    index.pair_signatures = PairSignatures.unread(len(arrays["doc_len"]), lambda: arrays["pair_columns"])
+    index.pair_signatures.columns  # noqa: B018 - read now: the array is here already
