@@ -108,6 +108,7 @@ class KnowledgeSource:
                                   {"max_page_bytes": str(settings.max_page_bytes)})
             self.cache = FileRecords(self.store)
             self.freshness.mirror.pending.append(self._stored(self.cache.read_in_background()))
+            self.freshness.mirror.fill = self.cache.fragments
         self._early = early
         if early is not None:
             # Taken by the first scan, after its walk; validated per file like cached

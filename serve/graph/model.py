@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -123,6 +124,19 @@ def page_fragment(page: Page) -> Fragment:
     own = (page.id, page.title, page.path, page.path.rsplit("/", 1)[-1], *page.aliases)
     return Fragment(tuple(ids), tuple(lookup_key(link) for link in page.links),
                     tuple(lookup_key(key) for key in own))
+
+
+def shared_strings(page: Page, fragment: Fragment) -> Fragment:
+    """The fragment with the strings pages repeat shared: tag and source ids and link keys
+    repeat across pages, so they are interned; the heading ids (listed first) are the page's
+    own, and interning them would only cost; a page's own keys often coincide (its id's and
+    path's, its title's and file name's): one string for each."""
+    ids = fragment.member_ids
+    own = len(page.headings)
+    first: dict[str, str] = {}
+    return tuple.__new__(Fragment, ((*ids[:own], *map(sys.intern, ids[own:])),
+                                    tuple(map(sys.intern, fragment.link_keys)),
+                                    tuple(first.setdefault(key, key) for key in fragment.page_keys)))
 
 
 def _members(page: Page, fragment: Fragment) -> Iterator[tuple[str, str, str, str, Any, Any]]:

@@ -41,7 +41,7 @@ def derive(parent: Projection, replaced: Sequence[tuple[Page, Fragment]], signat
     identity, links, members, visibility or graph metadata changed). The parent and
     its caches are only read."""
     pages = list(parent.pages)
-    fragments = list(parent.fragments)
+    fragments = parent.fragments.entries()
     approved = list(parent.approved_pages)
     approved_position = parent.caches.approved_position
     if approved_position is None:
@@ -57,7 +57,7 @@ def derive(parent: Projection, replaced: Sequence[tuple[Page, Fragment]], signat
                                                      old.review_state, old.source_refs,
                                                      old.okf_json):
             return None
-        if fragment != fragments[index]:
+        if fragment != parent.fragments[index]:
             return None
         pages[index], fragments[index] = page, fragment
         if page.approved:  # the same pages are approved
@@ -76,8 +76,10 @@ def derive(parent: Projection, replaced: Sequence[tuple[Page, Fragment]], signat
         caches.links = caches.links.with_lookup(
             caches.lookup if caches.links.lookup is parent.caches.lookup and caches.lookup is not None
             else _relinked(parent, caches.links.lookup, replaced, pages))
+    placed = tuple(pages)
     return dataclasses.replace(
-        parent, pages=tuple(pages), fragments=tuple(fragments), approved_pages=tuple(approved),
+        parent, pages=placed, fragments=parent.fragments.with_entries(placed, fragments),
+        approved_pages=tuple(approved),
         signature=signature, diagnostics=tuple(diagnostics), description=description,
         bundle_id=bundle_id_of(parent.source_id, signature), serial=next(SERIALS),
         lineage=((parent.serial, changed), *parent.lineage[: LINEAGE_DEPTH - 1]), caches=caches)
@@ -97,10 +99,13 @@ def derive_pages(parent: Projection, gone: Iterable[str], added: Sequence[tuple[
     if not graph.indexable(parent):
         return None
     gone = set(gone)
-    pages, fragments = list(parent.pages), list(parent.fragments)
+    # Whichever way it is derived, the next snapshot's link index needs every fragment: made
+    # here, so the next snapshot's entries are those the parent's index is made from.
+    parent.fragments.complete()
+    pages, fragments = list(parent.pages), parent.fragments.entries()
     removed: list[tuple[Page, Fragment]] = []
     for index in sorted((parent.position[path] for path in gone), reverse=True):
-        removed.append((pages[index], fragments[index]))
+        removed.append((pages[index], parent.fragments[index]))
         del pages[index], fragments[index]
     layout = parent.layout
     placed_added: list[tuple[Page, Fragment]] = []
@@ -126,6 +131,7 @@ def derive_pages(parent: Projection, gone: Iterable[str], added: Sequence[tuple[
     if title != parent.title:
         return None  # the title names the source: identity changes, build anew
     placed = tuple(pages)
+    kept = parent.fragments.with_entries(placed, fragments)
     # The ids are unique (checked above), and an id wins over a path spelled the same.
     position = dict(zip(map(_PATH, placed), itertools.count()))
     by_key = dict(position)
@@ -153,7 +159,7 @@ def derive_pages(parent: Projection, gone: Iterable[str], added: Sequence[tuple[
         # after a change would work out backlinks, owners and graph counts from every
         # page again.
         links, changed_keys, changed_ids = graph.links(parent).derived(removed, placed_added, placed,
-                                                                       fragments, position)
+                                                                       kept, position)
         caches.links, caches.lookup = links, links.lookup
 
         def page_path(nid: str) -> str | None:
@@ -177,7 +183,7 @@ def derive_pages(parent: Projection, gone: Iterable[str], added: Sequence[tuple[
         caches.evidence = {key: EvidenceMemo(dict(memo)).without(frozenset(stale))
                            for key, memo in dict(before.evidence).items()}
     derived = dataclasses.replace(
-        parent, pages=placed, fragments=tuple(fragments), signature=signature,
+        parent, pages=placed, fragments=kept, signature=signature,
         raw_labels=tuple(raw_labels), diagnostics=tuple(diagnostics), description=description,
         bundle_id=bundle_id_of(parent.source_id, signature),
         approved_pages=tuple(p for p in placed if p.approved), by_key=by_key,

@@ -14,6 +14,7 @@ from serve.graph.model import Edge, Fragment, Node, SidecarFile, slug
 from serve.graph.views import GraphView
 from serve.snapshot import evidence, graph
 from serve.snapshot.caches import SnapshotCaches
+from serve.snapshot.fragments import Fill, Fragments
 from serve.snapshot.source_refs import source_refs
 from serve.source.layout import Layout
 from serve.source.page import ROLE_RANK, Page
@@ -87,7 +88,7 @@ class Projection:
 
     layout: Layout
     pages: tuple[Page, ...]
-    fragments: tuple[Fragment, ...]
+    fragments: Fragments
     sidecars: tuple[SidecarFile, ...]
     signature: str
     raw_labels: tuple[str, ...]
@@ -108,11 +109,12 @@ class Projection:
     caches: SnapshotCaches
 
     @classmethod
-    def build(cls, *, layout: Layout, pages: Sequence[Page], fragments: Sequence[Fragment],
+    def build(cls, *, layout: Layout, pages: Sequence[Page], fragments: Sequence[Fragment | None],
               sidecars: Sequence[SidecarFile], signature: str, root_name: str,
               source_id: str | None, raw_labels: Sequence[str], diagnostics: Sequence[FileProblem],
-              graph_counts: tuple[int, int] | None = None) -> Projection:
-        """A new snapshot (`graph_counts`: known from a restart cache for this signature)."""
+              graph_counts: tuple[int, int] | None = None, fill: Fill | None = None) -> Projection:
+        """A new snapshot (`graph_counts`: known from a restart cache for this signature; None
+        for the fragments of pages read back from the store, which `fill` reads: Fragments)."""
         placed = tuple(p._replace(role=role) if (role := layout.role_of(p.path)) != p.role else p
                        for p in pages)
         title, description = title_and_description(placed, layout)
@@ -123,7 +125,8 @@ class Projection:
         for index, page in enumerate(placed):
             by_key.setdefault(page.path, index)
         return cls(
-            layout=layout, pages=placed, fragments=tuple(fragments), sidecars=tuple(sidecars),
+            layout=layout, pages=placed, fragments=Fragments(placed, list(fragments), fill),
+            sidecars=tuple(sidecars),
             signature=signature, raw_labels=tuple(raw_labels), diagnostics=tuple(diagnostics),
             title=title, description=description, source_id=source_id,
             bundle_id=bundle_id_of(source_id, signature), public_uri=f"llmwiki://{source_id}",

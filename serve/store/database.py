@@ -21,7 +21,9 @@ log = structlog.get_logger("llmwiki.serve.store")
 
 # Bump when the tables change or when parsing changes what a stored page holds: a store of
 # another version is dropped and rebuilt from the folder (it is derived, never the truth).
-SCHEMA_VERSION = 3  # 2: a page's lists in one JSON column; 3: text_sha1, bodies read per request
+# 2: a page's lists in one JSON column; 3: text_sha1, bodies read per request; 4: the graph
+# fragment in its own column, read when first needed
+SCHEMA_VERSION = 4
 # sqlite3's "application_id": a database file of another program is never taken for ours.
 APPLICATION_ID = 0x6C6C7731  # "llw1"
 BUSY_TIMEOUT_MS = 5000  # another serve process's write in progress: wait, then give up
@@ -50,8 +52,10 @@ CREATE TABLE IF NOT EXISTS pages (
     wiki_title TEXT NOT NULL, description TEXT NOT NULL, degraded TEXT NOT NULL,
     okf_json TEXT NOT NULL,
     -- one JSON object of the page's lists: source_refs, tags, links, headings,
-    -- section_lines, aliases, and its graph fragment's member_ids, link_keys, page_keys
+    -- section_lines, aliases
     lists TEXT NOT NULL,
+    -- its graph fragment: [member_ids, link_keys, page_keys] (serve.graph.model.Fragment)
+    fragment TEXT NOT NULL,
     text_sha1 BLOB NOT NULL,  -- Page.body_sha1: the index's fingerprints, without the body
     text_z BLOB NOT NULL  -- last: a row's large value sits after everything a scan reads
 );

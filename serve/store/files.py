@@ -6,28 +6,28 @@ import json
 import sqlite3
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
 import structlog
 
-from serve.graph.model import Fragment
+from serve.graph.model import Fragment, shared_strings
+from serve.snapshot.fragments import made
 from serve.source import sections
 from serve.source.page import Page, ParseOptions
 from serve.source.sidecar import SidecarEdge
 from serve.source.tree import FileStat
 from serve.store.bodies import Bodies, StoredBody
 from serve.store.database import Database, transaction
-from serve.watch.records import FileRecord, shared_strings
+from serve.watch.records import FileRecord
 
 log = structlog.get_logger("llmwiki.serve.store")
 
-# A page's tuple-valued fields, and its graph fragment's, are held in one JSON object (one
-# decode per page at start); the others are columns, and section_table is its own table.
-# A start reads neither the body nor the sections: the page's StoredBody finds them.
+# A page's tuple-valued fields are held in one JSON object (one decode per page at start);
+# the others are columns, and section_table is its own table. A start reads neither the body
+# nor the sections (the page's StoredBody finds them), nor the graph fragment (fragments()).
 LIST_FIELDS = ("source_refs", "tags", "links", "headings", "section_lines", "aliases")
-FRAGMENT_FIELDS = Fragment._fields
 PAGE_COLUMNS = tuple(f for f in Page._fields
                      if f not in LIST_FIELDS and f not in ("section_table", "text_z"))
 FILE_COLUMNS = ("rel", "size", "mtime_ns", "ctime_ns", "ino", "dev", "digest", "verified_ns",
@@ -36,12 +36,11 @@ WRITE_BATCH = 500  # rows bound per executemany: the event loop's thread gets th
 
 
 def _page_row(rel: str, page: Page, fragment: Fragment | None) -> tuple[Any, ...]:
-    lists: dict[str, Any] = {name: getattr(page, name) for name in LIST_FIELDS}
-    if fragment is not None:
-        lists.update(fragment._asdict())
+    lists = {name: getattr(page, name) for name in LIST_FIELDS}
     values = [int(page.approved) if name == "approved" else getattr(page, name)
               for name in PAGE_COLUMNS]
-    return (rel, *values, json.dumps(lists, ensure_ascii=False), page.body_sha1, page.body_z)
+    return (rel, *values, json.dumps(lists, ensure_ascii=False),
+            json.dumps(fragment or made(page), ensure_ascii=False), page.body_sha1, page.body_z)
 
 
 def _file_row(rel: str, record: FileRecord) -> tuple[Any, ...]:
@@ -103,6 +102,33 @@ class FileRecords:
         threading.Thread(target=read, name="store-read", daemon=True).start()
         return reading.result
 
+    def fragments(self, pages: Sequence[Page]) -> list[Fragment | None]:
+        """The stored graph fragments of pages read back from this store, one pass over its
+        rows (snapshot.fragments.Fill); None for a page whose row is now of other content, or
+        that was not read from the store, or when the store cannot be read."""
+        wanted: dict[str, str] = {}
+        for page in pages:
+            body = page.text_z
+            if isinstance(body, StoredBody) and body.bodies is self.bodies:
+                wanted[body.rel] = body.digest
+        found: dict[str, Fragment] = {}
+        try:
+            with self.database.reading() as conn:
+                for rel, digest, data in conn.execute(
+                        "SELECT p.rel, f.digest, p.fragment FROM pages p JOIN files f ON f.rel = p.rel"):
+                    if wanted.get(rel) == digest:
+                        found[rel] = Fragment(*map(tuple, json.loads(data)))
+        except (sqlite3.Error, ValueError, TypeError) as exc:
+            log.warning("store_read_failed", part="fragments", error=type(exc).__name__,
+                        reason=str(exc)[:200])
+            return [None] * len(pages)
+        out: list[Fragment | None] = []
+        for page in pages:
+            body = page.text_z
+            fragment = found.get(body.rel) if isinstance(body, StoredBody) else None
+            out.append(shared_strings(page, fragment) if fragment is not None else None)
+        return out
+
     def _read(self, conn: sqlite3.Connection) -> dict[str, FileRecord]:
         """One pass over the files, with their pages' columns but not their bodies."""
         edges: dict[str, list[SidecarEdge]] = defaultdict(list)
@@ -119,17 +145,16 @@ class FileRecords:
                                 "LEFT JOIN pages p ON p.rel = f.rel ORDER BY f.rel"):
             (rel, size, mtime, ctime, ino, dev, digest, verified, problem, skipped, text,
              parse) = row[:width]
-            page = fragment = None
+            page = None
             parse_key = None
             if parse is not None:
                 path, values = json.loads(parse)
                 values = tuple(values)
                 parse_key = (path, options.setdefault(values, ParseOptions(*values)))
             if row[width] is not None and parse_key is not None:
-                body = StoredBody(self.bodies, rel, digest, row[-1], parse_key)
-                page, fragment = _page_of(row[width:], body)
+                page = _page_of(row[width:], StoredBody(self.bodies, rel, digest, row[-1], parse_key))
             records[rel] = FileRecord(
-                FileStat(size, mtime, ctime, ino, dev), digest, verified, page, fragment,
+                FileStat(size, mtime, ctime, ino, dev), digest, verified, page, None,
                 parse_key, text, tuple(edges.get(rel, ())), problem, bool(skipped))
         return records
 
@@ -173,9 +198,9 @@ class FileRecords:
         drop = [(rel,) for rel in gone] + [(rel,) for rel, _ in changed]
         for start in range(0, len(drop), WRITE_BATCH):
             conn.executemany("DELETE FROM files WHERE rel = ?", drop[start:start + WRITE_BATCH])
-        columns = ", ".join(("rel", *PAGE_COLUMNS, "lists", "text_sha1", "text_z"))
+        columns = ", ".join(("rel", *PAGE_COLUMNS, "lists", "fragment", "text_sha1", "text_z"))
         page_sql = (f"INSERT INTO pages ({columns}) "
-                    f"VALUES ({', '.join('?' * (4 + len(PAGE_COLUMNS)))})")
+                    f"VALUES ({', '.join('?' * (5 + len(PAGE_COLUMNS)))})")
         file_sql = f"INSERT INTO files VALUES ({', '.join('?' * len(FILE_COLUMNS))})"
         for start in range(0, len(changed), WRITE_BATCH):
             batch = changed[start:start + WRITE_BATCH]
@@ -201,7 +226,7 @@ def _hold(record: FileRecord | None, conn: sqlite3.Connection) -> None:
         body.hold(conn)
 
 
-def _page_of(row: tuple[Any, ...], body: StoredBody) -> tuple[Page, Fragment | None]:
+def _page_of(row: tuple[Any, ...], body: StoredBody) -> Page:
     """A page from its columns (PAGE_COLUMNS, lists, text_sha1), its body left in the store."""
     *columns, lists_json, _ = row
     values: dict[str, Any] = dict(zip(PAGE_COLUMNS, columns, strict=True))
@@ -209,8 +234,4 @@ def _page_of(row: tuple[Any, ...], body: StoredBody) -> tuple[Page, Fragment | N
     lists = json.loads(lists_json)
     for name in LIST_FIELDS:
         values[name] = tuple(lists[name])
-    page = Page(**values, text_z=body, section_table=body)
-    fragment = None
-    if FRAGMENT_FIELDS[0] in lists:
-        fragment = shared_strings(page, Fragment(*(tuple(lists[name]) for name in FRAGMENT_FIELDS)))
-    return page, fragment
+    return Page(**values, text_z=body, section_table=body)

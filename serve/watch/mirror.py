@@ -10,6 +10,7 @@ import structlog
 from serve.errors import okf_invalid, root_missing, root_unsupported
 from serve.graph.model import Fragment, SidecarFile
 from serve.snapshot.derive import derive, derive_pages, with_sidecars
+from serve.snapshot.fragments import Fill
 from serve.snapshot.projection import FileProblem, Projection
 from serve.source import okf
 from serve.source.layout import HUB_FILES, Layout
@@ -38,6 +39,7 @@ class FolderMirror(TrackedFiles):
                  source_profile: str = "auto") -> None:
         super().__init__(root, max_page_bytes=max_page_bytes, source_profile=source_profile)
         self.source_id = source_id
+        self.fill: Fill | None = None  # the store's fragments of the pages read back from it
         self.reported: set[tuple[str, str]] = set()
         self.derived_count = 0  # projections derived from the previous one (content edits)
         self._page_problems: dict[str, FileProblem] = {}  # page files' problems, by file
@@ -195,7 +197,7 @@ class FolderMirror(TrackedFiles):
         if layout is None:
             raise root_unsupported(self.root_str)
         strict = layout.options.okf
-        parsed: list[tuple[Page, Fragment]] = []
+        parsed: list[tuple[Page, Fragment | None]] = []
         problems: dict[str, FileProblem] = {}
         for rel in sorted(self.records):
             record = self.records[rel]
@@ -206,7 +208,7 @@ class FolderMirror(TrackedFiles):
                 problems[rel] = FileProblem(rel, record.problem, True)
                 continue
             record = self._parsed(rel, record, page_path, layout.options)
-            if record.page is None or record.fragment is None:
+            if record.page is None:  # (a page read back from the store has no fragment yet)
                 problems[rel] = FileProblem(rel, record.problem or "unreadable", True)
                 continue
             if strict and (reason := okf.invalid_reason(record.page)):
@@ -236,6 +238,7 @@ class FolderMirror(TrackedFiles):
             raw_labels=raw_labels,
             diagnostics=diagnostics,
             graph_counts=counts_for(signature) if counts_for is not None else None,
+            fill=self.fill,
         )
 
     @staticmethod

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any, NamedTuple
 
-from serve.graph.model import Fragment
+from serve.graph.model import Fragment, shared_strings
 from serve.source.page import Page, ParseOptions
 from serve.source.sidecar import SidecarEdge
 from serve.source.tree import FileStat
@@ -50,7 +49,6 @@ def encode_record(record: FileRecord) -> tuple[Any, ...]:
     )
 
 
-_intern = sys.intern
 # One ParseOptions per distinct value: every record parsed for a layout shares it.
 _options: dict[tuple[bool, ...], ParseOptions] = {}
 
@@ -98,16 +96,3 @@ def record_from(result: ReadResult, st: FileStat) -> FileRecord:
         fragment = shared_strings(page, fragment)
     return _new(FileRecord, (st, result.digest, result.verified_ns, page, fragment, parse_key,
                              result.text, result.sidecar, result.problem, result.skipped))
-
-
-def shared_strings(page: Page, fragment: Fragment) -> Fragment:
-    """The fragment with the strings pages repeat shared: tag and source ids and link keys
-    repeat across pages, so they are interned; the heading ids (listed first) are the page's
-    own, and interning them would only cost; a page's own keys often coincide (its id's and
-    path's, its title's and file name's): one string for each."""
-    ids = fragment.member_ids
-    own = len(page.headings)
-    first: dict[str, str] = {}
-    return _new(Fragment, ((*ids[:own], *map(_intern, ids[own:])),
-                           tuple(map(_intern, fragment.link_keys)),
-                           tuple(first.setdefault(key, key) for key in fragment.page_keys)))

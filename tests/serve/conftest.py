@@ -47,6 +47,19 @@ def sample_root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def restarted(sample_root: Path, cache_dir: Path) -> Iterator[KnowledgeSource]:
+    """A source started on a store an earlier run of the same folder saved (the files' stat
+    is trusted only outside the racy window: close it, as the store tests do)."""
+    first = KnowledgeSource(ServeSettings(root=sample_root, cache_dir=cache_dir))
+    first.snapshot()
+    first.save_cache()
+    first.close()
+    source = KnowledgeSource(ServeSettings(root=sample_root, cache_dir=cache_dir))
+    yield source
+    source.close()
+
+
+@pytest.fixture
 def serve_client(aiohttp_client: Any, cache_dir: Path) -> ClientFactory:
     """Start the real app for a root on a loopback port and return a client talking to it once
     it is ready (as /health?ready=1 would say: searches need not wait for the index)."""

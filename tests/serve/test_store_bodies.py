@@ -5,7 +5,6 @@ after it (the pages a save replaces are read into memory first, and only those).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,18 +26,6 @@ def trust_fresh_files(monkeypatch: pytest.MonkeyPatch) -> None:
     stat is not trusted; the window is closed so a restart trusts them (see
     test_store_records.trust_fresh_files)."""
     monkeypatch.setattr(records_module, "RACY_WINDOW_NS", 0)
-
-
-@pytest.fixture
-def restarted(sample_root: Path, cache_dir: Path) -> Iterator[KnowledgeSource]:
-    """A source started on a store an earlier run of the same folder saved."""
-    first = KnowledgeSource(ServeSettings(root=sample_root, cache_dir=cache_dir))
-    first.snapshot()
-    first.save_cache()
-    first.close()
-    source = KnowledgeSource(ServeSettings(root=sample_root, cache_dir=cache_dir))
-    yield source
-    source.close()
 
 
 def page_at(snapshot: Projection, rel: str) -> Page:

@@ -390,6 +390,10 @@ def test_store_round_trip_keeps_every_record_equal(sample_root: Path, cache_dir:
     assert [p.sections for p in pages] == [records[r].page.sections  # type: ignore[union-attr]
                                            for r, rec in again.items() if rec.page is not None]
     assert any(p.sections for p in pages)
+    # A restart reads no fragment; the store gives each back when a snapshot asks for them.
+    assert all(r.fragment is None for r in again.values())
+    assert loaded.fragments(pages) == [records[rel].fragment for rel, rec in again.items()
+                                       if rec.page is not None]
     # Records parsed the same way share one ParseOptions after loading.
     assert len({id(r.parse_key[1]) for r in again.values() if r.parse_key is not None}) == 1
 
