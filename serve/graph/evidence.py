@@ -38,11 +38,6 @@ class SeedItems(NamedTuple):
     pairs: tuple[Any, ...]
     facts: tuple[tuple[tuple[str, ...], tuple[Any, ...], tuple[str, str, str] | None, Any], ...]
 
-    @property
-    def size(self) -> int:
-        """How many items (for the bounds of what a snapshot keeps)."""
-        return len(self.pairs) // 4 + len(self.facts)
-
     def rendered(self, view: GraphView) -> SeedItems:
         """The same items with each edge as its metadata's JSON: edge_text() writes the rest
         from the key when the edge is used, as most edges have no metadata and their JSON

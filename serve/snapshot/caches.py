@@ -5,23 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from serve.graph.evidence import SeedItems, SidecarFact
+from serve.graph.evidence import SidecarFact
 from serve.graph.links import LinkIndex, Owners, SidecarPart
 from serve.graph.model import Edge, Node
 from serve.graph.views import GraphView
 from serve.source.page import Page
-
-
-class EvidenceMemo(dict[str, SeedItems]):
-    """A snapshot's evidence pages' items (as JSON) by path, and how many items they hold."""
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.item_count = sum(items.size for items in self.values())
-
-    def without(self, paths: frozenset[str]) -> EvidenceMemo:
-        """A copy without the items of `paths` (pages whose text changed)."""
-        return EvidenceMemo((path, items) for path, items in self.items() if path not in paths)
 
 
 @dataclass(slots=True, eq=False)
@@ -58,12 +46,11 @@ class SnapshotCaches:
     # This snapshot's alone: they hold its page objects, or text made from them.
     ordered: dict[bool, tuple[Page, ...]] = field(default_factory=dict)
     entry: dict[bool, tuple[Page, ...]] = field(default_factory=dict)
-    evidence: dict[bool, EvidenceMemo] = field(default_factory=dict)
     results: dict[Any, Any] = field(default_factory=dict)  # what other modules memoise
 
-    def carried_over(self, changed: frozenset[str]) -> SnapshotCaches:
+    def carried_over(self) -> SnapshotCaches:
         """The caches a snapshot derived from this one starts with, when only the text of
-        the pages at `changed` differs. Copies: filling the new one leaves this one as is."""
+        some pages differs. Copies: filling the new one leaves this one as is."""
         return SnapshotCaches(
             approved_position=self.approved_position, lookup=self.lookup,
             incoming=self.incoming, facts=self.facts, graph=self.graph,
@@ -73,15 +60,12 @@ class SnapshotCaches:
             sidecar_keys=self.sidecar_keys, sidecar=self.sidecar,
             withheld=self.withheld,
             approved_paths=self.approved_paths,
-            # Evidence items are JSON made from the graph, which is unchanged: all but the
-            # edited pages' own carry over, so the first pack after an edit stays cheap.
-            evidence={key: memo.without(changed) for key, memo in self.evidence.items()},
         )
 
     def with_other_facts(self, links: LinkIndex) -> SnapshotCaches:
         """The caches a snapshot with the same pages but other sidecar facts starts with: what
         is made from the pages alone (`links`, this snapshot's link index, included); the
-        facts, the graph, its counts and views, and the evidence items are made again."""
+        facts, the graph, its counts and views are made again."""
         return SnapshotCaches(
             approved_position=self.approved_position, lookup=links.lookup, incoming=self.incoming,
             owners=dict(self.owners), links=links, indexable=True, withheld=self.withheld,

@@ -9,11 +9,10 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from serve.graph.evidence import sidecar_facts
 from serve.graph.links import alias_keys, changed_paths, own_keys
 from serve.graph.model import Fragment, SidecarFile, lookup_key
 from serve.snapshot import graph
-from serve.snapshot.caches import EvidenceMemo, SnapshotCaches
+from serve.snapshot.caches import SnapshotCaches
 from serve.snapshot.projection import (
     SERIALS,
     FileProblem,
@@ -68,7 +67,7 @@ def derive(parent: Projection, replaced: Sequence[tuple[Page, Fragment]], signat
     changed = frozenset(page.path for page, _ in replaced)
     # The graph (ids, labels, kinds, edges, visibility, page-node metadata) is unchanged
     # by construction, so the built graph, its views and its counts carry over.
-    caches = parent.caches.carried_over(changed)
+    caches = parent.caches.carried_over()
     caches.approved_position = approved_position
     if caches.lookup is not None:  # a read by name must find the new text
         caches.lookup = _relinked(parent, caches.lookup, replaced, pages)
@@ -176,12 +175,6 @@ def derive_pages(parent: Projection, gone: Iterable[str], added: Sequence[tuple[
         if (side is not None and not changed_keys & side.keys and not changed_ids & side.asked
                 and not stale & graph.facts(parent).keys()):
             caches.sidecar = side  # no fact's end resolves, or is proposed, differently
-        if parent.sidecars and changed_keys & before.sidecar_keys:
-            stale.update(graph.facts(parent))
-            stale.update(sidecar_facts(parent.sidecars, links.lookup))
-        # Copied in one C-level step first: requests on the parent may be filling them.
-        caches.evidence = {key: EvidenceMemo(dict(memo)).without(frozenset(stale))
-                           for key, memo in dict(before.evidence).items()}
     derived = dataclasses.replace(
         parent, pages=placed, fragments=kept, signature=signature,
         raw_labels=tuple(raw_labels), diagnostics=tuple(diagnostics), description=description,

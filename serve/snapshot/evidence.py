@@ -1,4 +1,4 @@
-"""A snapshot's evidence graph for a context pack, each evidence page's items kept as JSON."""
+"""A snapshot's evidence graph for a context pack: each evidence page's depth-1 items."""
 
 from __future__ import annotations
 
@@ -12,39 +12,21 @@ from serve.graph.links import Owners
 from serve.graph.model import page_node
 from serve.graph.views import GraphView
 from serve.snapshot import graph
-from serve.snapshot.caches import EvidenceMemo
 from serve.source.page import Page
 
 if TYPE_CHECKING:
     from serve.snapshot.projection import Projection
 
-# Evidence pages whose graph items a snapshot keeps as JSON (about 25 items, ~6 KB, a page):
-# the pages agents' questions keep landing on. A hub page linked from every page has as many
-# items as links, so the items are bounded too (about 250 bytes each).
-EVIDENCE_PAGES = 4096
-EVIDENCE_ITEMS = 100_000
-
-
 def evidence_graph_json(snapshot: Projection, seeds: Sequence[Page], include_drafts: bool,
                         limit: int, size: int | None = None) -> str:
-    """The compact JSON of the neighbourhood of the evidence pages, for a context pack. Each
-    evidence page's items are kept as JSON per snapshot (the walk and the rendering were
-    most of a context pack's work), so a pack only merges them. With `size`, the graph
-    is cut to that many bytes (graph/budget.py budget_seeds) and says so."""
+    """The compact JSON of the neighbourhood of the evidence pages, for a context pack. With
+    `size`, the graph is cut to that many bytes (graph/budget.py budget_seeds) and says so.
+    Each page's items are rendered per pack: keeping them per snapshot saved under 1 ms a
+    repeated pack and held up to 24 MB (docs/performance.md, issue 25)."""
     if limit <= 0 or not seeds:
         return graph_json([], [])
     view = GraphView([], [], snapshot.base_meta, snapshot.caches.page_json)  # writes the items' JSON
-    memo = snapshot.caches.evidence.get(include_drafts)
-    if memo is None or len(memo) >= EVIDENCE_PAGES or memo.item_count >= EVIDENCE_ITEMS:
-        # Bounded: start over rather than track use.
-        memo = snapshot.caches.evidence[include_drafts] = EvidenceMemo()
-    parts = []
-    for page in seeds:
-        found = memo.get(page.path)
-        if found is None:
-            found = memo[page.path] = _seed_items(snapshot, page, include_drafts).rendered(view)
-            memo.item_count += found.size
-        parts.append(found)
+    parts = [_seed_items(snapshot, page, include_drafts).rendered(view) for page in seeds]
     if size is not None:
         return budgeted_json(budget_seeds(parts, limit, size, view.node_json))
     nodes, edges = merge_seeds(parts, limit, view.node_json)

@@ -100,9 +100,8 @@ def _fields(p: Projection) -> dict[str, Any]:
     """Every field of a snapshot, and its caches' entries, by identity."""
     fields = {name: id(getattr(p, name)) for name in p.__dataclass_fields__}
     caches = {name: id(getattr(p.caches, name)) for name in p.caches.__dataclass_fields__}
-    memo = {key: dict(memo) for key, memo in p.caches.evidence.items()}
     return {"fields": fields, "caches": caches, "owners": dict(p.caches.owners),
-            "evidence": memo, "results": dict(p.caches.results)}
+            "results": dict(p.caches.results)}
 
 
 def test_a_published_snapshot_refuses_writes(tmp_path: Path) -> None:

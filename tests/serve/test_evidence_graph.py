@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-import serve.snapshot.evidence as projection_module
 from serve.graph.evidence import edge_meta_json, edge_text, graph_json
 from serve.graph.model import (
     UNRESOLVED_LINK,
@@ -166,17 +165,9 @@ def _all_folders(edge_cases: Path) -> list[Path]:
     return [*FOLDERS, edge_cases]
 
 
-@pytest.mark.parametrize("kept_pages", [None, 2, "items"], ids=["kept", "started-over", "items-bound"])
 @pytest.mark.parametrize("include_drafts", [False, True], ids=["approved", "drafts"])
-def test_evidence_graph_equals_the_reference(edge_cases: Path, include_drafts: bool,
-                                             kept_pages: int | str | None,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """The graph's JSON, which snapshots keep per evidence page (a full store starts over),
-    equals the reference's, whichever graphs were made before."""
-    if kept_pages == "items":  # a store of at most a few items starts over all the time
-        monkeypatch.setattr(projection_module, "EVIDENCE_ITEMS", 3)
-    elif kept_pages is not None:
-        monkeypatch.setattr(projection_module, "EVIDENCE_PAGES", kept_pages)
+def test_evidence_graph_equals_the_reference(edge_cases: Path, include_drafts: bool) -> None:
+    """The graph's JSON equals the reference's, whichever graphs were made before."""
     for root in _all_folders(edge_cases):
         p = _projection(root)
         for seeds in seed_sets(p):
@@ -185,11 +176,6 @@ def test_evidence_graph_equals_the_reference(edge_cases: Path, include_drafts: b
                 expected_json = compact_json(GraphView(*expected, p.base_meta).payload(*expected))
                 assert p.evidence_graph_json(seeds, include_drafts, limit) == expected_json, (
                     root.name, limit, [s.path for s in seeds])
-        kept = p.caches.evidence[include_drafts]
-        most_seeds = max(len(s) for s in seed_sets(p))
-        most = {None: len(p.pages), 2: 2 + most_seeds, "items": most_seeds}[kept_pages]
-        assert 0 < len(kept) <= most
-        assert kept.item_count == sum(items.size for items in kept.values())
 
 
 @pytest.mark.parametrize("include_drafts", [False, True], ids=["approved", "drafts"])
@@ -242,25 +228,19 @@ def test_context_json_equals_encoding_the_context_pack(tmp_path: Path, edge_case
             source.close()
 
 
-def test_a_content_edit_carries_the_other_pages_evidence_items_over(tmp_path: Path) -> None:
-    """A body edit derives the next snapshot: every evidence page's items but the edited
-    page's own are reused, and the graphs still equal the reference on the new snapshot."""
+def test_after_a_content_edit_the_evidence_graphs_equal_the_reference(tmp_path: Path) -> None:
+    """A body edit derives the next snapshot; its evidence graphs equal the reference's."""
     root = copy_fixture("sample-wiki", tmp_path)
     freshness = Freshness(root.resolve())  # change notifications: an edit derives a snapshot
     try:
         before = freshness.snapshot()
         before.evidence_graph_json(list(before.pages), False, 2000)
-        kept_before = dict(before.caches.evidence[False])
-        edited = next(page for page in before.pages if page.approved and page.path in kept_before)
+        edited = next(page for page in before.pages if page.approved)
         path = root / edited.path
         path.write_text(path.read_text(encoding="utf-8") + "\nA freshly added closing line.\n",
                         encoding="utf-8")
         after = freshness.snapshot()
         assert after is not before and after.changed_since(before) == {edited.path}
-        carried = after.caches.evidence[False]
-        assert carried.keys() == kept_before.keys() - {edited.path}
-        assert before.caches.evidence[False] == kept_before  # the parent's are left as they were
-        assert all(carried[p] is kept_before[p] for p in carried)
         seeds = [after.pages[after.position[page.path]] for page in before.pages]
         for limit in LIMITS:
             expected = reference_evidence_graph(after, seeds, False, limit)

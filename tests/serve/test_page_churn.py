@@ -172,7 +172,7 @@ def test_churned_snapshots_equal_a_fresh_build(tmp_path: Path, seed: int) -> Non
         kinds = []
         for turn in range(STEPS):
             before = freshness.snapshot()
-            for page in before.pages:  # fill the evidence memo the next snapshot starts from
+            for page in before.pages:  # fill the caches the next snapshot starts from (page JSON)
                 before.evidence_graph_json([page], True, 200)
                 before.evidence_graph_json([page], False, 200)
             derived = freshness.mirror.derived_count
