@@ -207,10 +207,10 @@ def counts_of(url: str) -> tuple[int, int, int]:
 
 def test_pages_added_and_deleted_after_a_restart_show_as_a_fresh_start_shows_them(
         tmp_path: Path, folder: Path) -> None:
-    """A restart starts from the restart cache's link views, not from a link index: the pages
-    that come and go after it, and the typed edges of a graph/graph.json written then, must
-    still be linked, counted and shown in context packs exactly as a service started afresh on
-    the changed folder shows them."""
+    """A restart starts from the restart cache's link views, not from a link index, and reads
+    no page's graph fragment: the pages that come and go after it, and the typed edges of a
+    graph/graph.json written then, must still be linked, counted and shown in context packs
+    and the whole graph exactly as a service started afresh on the changed folder shows them."""
     cache = tmp_path / "cache"
     first = start(tmp_path / "first", folder, cache)
     try:
@@ -242,6 +242,8 @@ def test_pages_added_and_deleted_after_a_restart_show_as_a_fresh_start_shows_the
         assert after[0] == pages + 1 and after[1:] != (nodes, edges)
         served = [graph_of(warm.url, question) for question in questions]
         assert ("page:topics/topic-0005", "page:topics/newcomer", "supports") in served[0][1]
+        status, whole = get(warm.url + f"/graph?limit={2 * PAGES}")  # every page's own items
+        assert status == 200 and len(whole["nodes"]) > PAGES
     finally:
         stop_checked(warm)
     fresh = start(tmp_path / "fresh", folder, tmp_path / "fresh-cache")
@@ -249,6 +251,7 @@ def test_pages_added_and_deleted_after_a_restart_show_as_a_fresh_start_shows_the
         assert check_ready_count(fresh) == PAGES + 1
         assert counts_of(fresh.url) == after
         assert [graph_of(fresh.url, question) for question in questions] == served
+        assert get(fresh.url + f"/graph?limit={2 * PAGES}") == (200, whole)
     finally:
         stop_checked(fresh)
 
