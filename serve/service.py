@@ -107,7 +107,7 @@ class KnowledgeSource:
             self.store = Database(cache_dir, self.root,
                                   {"max_page_bytes": str(settings.max_page_bytes)})
             self.cache = FileRecords(self.store)
-            self.freshness.mirror.pending.append(self._stored(self.cache.read_in_background()))
+            self.freshness.mirror.pending.append(self._stored(self.cache))
             self.freshness.mirror.fill = self.cache.fragments
         self._early = early
         if early is not None:
@@ -123,11 +123,11 @@ class KnowledgeSource:
         self._when_warmed: list[Callable[[], None]] = []
         self._warm_lock = threading.Lock()  # never held long: the event loop takes it
 
-    def _stored(self, reading: Callable[[], dict[str, FileRecord]]) -> Callable[[], dict[str, FileRecord]]:
+    def _stored(self, cache: FileRecords) -> Callable[[], dict[str, FileRecord]]:
+        reading = cache.read_in_background()
         def stored() -> dict[str, FileRecord]:  # taken by the first scan, after its walk
-            records = reading()
-            self.loaded_keys = frozenset(records)
-            self.freshness.known_counts.update(self.cache.counts if self.cache else {})
+            self.loaded_keys = frozenset(records := reading())
+            self.freshness.known_counts.update(cache.counts)
             return records
         return stored
 
