@@ -126,13 +126,14 @@ def page_fragment(page: Page) -> Fragment:
                     tuple(lookup_key(key) for key in own))
 
 
-def shared_strings(page: Page, fragment: Fragment) -> Fragment:
+def shared_strings(fragment: Fragment) -> Fragment:
     """The fragment with the strings pages repeat shared: tag and source ids and link keys
     repeat across pages, so they are interned; the heading ids (listed first) are the page's
     own, and interning them would only cost; a page's own keys often coincide (its id's and
-    path's, its title's and file name's): one string for each."""
+    path's, its title's and file name's): one string for each. (Told apart by their prefix,
+    not by the page's headings: a page read back from the store is not read for this.)"""
     ids = fragment.member_ids
-    own = len(page.headings)
+    own = next((n for n, nid in enumerate(ids) if not nid.startswith("heading:")), len(ids))
     first: dict[str, str] = {}
     return tuple.__new__(Fragment, ((*ids[:own], *map(sys.intern, ids[own:])),
                                     tuple(map(sys.intern, fragment.link_keys)),
@@ -380,8 +381,15 @@ def page_targets(page: Page, fragment: Fragment, lookup: Mapping[str, Page]) -> 
     """The distinct node ids a page's edges point at, in order. Each has one edge from the
     page (a member id's prefix fixes its relation; links are links_to)."""
     targets = dict.fromkeys(fragment.member_ids)
-    for key, raw in zip(fragment.link_keys, page.links, strict=True):
+    links: tuple[str, ...] | None = None  # the written links, read only for a dangling one
+    for n, key in enumerate(fragment.link_keys):
         target = lookup.get(key) if key else None
-        targets[f"page:{target.id}" if target is not None
-                else unresolved_node(raw, "", "").id] = None
+        if target is not None:
+            targets[f"page:{target.id}"] = None
+            continue
+        if links is None:
+            links = page.links
+            if len(links) != len(fragment.link_keys):
+                raise ValueError("a fragment of another page")
+        targets[unresolved_node(links[n], "", "").id] = None
     return tuple(targets)

@@ -10,14 +10,13 @@ from serve.graph.model import Fragment, page_fragment, shared_strings
 from serve.source.page import Page
 
 # What the store holds of these pages' fragments (None where its row is of other content).
+# Missing fragments asked for together are always read so: making one from a page read back
+# from the store would first read that page's other fields (serve.source.page.StoredPage).
 Fill = Callable[[Sequence[Page]], list[Fragment | None]]
-# Missing fragments asked for together are read from the store from this many on; fewer are
-# made from their pages (about 40 us each), which needs no read transaction.
-FILL_MIN = 256
 
 
 def made(page: Page) -> Fragment:
-    return shared_strings(page, page_fragment(page))
+    return shared_strings(page_fragment(page))
 
 
 class Fragments(Sequence[Fragment]):
@@ -68,7 +67,7 @@ class Fragments(Sequence[Fragment]):
             return
         pages = self._pages
         found: list[Fragment | None] = [None] * len(missing)
-        if self._fill is not None and len(missing) >= FILL_MIN:
+        if self._fill is not None:
             found = self._fill([pages[i] for i in missing])
         for i, fragment in zip(missing, found, strict=True):
             entries[i] = fragment if fragment is not None else made(pages[i])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
+from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
 ROLE_RANK = {"hot": 0, "index": 1, "overview": 2, "topic": 3}
@@ -36,6 +37,8 @@ class BodyRef(Protocol):
     def sha1(self) -> bytes: ...  # of the compressed body, as Page.body_sha1
 
     def load(self) -> tuple[bytes, tuple[Any, ...]]: ...  # (text_z, section_table)
+
+    def page(self) -> Page: ...  # the whole stored page, its body left in the store
 
 
 class Page(NamedTuple):
@@ -129,3 +132,115 @@ class Page(NamedTuple):
             "updated_at": self.updated_at,
             "okf": json.loads(self.okf_json) if self.okf_json else None,
         }
+
+
+# What a page read back from the store holds from the start: what a start, a search's
+# ranking and the stored link views ask of every page. The rest is read when first asked.
+KNOWN_AT_START = ("id", "title", "path", "role", "approved", "degraded")
+
+
+class _Unread:
+    """Stands in the tuple for a field a StoredPage has not read: never seen through its
+    attributes, and refused by anything that would copy it out as a value (json, say)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<unread>"
+
+
+_UNREAD = _Unread()
+_KNOWN_AT = tuple(Page._fields.index(name) for name in KNOWN_AT_START)
+_APPROVED_AT, _TEXT_AT, _TABLE_AT = map(Page._fields.index, ("approved", "text_z", "section_table"))
+
+
+class StoredPage(Page):
+    """A page read back from the store by KNOWN_AT_START only: its other fields are read
+    from the store the first time one is asked for (`whole`), and kept with it. A Page to
+    every reader: attributes, iteration, indexing, equality and _replace all see the whole
+    page. A restart so builds no per-page lists, summaries or frontmatter for the folder."""
+
+    # (A tuple subclass cannot declare slots: the one loaded page sits in __dict__.)
+
+    def __new__(cls, body: BodyRef, known: Sequence[Any]) -> StoredPage:
+        """`known`: the values of KNOWN_AT_START, in order (`approved` may be a stored 0 or 1)."""
+        values: list[Any] = [_UNREAD] * len(Page._fields)
+        for at, value in zip(_KNOWN_AT, known, strict=True):
+            values[at] = value
+        values[_APPROVED_AT] = bool(values[_APPROVED_AT])
+        values[_TEXT_AT] = values[_TABLE_AT] = body
+        page: StoredPage = tuple.__new__(cls, values)
+        return page
+
+    @property
+    def whole(self) -> Page:
+        """Every field, read from the store once (placed as this page is: its role)."""
+        found: Page | None = self.__dict__.get("_whole")
+        if found is None:
+            shared = self._shared
+            found = shared[0]
+            if found is None:
+                body = self.text_z
+                assert not isinstance(body, bytes)
+                found = shared[0] = body.page()
+            if found.role != self.role:
+                found = found._replace(role=self.role)
+            self.__dict__["_whole"] = found
+        return found
+
+    @property
+    def loaded(self) -> bool:
+        """Whether its other fields were read (by itself or a copy placed elsewhere)."""
+        return self._shared[0] is not None
+
+    @property
+    def _shared(self) -> list[Page | None]:
+        # The page as read, shared with the copies _replace places elsewhere: one read (or
+        # a save's hold before it replaces the row) serves them all.
+        shared: list[Page | None] | None = self.__dict__.get("_read")
+        if shared is None:
+            shared = self.__dict__["_read"] = [None]
+        return shared
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.whole)
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        return self.whole[index]
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or self.whole == other
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self.whole)
+
+    def __repr__(self) -> str:
+        return f"StoredPage({self.path!r}, id={self.id!r})"
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (Page, tuple(self.whole))
+
+    def _asdict(self) -> dict[str, Any]:
+        return self.whole._asdict()
+
+    def _replace(self, **changes: Any) -> Page:  # type: ignore[override]
+        if changes.keys() <= {"role"}:  # placing it: still read when first needed
+            body = self.text_z
+            assert not isinstance(body, bytes)
+            known = {name: getattr(self, name) for name in KNOWN_AT_START} | changes
+            moved = StoredPage(body, list(known.values()))
+            moved.__dict__["_read"] = self._shared
+            return moved
+        return self.whole._replace(**changes)
+
+
+def _read_when_asked(name: str) -> property:
+    return property(lambda page: getattr(page.whole, name), doc=f"Page.{name}, read when asked")
+
+
+for _name in Page._fields:
+    if _name not in (*KNOWN_AT_START, "text_z", "section_table"):
+        setattr(StoredPage, _name, _read_when_asked(_name))

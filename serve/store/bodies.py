@@ -1,10 +1,11 @@
-"""Page bodies left in the store: read by the request that needs one, held in memory only
-from just before the store replaces a page's row until no snapshot refers to it. A body the
-store no longer has (its file was removed while serve ran) is parsed again from the folder,
-when the file still has the same content."""
+"""Pages and their bodies left in the store: read by the request that needs one, held in
+memory only from just before the store replaces a page's row until no snapshot refers to it.
+A page the store no longer has (its file was removed while serve ran) is parsed again from
+the folder, when the file still has the same content."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from typing import Any
@@ -13,7 +14,7 @@ import structlog
 
 from serve.errors import NotReady
 from serve.source import sections
-from serve.source.page import ParseOptions
+from serve.source.page import Page, ParseOptions
 from serve.store.database import Database, transaction
 from serve.watch.file_read import read_file
 
@@ -25,6 +26,13 @@ log = structlog.get_logger("llmwiki.serve.store")
 RECENT_BODIES = 512
 _BODY = ("SELECT p.text_z FROM pages p JOIN files f ON f.rel = p.rel "
          "WHERE p.rel = ? AND f.digest = ?")
+# A page's tuple-valued fields are held in one JSON object (one decode per page read); the
+# others are columns, and section_table is its own table.
+LIST_FIELDS = ("source_refs", "tags", "links", "headings", "section_lines", "aliases")
+PAGE_COLUMNS = tuple(f for f in Page._fields
+                     if f not in LIST_FIELDS and f not in ("section_table", "text_z"))
+_PAGE = (f"SELECT {', '.join(f'p.{name}' for name in PAGE_COLUMNS)}, p.lists "
+         "FROM pages p JOIN files f ON f.rel = p.rel WHERE p.rel = ? AND f.digest = ?")
 _SECTIONS = ("SELECT heading, level, line_start, line_end, sha256 FROM sections "
              "WHERE rel = ? ORDER BY position")
 
@@ -49,6 +57,17 @@ def read_body(conn: sqlite3.Connection, rel: str, digest: str) -> tuple[bytes, t
     return row[0], sections.pack(table) if table else ()
 
 
+def page_of(row: tuple[Any, ...], body: StoredBody) -> Page:
+    """A page from its columns (PAGE_COLUMNS, then lists), its body left in the store."""
+    *columns, lists_json = row
+    values: dict[str, Any] = dict(zip(PAGE_COLUMNS, columns, strict=True))
+    values["approved"] = bool(values["approved"])
+    lists = json.loads(lists_json)
+    for name in LIST_FIELDS:
+        values[name] = tuple(lists[name])
+    return Page(**values, text_z=body, section_table=body)
+
+
 class Bodies:
     """Where the stored bodies of one root are read: the store, else the folder (the root
     and page size limit the store was made for)."""
@@ -69,6 +88,30 @@ class Bodies:
             self._recent[key] = found
         return found
 
+    def page(self, body: StoredBody, conn: sqlite3.Connection | None = None) -> Page:
+        """The whole page `body` belongs to, from the store (through `conn` when given: a
+        save's transaction), else parsed again from the folder."""
+        try:
+            if conn is not None:
+                row = conn.execute(_PAGE, (body.rel, body.digest)).fetchone()
+            else:
+                with self.database.reading() as kept:
+                    row = kept.execute(_PAGE, (body.rel, body.digest)).fetchone()
+        except (sqlite3.Error, ValueError) as exc:
+            log.warning("store_read_failed", part="page", error=type(exc).__name__,
+                        reason=str(exc)[:200])
+            row = None
+        if row is not None:
+            try:
+                return page_of(row, body)
+            except (ValueError, TypeError, KeyError) as exc:
+                log.warning("store_read_failed", part="page", error=type(exc).__name__,
+                            reason=str(exc)[:200])
+        page = self._reparsed_page(body)
+        if page is None:
+            raise BodyUnavailable(f"no page of digest {body.digest} in the store")
+        return page
+
     def _read(self, body: StoredBody) -> tuple[bytes, tuple[Any, ...]]:
         try:
             with self.database.reading() as conn:
@@ -83,13 +126,16 @@ class Bodies:
         return found
 
     def _reparsed(self, body: StoredBody) -> tuple[bytes, tuple[Any, ...]] | None:
+        page = self._reparsed_page(body)
+        return None if page is None else (page.body_z, page.packed_sections)
+
+    def _reparsed_page(self, body: StoredBody) -> Page | None:
         page_path, options = body.parse_key
         result = read_file((body.rel, os.path.join(self.root, body.rel), page_path, options,
                             self.max_page_bytes, "", ""))
         if result.page is None or result.digest != body.digest:
             return None
-        page = result.page
-        return page.body_z, page.packed_sections
+        return result.page
 
 
 class StoredBody:
@@ -110,6 +156,10 @@ class StoredBody:
     def load(self) -> tuple[bytes, tuple[Any, ...]]:
         held = self.held
         return held if held is not None else self.bodies.read(self)
+
+    def page(self, conn: sqlite3.Connection | None = None) -> Page:
+        """The whole page this body belongs to (serve.source.page.StoredPage reads it)."""
+        return self.bodies.page(self, conn)
 
     def hold(self, conn: sqlite3.Connection) -> None:
         """Read the body into memory from `conn` (a save's transaction, before it writes)."""

@@ -15,21 +15,19 @@ import structlog
 from serve.graph.model import Fragment, shared_strings
 from serve.snapshot.fragments import made
 from serve.source import sections
-from serve.source.page import Page, ParseOptions
+from serve.source.page import KNOWN_AT_START, Page, ParseOptions, StoredPage
 from serve.source.sidecar import SidecarEdge
 from serve.source.tree import FileStat
-from serve.store.bodies import Bodies, StoredBody
+from serve.store.bodies import LIST_FIELDS, PAGE_COLUMNS, Bodies, StoredBody
 from serve.store.database import Database, transaction
 from serve.watch.records import FileRecord
 
 log = structlog.get_logger("llmwiki.serve.store")
 
-# A page's tuple-valued fields are held in one JSON object (one decode per page at start);
-# the others are columns, and section_table is its own table. A start reads neither the body
-# nor the sections (the page's StoredBody finds them), nor the graph fragment (fragments()).
-LIST_FIELDS = ("source_refs", "tags", "links", "headings", "section_lines", "aliases")
-PAGE_COLUMNS = tuple(f for f in Page._fields
-                     if f not in LIST_FIELDS and f not in ("section_table", "text_z"))
+# A start reads of each page only what StoredPage holds from the start: its other columns,
+# its body and sections (StoredBody finds them) and its graph fragment (fragments()) are read
+# when first asked for.
+START_COLUMNS = (*KNOWN_AT_START, "text_sha1")
 FILE_COLUMNS = ("rel", "size", "mtime_ns", "ctime_ns", "ino", "dev", "digest", "verified_ns",
                 "problem", "skipped", "config_text", "parse_options")
 WRITE_BATCH = 500  # rows bound per executemany: the event loop's thread gets the GIL between
@@ -126,7 +124,7 @@ class FileRecords:
         for page in pages:
             body = page.text_z
             fragment = found.get(body.rel) if isinstance(body, StoredBody) else None
-            out.append(shared_strings(page, fragment) if fragment is not None else None)
+            out.append(shared_strings(fragment) if fragment is not None else None)
         return out
 
     def _read(self, conn: sqlite3.Connection) -> dict[str, FileRecord]:
@@ -139,7 +137,7 @@ class FileRecords:
         options: dict[tuple[Any, ...], ParseOptions] = {}  # one object per distinct value
         records: dict[str, FileRecord] = {}
         files = ", ".join(f"f.{name}" for name in FILE_COLUMNS)
-        pages = ", ".join(f"p.{name}" for name in (*PAGE_COLUMNS, "lists", "text_sha1"))
+        pages = ", ".join(f"p.{name}" for name in START_COLUMNS)
         width = len(FILE_COLUMNS)
         for row in conn.execute(f"SELECT {files}, {pages} FROM files f "
                                 "LEFT JOIN pages p ON p.rel = f.rel ORDER BY f.rel"):
@@ -152,7 +150,8 @@ class FileRecords:
                 values = tuple(values)
                 parse_key = (path, options.setdefault(values, ParseOptions(*values)))
             if row[width] is not None and parse_key is not None:
-                page = _page_of(row[width:], StoredBody(self.bodies, rel, digest, row[-1], parse_key))
+                *known, sha1 = row[width:]
+                page = StoredPage(StoredBody(self.bodies, rel, digest, sha1, parse_key), known)
             records[rel] = FileRecord(
                 FileStat(size, mtime, ctime, ino, dev), digest, verified, page, None,
                 parse_key, text, tuple(edges.get(rel, ())), problem, bool(skipped))
@@ -221,17 +220,10 @@ class FileRecords:
 
 
 def _hold(record: FileRecord | None, conn: sqlite3.Connection) -> None:
-    body = record.page.text_z if record is not None and record.page is not None else None
+    page = record.page if record is not None else None
+    if isinstance(page, StoredPage):
+        page.whole  # noqa: B018  (read now: the write below replaces or drops its row)
+    body = page.text_z if page is not None else None
     if isinstance(body, StoredBody):
         body.hold(conn)
 
-
-def _page_of(row: tuple[Any, ...], body: StoredBody) -> Page:
-    """A page from its columns (PAGE_COLUMNS, lists, text_sha1), its body left in the store."""
-    *columns, lists_json, _ = row
-    values: dict[str, Any] = dict(zip(PAGE_COLUMNS, columns, strict=True))
-    values["approved"] = bool(values["approved"])
-    lists = json.loads(lists_json)
-    for name in LIST_FIELDS:
-        values[name] = tuple(lists[name])
-    return Page(**values, text_z=body, section_table=body)

@@ -93,6 +93,6 @@ def record_from(result: ReadResult, st: FileStat) -> FileRecord:
     if page is not None and result.options is not None:
         parse_key = (page.path, result.options)
     if page is not None and fragment is not None:
-        fragment = shared_strings(page, fragment)
+        fragment = shared_strings(fragment)
     return _new(FileRecord, (st, result.digest, result.verified_ns, page, fragment, parse_key,
                              result.text, result.sidecar, result.problem, result.skipped))

@@ -49,12 +49,6 @@ def fresh(sample_root: Path) -> Iterator[KnowledgeSource]:
     source.close()
 
 
-@pytest.fixture
-def fill_small_folders(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The sample wiki is far below FILL_MIN: let a pass over it read the store."""
-    monkeypatch.setattr(fragments_module, "FILL_MIN", 1)
-
-
 def fragments_by_path(source: KnowledgeSource) -> dict[str, Fragment]:
     snapshot = source.snapshot()
     return {page.path: fragment for page, fragment in zip(snapshot.pages, snapshot.fragments,
@@ -82,7 +76,7 @@ def test_a_restart_makes_no_fragment_until_one_is_needed(
 
 def test_a_pass_over_every_page_reads_the_missing_fragments_from_the_store(
         restarted: KnowledgeSource, fresh: KnowledgeSource, made: list[str],
-        fill_small_folders: None) -> None:
+        ) -> None:
     assert fragments_by_path(restarted) == fragments_by_path(fresh)
     assert made == []
     assert restarted.snapshot().fragments.missing == 0
@@ -91,7 +85,7 @@ def test_a_pass_over_every_page_reads_the_missing_fragments_from_the_store(
 
 def test_a_row_of_other_content_is_not_taken(
         restarted: KnowledgeSource, fresh: KnowledgeSource, made: list[str],
-        fill_small_folders: None, sample_root: Path, cache_dir: Path) -> None:
+        sample_root: Path, cache_dir: Path) -> None:
     restarted.snapshot()
     # Another process sharing the store saved a newer version of the file meanwhile.
     store_execute(cache_dir, sample_root, "UPDATE files SET digest = 'newer' WHERE rel = ?", ROLLBACK)
@@ -103,7 +97,7 @@ def test_a_row_of_other_content_is_not_taken(
 
 def test_an_unreadable_store_leaves_every_fragment_made_from_its_page(
         restarted: KnowledgeSource, fresh: KnowledgeSource, made: list[str],
-        fill_small_folders: None, sample_root: Path, cache_dir: Path) -> None:
+        sample_root: Path, cache_dir: Path) -> None:
     snapshot = restarted.snapshot()
     store_execute(cache_dir, sample_root, "UPDATE pages SET fragment = 'not json' WHERE rel = ?",
                   ROLLBACK)
@@ -112,7 +106,7 @@ def test_an_unreadable_store_leaves_every_fragment_made_from_its_page(
 
 
 def test_pages_added_and_deleted_after_a_restart_give_the_graph_a_fresh_start_gives(
-        restarted: KnowledgeSource, fill_small_folders: None, sample_root: Path,
+        restarted: KnowledgeSource, sample_root: Path,
         sources: list[KnowledgeSource]) -> None:
     restarted.snapshot()
     added = "concepts/added.md"

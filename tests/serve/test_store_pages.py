@@ -1,0 +1,148 @@
+"""The store's contract for pages read back at a restart: a start reads of each page only the
+fields every request needs (serve.source.page.KNOWN_AT_START), a request reads the rest of the
+pages it touches, and what it reads is the page a fresh start parses. A snapshot keeps the
+page it was made with whatever a save writes after it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import serve.watch.records as records_module
+from serve.service import KnowledgeSource
+from serve.settings import ServeSettings
+from serve.snapshot.projection import Projection
+from serve.source.page import KNOWN_AT_START, Page, StoredPage
+from serve.store.bodies import BodyUnavailable
+from serve.store.database import transaction
+
+ROLLBACK = "runbooks/rollback.md"
+
+
+@pytest.fixture(autouse=True)
+def trust_fresh_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files seconds old are not trusted by their stat (see test_store_records)."""
+    monkeypatch.setattr(records_module, "RACY_WINDOW_NS", 0)
+
+
+def stored_at(snapshot: Projection, rel: str) -> StoredPage:
+    page = snapshot.find_page(rel)
+    assert isinstance(page, StoredPage), "the restart parsed or read this page whole"
+    return page
+
+
+def fresh_pages(root: Path) -> dict[str, Page]:
+    source = KnowledgeSource(ServeSettings(root=root, page_cache=False))
+    try:
+        return {p.path: p for p in source.snapshot().pages}
+    finally:
+        source.close()
+
+
+def edit(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.write_text(text, encoding="utf-8")
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+
+def test_a_restart_reads_each_page_by_its_start_fields_only(restarted: KnowledgeSource) -> None:
+    snapshot = restarted.snapshot()
+    assert restarted.freshness.mirror.parsed_count == 0
+    assert all(isinstance(p, StoredPage) for p in snapshot.pages)
+    # Only the page that names the wiki (its title and description) was read whole.
+    read = [p.path for p in snapshot.pages if isinstance(p, StoredPage) and p.loaded]
+    assert len(read) <= 1 and len(snapshot.pages) > 5
+    assert snapshot.title
+
+
+def test_every_field_read_when_asked_is_the_field_a_fresh_start_parses(
+        restarted: KnowledgeSource, sample_root: Path) -> None:
+    expected = fresh_pages(sample_root)
+    snapshot = restarted.snapshot()
+    assert sorted(p.path for p in snapshot.pages) == sorted(expected)
+    for page in snapshot.pages:
+        fresh = expected[page.path]
+        for name in Page._fields:
+            if name in ("text_z", "section_table"):
+                continue
+            assert getattr(page, name) == getattr(fresh, name), (page.path, name)
+        assert page.text == fresh.text and page.packed_sections == fresh.packed_sections
+        assert page.payload() == fresh.payload()
+        # As a Page to every reader: equality, hashing, iteration, indexing
+        assert isinstance(page, StoredPage)
+        whole = page.whole
+        assert page == whole and whole == page
+        assert (page != whole) is False
+        assert hash(page) == hash(whole) and tuple(page) == tuple(whole) and page[1] == whole[1]
+        assert page._asdict()["tags"] == fresh.tags
+
+
+def test_start_fields_need_no_read_and_a_placed_copy_shares_the_read(
+        restarted: KnowledgeSource) -> None:
+    page = stored_at(restarted.snapshot(), ROLLBACK)
+    for name in KNOWN_AT_START:
+        getattr(page, name)
+    assert page.body_sha1 and not page.loaded
+    placed = page._replace(role="hot")
+    assert isinstance(placed, StoredPage) and placed.role == "hot" and not placed.loaded
+    assert placed.tags == page.tags and page.loaded  # one read serves both
+    assert placed.whole.role == "hot" and page.whole.role == page.role
+    changed = page._replace(summary="other")
+    assert not isinstance(changed, StoredPage) and changed.summary == "other"
+
+
+def test_a_snapshot_keeps_the_page_it_was_made_with_after_a_save_replaces_it(
+        restarted: KnowledgeSource, sample_root: Path) -> None:
+    old = restarted.snapshot()
+    old_page = stored_at(old, ROLLBACK)
+    expected = fresh_pages(sample_root)[ROLLBACK]
+    assert not old_page.loaded
+    edit(sample_root, ROLLBACK, "---\ntitle: Rollback\ntags: [renamed]\n---\n# Rollback\n\nNew.\n")
+    new = restarted.snapshot()
+    assert new.find_page(ROLLBACK).tags == ("renamed",)  # type: ignore[union-attr]
+    restarted.save_cache()
+    # The row is the new page's now; the old snapshot's page was read before it was written.
+    assert old_page.loaded
+    assert (old_page.tags, old_page.summary, old_page.headings) == (
+        expected.tags, expected.summary, expected.headings)
+    # Besides it, only pages the new link index needed whole: the title's, and those with
+    # a link to no page (its node is named by the link as written).
+    read = {p.id for p in old.pages if isinstance(p, StoredPage) and p.loaded} - {old_page.id}
+    assert len(read) < len(old.pages) // 2
+    dangling = {edge.source.removeprefix("page:")
+                for edge in restarted.graph(include_drafts=True).edges
+                if edge.target.startswith(("placeholder:", "external:"))}
+    assert len(read - dangling) <= 1
+
+
+def test_a_page_gone_from_the_store_is_parsed_again_and_then_a_retryable_error(
+        restarted: KnowledgeSource, sample_root: Path) -> None:
+    snapshot = restarted.snapshot()
+    first, second = (stored_at(snapshot, rel) for rel in (ROLLBACK, "release-checklist.md"))
+    assert restarted.store is not None
+    with restarted.store.connect() as conn, transaction(conn):
+        conn.execute("UPDATE files SET digest = 'newer' WHERE rel IN (?, ?)",
+                     (ROLLBACK, "release-checklist.md"))
+    # The folder still holds the content the snapshot knows: parsed again from it.
+    assert first.tags == fresh_pages(sample_root)[ROLLBACK].tags
+    # Neither the store nor the folder has it any more: the request may retry shortly.
+    (sample_root / "release-checklist.md").write_text("# Elsewhere\n\nRewritten.\n", encoding="utf-8")
+    with pytest.raises(BodyUnavailable) as raised:
+        _ = second.summary
+    assert raised.value.code == "page_changing"
+
+
+def test_a_snapshot_keeps_a_page_whose_file_was_deleted_after_a_save_drops_its_row(
+        restarted: KnowledgeSource, sample_root: Path) -> None:
+    old = restarted.snapshot()
+    old_page = stored_at(old, ROLLBACK)
+    expected = fresh_pages(sample_root)[ROLLBACK]
+    (sample_root / ROLLBACK).unlink()
+    assert restarted.snapshot().find_page(ROLLBACK) is None
+    restarted.save_cache()
+    # Neither the store nor the folder has it now: it was read before the row was dropped.
+    assert (old_page.tags, old_page.summary, old_page.text) == (
+        expected.tags, expected.summary, expected.text)
