@@ -9,7 +9,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Literal
 
@@ -199,8 +200,6 @@ class Database:
                     return "foreign"
                 if version != SCHEMA_VERSION:
                     return "older" if version < SCHEMA_VERSION else "newer"
-                if conn.execute("PRAGMA quick_check(1)").fetchone()[0] != "ok":
-                    return "damaged"
                 stored = dict(conn.execute("SELECT key, value FROM meta"))
         except sqlite3.OperationalError as exc:
             if _busy(exc):
@@ -268,6 +267,30 @@ class Database:
                 kept[1].close()
             kept = self._readers.kept = (self.generation, self._connect_file())
         yield kept[1]
+
+    def check_beside(self) -> Callable[[], bool]:
+        """Start the engine's own check of every page of the file (PRAGMA quick_check) on a
+        connection of its own; what says whether it passed. A restart reads its records
+        meanwhile (the check runs in SQLite, without the GIL) and serves them only if it did:
+        a damaged store is rebuilt, never served."""
+        if self._memory is not None:
+            return lambda: True
+        checked: Future[bool] = Future()
+
+        def check() -> None:
+            try:
+                conn = self._connect_file()
+                try:
+                    checked.set_result(conn.execute("PRAGMA quick_check(1)").fetchone()[0] == "ok")
+                finally:
+                    conn.close()
+            except sqlite3.OperationalError as exc:
+                checked.set_result(_busy(exc))  # busy: another process writes, not damage
+            except sqlite3.DatabaseError:
+                checked.set_result(False)
+
+        threading.Thread(target=check, name="store-check", daemon=True).start()
+        return checked.result
 
     def reset(self, reason: str) -> None:
         """Drop a store found damaged while reading it: the next use builds it anew."""

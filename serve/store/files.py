@@ -73,17 +73,25 @@ class FileRecords:
         """Every stored record, read in one transaction; {} (logged) when the store is
         damaged, which is then rebuilt."""
         try:
-            with self.database.connect() as conn, transaction(conn, write=False):
-                records = self._read(conn)
-                self.counts = {sig: (n, e) for sig, n, e in conn.execute(
-                    "SELECT signature, nodes, edges FROM graph_counts")}
+            with self.database.connect() as conn:  # (its schema and identity checked first)
+                checked = self.database.check_beside()
+                with transaction(conn, write=False):
+                    records = self._read(conn)
+                    self.counts = {sig: (n, e) for sig, n, e in conn.execute(
+                        "SELECT signature, nodes, edges FROM graph_counts")}
+            if not checked():
+                self.database.reset("damaged")
+                return self._lost()
         except (sqlite3.DatabaseError, ValueError, TypeError, KeyError, IndexError) as exc:
             self.database.reset(f"unreadable records ({type(exc).__name__})")
-            self.counts = {}
-            return {}
+            return self._lost()
         self._saved = dict(records)
         self._generation = self.database.generation
         return records
+
+    def _lost(self) -> dict[str, FileRecord]:
+        self.counts = {}
+        return {}
 
     def read_in_background(self) -> Callable[[], dict[str, FileRecord]]:
         """Start load() in a thread; what waits for its records. The first scan walks the
