@@ -40,6 +40,8 @@ class BodyRef(Protocol):
 
     def page(self) -> Page: ...  # the whole stored page, its body left in the store
 
+    def keep(self, page: StoredPage) -> None: ...  # `page` holds what page() read: bound them
+
 
 class Page(NamedTuple):
     """A parsed page. Immutable; `role` is assigned by the loader from the page's location.
@@ -156,11 +158,13 @@ _APPROVED_AT, _TEXT_AT, _TABLE_AT = map(Page._fields.index, ("approved", "text_z
 
 class StoredPage(Page):
     """A page read back from the store by KNOWN_AT_START only: its other fields are read
-    from the store the first time one is asked for (`whole`), and kept with it. A Page to
-    every reader: attributes, iteration, indexing, equality and _replace all see the whole
-    page. A restart so builds no per-page lists, summaries or frontmatter for the folder."""
+    from the store when first asked for (`whole`) and kept with it while it is among the
+    pages read last (the store lets go of older ones), so memory is bounded by what requests
+    touch, not by the folder. A Page to every reader:
+    attributes, iteration, indexing, equality and _replace all see the whole page. A restart
+    so builds no per-page lists, summaries or frontmatter for the folder."""
 
-    # (A tuple subclass cannot declare slots: the one loaded page sits in __dict__.)
+    # (A tuple subclass cannot declare slots: a held page sits in __dict__, made on demand.)
 
     def __new__(cls, body: BodyRef, known: Sequence[Any]) -> StoredPage:
         """`known`: the values of KNOWN_AT_START, in order (`approved` may be a stored 0 or 1)."""
@@ -174,33 +178,40 @@ class StoredPage(Page):
 
     @property
     def whole(self) -> Page:
-        """Every field, read from the store once (placed as this page is: its role)."""
+        """Every field: read from the store on first use and kept with it until the store
+        makes room for pages read since (BodyRef.keep), or held (placed as this page is)."""
         found: Page | None = self.__dict__.get("_whole")
         if found is None:
-            shared = self._shared
-            found = shared[0]
+            shared: list[Page | None] | None = self.__dict__.get("_held")
+            found = shared[0] if shared is not None else None
             if found is None:
                 body = self.text_z
                 assert not isinstance(body, bytes)
-                found = shared[0] = body.page()
+                found = body.page()
+                body.keep(self)
             if found.role != self.role:
                 found = found._replace(role=self.role)
             self.__dict__["_whole"] = found
         return found
 
-    @property
-    def loaded(self) -> bool:
-        """Whether its other fields were read (by itself or a copy placed elsewhere)."""
-        return self._shared[0] is not None
+    def forget(self) -> None:
+        """Let go of the page read (the store made room): read again when next asked for."""
+        self.__dict__.pop("_whole", None)
 
     @property
-    def _shared(self) -> list[Page | None]:
-        # The page as read, shared with the copies _replace places elsewhere: one read (or
-        # a save's hold before it replaces the row) serves them all.
-        shared: list[Page | None] | None = self.__dict__.get("_read")
-        if shared is None:
-            shared = self.__dict__["_read"] = [None]
-        return shared
+    def held(self) -> bool:
+        """Whether the whole page is kept with it (by itself or a copy placed elsewhere)."""
+        shared: list[Page | None] | None = self.__dict__.get("_held")
+        return shared is not None and shared[0] is not None
+
+    def hold(self) -> None:
+        """Keep the whole page with it from now on: a save is about to replace or drop its row,
+        and the snapshots that show this page must go on reading it as it was."""
+        shared = self.__dict__.setdefault("_held", [None])
+        if shared[0] is None:
+            body = self.text_z
+            assert not isinstance(body, bytes)
+            shared[0] = body.page()
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self.whole)
@@ -232,7 +243,8 @@ class StoredPage(Page):
             assert not isinstance(body, bytes)
             known = {name: getattr(self, name) for name in KNOWN_AT_START} | changes
             moved = StoredPage(body, list(known.values()))
-            moved.__dict__["_read"] = self._shared
+            # One hold serves both: the copies share the cell (made here if need be).
+            moved.__dict__["_held"] = self.__dict__.setdefault("_held", [None])
             return moved
         return self.whole._replace(**changes)
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from typing import Any
 
 import structlog
 
 from serve.errors import NotReady
 from serve.source import sections
-from serve.source.page import Page, ParseOptions
+from serve.source.page import Page, ParseOptions, StoredPage
 from serve.store.database import Database, transaction
 from serve.watch.file_read import read_file
 
@@ -24,6 +25,9 @@ log = structlog.get_logger("llmwiki.serve.store")
 # evidence page's text and sections in two places, and agents ask around the same pages.
 # Bounded (about 2.5 KB an entry): emptied when full.
 RECENT_BODIES = 512
+# Pages read whole lately keep what was read (a search's hits, a pack's evidence and neighbour
+# pages), about 3 KB each; the oldest lets go when more are read (StoredPage.forget).
+RECENT_PAGES = 4096
 _BODY = ("SELECT p.text_z FROM pages p JOIN files f ON f.rel = p.rel "
          "WHERE p.rel = ? AND f.digest = ?")
 # A page's tuple-valued fields are held in one JSON object (one decode per page read); the
@@ -77,6 +81,8 @@ class Bodies:
         self.root = database.identity["root"]
         self.max_page_bytes = int(database.identity["max_page_bytes"])
         self._recent: dict[tuple[str, str, bytes], tuple[bytes, tuple[Any, ...]]] = {}
+        self._keeping: dict[int, StoredPage] = {}  # by id, oldest first
+        self._keeping_lock = threading.Lock()
 
     def read(self, body: StoredBody) -> tuple[bytes, tuple[Any, ...]]:
         key = (body.rel, body.digest, body.sha1)
@@ -88,15 +94,26 @@ class Bodies:
             self._recent[key] = found
         return found
 
-    def page(self, body: StoredBody, conn: sqlite3.Connection | None = None) -> Page:
-        """The whole page `body` belongs to, from the store (through `conn` when given: a
-        save's transaction), else parsed again from the folder."""
+    def keep(self, page: StoredPage) -> None:
+        """`page` now holds what it read: the oldest such page lets go past RECENT_PAGES."""
+        with self._keeping_lock:
+            keeping = self._keeping
+            keeping.pop(id(page), None)
+            keeping[id(page)] = page
+            while len(keeping) > RECENT_PAGES:
+                keeping.pop(next(iter(keeping))).forget()
+
+    @property
+    def kept(self) -> int:
+        """How many pages hold what they read (tests, observability)."""
+        return len(self._keeping)
+
+    def page(self, body: StoredBody) -> Page:
+        """The whole page `body` belongs to, from the store, else parsed again from the
+        folder."""
         try:
-            if conn is not None:
+            with self.database.reading() as conn:
                 row = conn.execute(_PAGE, (body.rel, body.digest)).fetchone()
-            else:
-                with self.database.reading() as kept:
-                    row = kept.execute(_PAGE, (body.rel, body.digest)).fetchone()
         except (sqlite3.Error, ValueError) as exc:
             log.warning("store_read_failed", part="page", error=type(exc).__name__,
                         reason=str(exc)[:200])
@@ -157,9 +174,12 @@ class StoredBody:
         held = self.held
         return held if held is not None else self.bodies.read(self)
 
-    def page(self, conn: sqlite3.Connection | None = None) -> Page:
+    def page(self) -> Page:
         """The whole page this body belongs to (serve.source.page.StoredPage reads it)."""
-        return self.bodies.page(self, conn)
+        return self.bodies.page(self)
+
+    def keep(self, page: StoredPage) -> None:
+        self.bodies.keep(page)
 
     def hold(self, conn: sqlite3.Connection) -> None:
         """Read the body into memory from `conn` (a save's transaction, before it writes)."""

@@ -230,7 +230,7 @@ class FileRecords:
 def _hold(record: FileRecord | None, conn: sqlite3.Connection) -> None:
     page = record.page if record is not None else None
     if isinstance(page, StoredPage):
-        page.whole  # noqa: B018  (read now: the write below replaces or drops its row)
+        page.hold()  # read now: the write below replaces or drops its row
     body = page.text_z if page is not None else None
     if isinstance(body, StoredBody):
         body.hold(conn)

@@ -1,7 +1,8 @@
 """The store's contract for pages read back at a restart: a start reads of each page only the
 fields every request needs (serve.source.page.KNOWN_AT_START), a request reads the rest of the
-pages it touches, and what it reads is the page a fresh start parses. A snapshot keeps the
-page it was made with whatever a save writes after it."""
+pages it touches (the store keeps the last few thousand read, no page keeps its own), and what
+it reads is the page a fresh start parses. A snapshot keeps the page it was made with whatever
+a save writes after it: the pages a save replaces are held first, and only those."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
 from serve.snapshot.projection import Projection
 from serve.source.page import KNOWN_AT_START, Page, StoredPage
-from serve.store.bodies import BodyUnavailable
+from serve.store.bodies import Bodies, BodyUnavailable, StoredBody
 from serve.store.database import transaction
 
 ROLLBACK = "runbooks/rollback.md"
@@ -25,6 +26,20 @@ ROLLBACK = "runbooks/rollback.md"
 def trust_fresh_files(monkeypatch: pytest.MonkeyPatch) -> None:
     """Files seconds old are not trusted by their stat (see test_store_records)."""
     monkeypatch.setattr(records_module, "RACY_WINDOW_NS", 0)
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths of the pages read whole from the store (or the folder), in order."""
+    seen: list[str] = []
+    real = Bodies.page
+
+    def counting(self: Bodies, body: StoredBody) -> Page:
+        seen.append(body.rel)
+        return real(self, body)
+
+    monkeypatch.setattr(Bodies, "page", counting)
+    return seen
 
 
 def stored_at(snapshot: Projection, rel: str) -> StoredPage:
@@ -48,13 +63,13 @@ def edit(root: Path, rel: str, text: str) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
 
 
-def test_a_restart_reads_each_page_by_its_start_fields_only(restarted: KnowledgeSource) -> None:
+def test_a_restart_reads_each_page_by_its_start_fields_only(
+        restarted: KnowledgeSource, reads: list[str]) -> None:
     snapshot = restarted.snapshot()
     assert restarted.freshness.mirror.parsed_count == 0
-    assert all(isinstance(p, StoredPage) for p in snapshot.pages)
+    assert all(isinstance(p, StoredPage) and not p.held for p in snapshot.pages)
     # Only the page that names the wiki (its title and description) was read whole.
-    read = [p.path for p in snapshot.pages if isinstance(p, StoredPage) and p.loaded]
-    assert len(read) <= 1 and len(snapshot.pages) > 5
+    assert len(reads) <= 1 and len(snapshot.pages) > 5
     assert snapshot.title
 
 
@@ -80,16 +95,20 @@ def test_every_field_read_when_asked_is_the_field_a_fresh_start_parses(
         assert page._asdict()["tags"] == fresh.tags
 
 
-def test_start_fields_need_no_read_and_a_placed_copy_shares_the_read(
-        restarted: KnowledgeSource) -> None:
+def test_start_fields_need_no_read_and_a_page_read_lately_is_not_read_again(
+        restarted: KnowledgeSource, reads: list[str]) -> None:
     page = stored_at(restarted.snapshot(), ROLLBACK)
+    reads.clear()
     for name in KNOWN_AT_START:
         getattr(page, name)
-    assert page.body_sha1 and not page.loaded
+    assert page.body_sha1 and reads == []
+    assert page.tags == page.tags and page.summary and reads == [ROLLBACK]
+    assert not page.held  # kept while among the pages read last, not held
     placed = page._replace(role="hot")
-    assert isinstance(placed, StoredPage) and placed.role == "hot" and not placed.loaded
-    assert placed.tags == page.tags and page.loaded  # one read serves both
+    assert isinstance(placed, StoredPage) and placed.role == "hot"
     assert placed.whole.role == "hot" and page.whole.role == page.role
+    placed.hold()
+    assert page.held and placed.held  # one hold serves both
     changed = page._replace(summary="other")
     assert not isinstance(changed, StoredPage) and changed.summary == "other"
 
@@ -99,23 +118,16 @@ def test_a_snapshot_keeps_the_page_it_was_made_with_after_a_save_replaces_it(
     old = restarted.snapshot()
     old_page = stored_at(old, ROLLBACK)
     expected = fresh_pages(sample_root)[ROLLBACK]
-    assert not old_page.loaded
+    assert not old_page.held
     edit(sample_root, ROLLBACK, "---\ntitle: Rollback\ntags: [renamed]\n---\n# Rollback\n\nNew.\n")
     new = restarted.snapshot()
     assert new.find_page(ROLLBACK).tags == ("renamed",)  # type: ignore[union-attr]
     restarted.save_cache()
-    # The row is the new page's now; the old snapshot's page was read before it was written.
-    assert old_page.loaded
+    # The row is the new page's now; the old snapshot's page was held before it was written.
+    assert old_page.held
     assert (old_page.tags, old_page.summary, old_page.headings) == (
         expected.tags, expected.summary, expected.headings)
-    # Besides it, only pages the new link index needed whole: the title's, and those with
-    # a link to no page (its node is named by the link as written).
-    read = {p.id for p in old.pages if isinstance(p, StoredPage) and p.loaded} - {old_page.id}
-    assert len(read) < len(old.pages) // 2
-    dangling = {edge.source.removeprefix("page:")
-                for edge in restarted.graph(include_drafts=True).edges
-                if edge.target.startswith(("placeholder:", "external:"))}
-    assert len(read - dangling) <= 1
+    assert not any(p.held for p in old.pages if isinstance(p, StoredPage) and p is not old_page)
 
 
 def test_a_page_gone_from_the_store_is_parsed_again_and_then_a_retryable_error(
@@ -146,3 +158,21 @@ def test_a_snapshot_keeps_a_page_whose_file_was_deleted_after_a_save_drops_its_r
     # Neither the store nor the folder has it now: it was read before the row was dropped.
     assert (old_page.tags, old_page.summary, old_page.text) == (
         expected.tags, expected.summary, expected.text)
+
+
+def test_pages_read_whole_are_kept_by_the_store_within_its_bound(
+        restarted: KnowledgeSource, monkeypatch: pytest.MonkeyPatch) -> None:
+    import serve.store.bodies as bodies_module
+
+    monkeypatch.setattr(bodies_module, "RECENT_PAGES", 3)
+    snapshot = restarted.snapshot()
+    assert restarted.cache is not None
+    kept = restarted.cache.bodies
+    for page in snapshot.pages:
+        assert page.tags is not None
+        assert kept.kept <= 3
+    assert not any(isinstance(p, StoredPage) and p.held for p in snapshot.pages)
+    holding = [p for p in snapshot.pages if isinstance(p, StoredPage) and "_whole" in p.__dict__]
+    assert len(holding) <= 3 and holding[-1] is snapshot.pages[-1]
+    first = snapshot.pages[0]
+    assert first.tags == first.whole.tags  # let go of, read again when asked
