@@ -278,16 +278,20 @@ class Database:
         checked: Future[bool] = Future()
 
         def check() -> None:
+            passed = True
             try:
                 conn = self._connect_file()
                 try:
-                    checked.set_result(conn.execute("PRAGMA quick_check(1)").fetchone()[0] == "ok")
+                    passed = conn.execute("PRAGMA quick_check(1)").fetchone()[0] == "ok"
                 finally:
-                    conn.close()
+                    conn.close()  # before the answer: nothing of SQLite's is held after it
             except sqlite3.OperationalError as exc:
-                checked.set_result(_busy(exc))  # busy: another process writes, not damage
+                passed = _busy(exc)  # busy: another process writes, which is no damage
             except sqlite3.DatabaseError:
-                checked.set_result(False)
+                passed = False
+            except Exception as exc:  # could not check (the read itself went through): logged
+                log.warning("store_check_failed", error=type(exc).__name__)
+            checked.set_result(passed)
 
         threading.Thread(target=check, name="store-check", daemon=True).start()
         return checked.result

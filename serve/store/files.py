@@ -72,6 +72,7 @@ class FileRecords:
     def load(self) -> dict[str, FileRecord]:
         """Every stored record, read in one transaction; {} (logged) when the store is
         damaged, which is then rebuilt."""
+        checked: Callable[[], bool] | None = None
         try:
             with self.database.connect() as conn:  # (its schema and identity checked first)
                 checked = self.database.check_beside()
@@ -79,11 +80,13 @@ class FileRecords:
                     records = self._read(conn)
                     self.counts = {sig: (n, e) for sig, n, e in conn.execute(
                         "SELECT signature, nodes, edges FROM graph_counts")}
-            if not checked():
-                self.database.reset("damaged")
-                return self._lost()
         except (sqlite3.DatabaseError, ValueError, TypeError, KeyError, IndexError) as exc:
+            if checked is not None:
+                checked()  # the check ends before the file is removed
             self.database.reset(f"unreadable records ({type(exc).__name__})")
+            return self._lost()
+        if not checked():
+            self.database.reset("damaged")
             return self._lost()
         self._saved = dict(records)
         self._generation = self.database.generation
