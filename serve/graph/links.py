@@ -225,7 +225,7 @@ class LinkIndex:
             for key in dict.fromkeys(fragment.link_keys):
                 if key:
                     linkers.setdefault(key, []).append(path)
-            found = targets[path] = page_targets(page, fragment, lookup)
+            found = targets[path] = page_targets(fragment, lookup)
             edge_count += len(found)
             for target in found:
                 refs.setdefault(target, []).append(path)
@@ -302,7 +302,7 @@ class LinkIndex:
                 segment_edges -= 1
         for path in redo:
             at = place(path)
-            found = target_changes[path] = page_targets(pages[at], fragments[at], lookup)
+            found = target_changes[path] = page_targets(fragments[at], lookup)
             segment_edges += len(found)
             for target in found:
                 insort(referrers(target), path, key=place)

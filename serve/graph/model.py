@@ -76,6 +76,10 @@ class Fragment(NamedTuple):
     # Lookup keys of the page itself: id, title, path, file name (OWN_KEYS of them), then
     # its aliases.
     page_keys: tuple[str, ...]
+    # The node id each link (parallel to link_keys) has when it resolves to no page: a link
+    # index is so built without the page's written links (a page read back from the store
+    # would have to be read for them).
+    dangling_ids: tuple[str, ...] = ()
 
 
 OWN_KEYS = 4
@@ -123,7 +127,8 @@ def page_fragment(page: Page) -> Fragment:
     ids += [f"tag:{slug(tag.lstrip('#').lower())}" for tag in page.tags]
     own = (page.id, page.title, page.path, page.path.rsplit("/", 1)[-1], *page.aliases)
     return Fragment(tuple(ids), tuple(lookup_key(link) for link in page.links),
-                    tuple(lookup_key(key) for key in own))
+                    tuple(lookup_key(key) for key in own),
+                    tuple(unresolved_node(link, "", "").id for link in page.links))
 
 
 def shared_strings(fragment: Fragment) -> Fragment:
@@ -137,7 +142,8 @@ def shared_strings(fragment: Fragment) -> Fragment:
     first: dict[str, str] = {}
     return tuple.__new__(Fragment, ((*ids[:own], *map(sys.intern, ids[own:])),
                                     tuple(map(sys.intern, fragment.link_keys)),
-                                    tuple(first.setdefault(key, key) for key in fragment.page_keys)))
+                                    tuple(first.setdefault(key, key) for key in fragment.page_keys),
+                                    tuple(map(sys.intern, fragment.dangling_ids))))
 
 
 def _members(page: Page, fragment: Fragment) -> Iterator[tuple[str, str, str, str, Any, Any]]:
@@ -377,19 +383,11 @@ def edge_parts(page: Page, fragment: Fragment,
             yield node.id, node
 
 
-def page_targets(page: Page, fragment: Fragment, lookup: Mapping[str, Page]) -> tuple[str, ...]:
+def page_targets(fragment: Fragment, lookup: Mapping[str, Page]) -> tuple[str, ...]:
     """The distinct node ids a page's edges point at, in order. Each has one edge from the
     page (a member id's prefix fixes its relation; links are links_to)."""
     targets = dict.fromkeys(fragment.member_ids)
-    links: tuple[str, ...] | None = None  # the written links, read only for a dangling one
-    for n, key in enumerate(fragment.link_keys):
+    for key, dangling in zip(fragment.link_keys, fragment.dangling_ids, strict=True):
         target = lookup.get(key) if key else None
-        if target is not None:
-            targets[f"page:{target.id}"] = None
-            continue
-        if links is None:
-            links = page.links
-            if len(links) != len(fragment.link_keys):
-                raise ValueError("a fragment of another page")
-        targets[unresolved_node(links[n], "", "").id] = None
+        targets[f"page:{target.id}" if target is not None else dangling] = None
     return tuple(targets)

@@ -23,8 +23,8 @@ log = structlog.get_logger("llmwiki.serve.store")
 # Bump when the tables change or when parsing changes what a stored page holds: a store of
 # another version is dropped and rebuilt from the folder (it is derived, never the truth).
 # 2: a page's lists in one JSON column; 3: text_sha1, bodies read per request; 4: the graph
-# fragment in its own column, read when first needed
-SCHEMA_VERSION = 4
+# fragment in its own column, read when first needed; 5: a fragment's dangling link ids
+SCHEMA_VERSION = 5
 # sqlite3's "application_id": a database file of another program is never taken for ours.
 APPLICATION_ID = 0x6C6C7731  # "llw1"
 BUSY_TIMEOUT_MS = 5000  # another serve process's write in progress: wait, then give up

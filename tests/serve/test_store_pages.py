@@ -176,3 +176,25 @@ def test_pages_read_whole_are_kept_by_the_store_within_its_bound(
     assert len(holding) <= 3 and holding[-1] is snapshot.pages[-1]
     first = snapshot.pages[0]
     assert first.tags == first.whole.tags  # let go of, read again when asked
+
+
+def test_the_first_page_added_after_a_restart_reads_no_stored_page_for_the_link_index(
+        restarted: KnowledgeSource, sample_root: Path, reads: list[str]) -> None:
+    """The link index the first added page needs is built from fragments alone: a link that
+    resolves to no page takes its node id from its fragment, not from the page's links."""
+    restarted.snapshot()
+    reads.clear()
+    added = "concepts/added.md"
+    (sample_root / added).write_text(
+        "---\ntitle: Added\n---\n# Added\n\nSee [[rollback]] and [[nowhere at all]].\n",
+        encoding="utf-8")
+    snapshot = restarted.snapshot()
+    assert snapshot.find_page(added) is not None
+    assert snapshot.caches.links is not None  # derived, not built anew by a request
+    assert reads == []
+    fresh = KnowledgeSource(ServeSettings(root=sample_root, page_cache=False))
+    try:
+        assert restarted.graph(include_drafts=True).model_dump() == fresh.graph(
+            include_drafts=True).model_dump()
+    finally:
+        fresh.close()
