@@ -160,9 +160,9 @@ class StoredPage(Page):
     """A page read back from the store by KNOWN_AT_START only: its other fields are read
     from the store when first asked for (`whole`) and kept with it while it is among the
     pages read last (the store lets go of older ones), so memory is bounded by what requests
-    touch, not by the folder. A Page to every reader:
-    attributes, iteration, indexing, equality and _replace all see the whole page. A restart
-    so builds no per-page lists, summaries or frontmatter for the folder."""
+    touch, not by the folder. A Page to every reader: attributes, iteration, indexing,
+    equality and _replace all see the whole page. A restart so builds no per-page lists,
+    summaries or frontmatter for the folder."""
 
     # (A tuple subclass cannot declare slots: a held page sits in __dict__, made on demand.)
 

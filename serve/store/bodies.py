@@ -1,7 +1,8 @@
-"""Pages and their bodies left in the store: read by the request that needs one, held in
-memory only from just before the store replaces a page's row until no snapshot refers to it.
-A page the store no longer has (its file was removed while serve ran) is parsed again from
-the folder, when the file still has the same content."""
+"""Pages and their bodies left in the store: read by the request that needs one and kept only
+while among the last read (RECENT_BODIES, RECENT_PAGES), or held from just before the store
+replaces a page's row until no snapshot refers to it. A page the store no longer has (its
+file was removed while serve ran) is parsed again from the folder, when the file still has
+the same content."""
 
 from __future__ import annotations
 
