@@ -256,6 +256,52 @@ def test_pages_added_and_deleted_after_a_restart_show_as_a_fresh_start_shows_the
         stop_checked(fresh)
 
 
+def everything_read(service: Service, root: Path, questions: tuple[str, ...]) -> dict[str, Any]:
+    """Every page's read (its id is its path without .md), the source refs, the source bundle
+    and whole context packs."""
+    status, refs = get(service.url + "/source-refs")
+    assert status == 200
+    ids = sorted(path.relative_to(root).with_suffix("").as_posix() for path in root.rglob("*.md"))
+    reads = {}
+    for page_id in ids:
+        status, reads[page_id] = get(service.url + "/read/" + urllib.request.quote(page_id))
+        assert status == 200, (page_id, reads[page_id])
+    status, bundle = get(service.url + "/source-bundle")
+    assert status == 200
+    packs = [post(service.url, "/query", {"query": question}) for question in questions]
+    return {"refs": refs, "reads": reads, "bundle": bundle, "packs": packs}
+
+
+def test_every_page_read_after_a_restart_is_the_page_a_fresh_start_reads(
+        tmp_path: Path, folder: Path) -> None:
+    """A restart reads of each stored page only what every request needs (id, title, path,
+    role, approval); reads, source refs, the bundle and packs ask for the rest (frontmatter,
+    tags, links, headings, summaries), which must be what a service started afresh parses."""
+    cache = tmp_path / "cache"
+    first = start(tmp_path / "first", folder, cache)
+    try:
+        readiness_answers(first)
+    finally:
+        stop_checked(first)
+    questions = ("topic 5 rollback", "how are tokens rotated in the vault?", "group-3 signing")
+    warm = start(tmp_path / "warm", folder, cache)
+    try:
+        assert check_ready(warm, readiness_answers(warm))["index_origin"] == "cache"
+        restarted = everything_read(warm, folder, questions)
+    finally:
+        stop_checked(warm)
+    assert the_event(warm, "folder_loaded")["files_parsed"] == 0
+    fresh = start(tmp_path / "fresh", folder, tmp_path / "fresh-cache")
+    try:
+        readiness_answers(fresh)
+        expected = everything_read(fresh, folder, questions)
+    finally:
+        stop_checked(fresh)
+    assert len(restarted["reads"]) == PAGES
+    assert restarted["reads"]["topics/topic-0003"]["tags"] == ["group-3"]
+    assert restarted == expected
+
+
 def check_ready_count(service: Service) -> int:
     *_, (status, body) = readiness_answers(service)
     assert status == 200 and body["readiness"]["index_origin"] == "built"
