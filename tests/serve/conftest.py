@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # so `tests.support` imports however pytest is launched
     sys.path.insert(0, str(REPO))
 
+import serve.watch.records as records_module  # noqa: E402
 from serve.protocols.http import SOURCE_KEY, create_app  # noqa: E402
 from serve.service import KnowledgeSource  # noqa: E402
 from serve.settings import ServeSettings  # noqa: E402
@@ -47,9 +48,19 @@ def sample_root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def restarted(sample_root: Path, cache_dir: Path) -> Iterator[KnowledgeSource]:
+def trust_fresh_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fixture copy was written moments ago, so every file's ctime falls inside the 2 s
+    racy window in which FileRecord.trusted_for refuses to trust an equal stat (a rewrite in
+    the same clock tick could keep size and mtime). A ctime cannot be set into the past, and
+    sleeping 2 s per test is what the house style forbids, so these tests shrink the window
+    to 0; the stat comparison itself (size, mtime, ctime, inode, device) still applies."""
+    monkeypatch.setattr(records_module, "RACY_WINDOW_NS", 0)
+
+
+@pytest.fixture
+def restarted(sample_root: Path, cache_dir: Path, trust_fresh_files: None) -> Iterator[KnowledgeSource]:
     """A source started on a store an earlier run of the same folder saved (the files' stat
-    is trusted only outside the racy window: close it, as the store tests do)."""
+    is trusted only outside the racy window: closed, as the store tests do)."""
     first = KnowledgeSource(ServeSettings(root=sample_root, cache_dir=cache_dir))
     first.snapshot()
     first.save_cache()

@@ -29,12 +29,6 @@ LOCAL_CORS = CorsStatus(mode="local-dev-allowlist", local_dev_origins=True, expl
 ROLLBACK = "runbooks/rollback.md"
 
 
-@pytest.fixture
-def trust_fresh_files(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fixture copy was just written, so its ctimes fall inside the racy window in which
-    equal stats are not trusted (see test_page_cache); shrink the window to 0."""
-    monkeypatch.setattr(records_module, "RACY_WINDOW_NS", 0)
-
 
 @pytest.fixture
 def parse_in_workers(monkeypatch: pytest.MonkeyPatch) -> None:

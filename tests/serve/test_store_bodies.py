@@ -9,23 +9,19 @@ from pathlib import Path
 
 import pytest
 
-import serve.watch.records as records_module
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
 from serve.snapshot.projection import Projection
 from serve.source.page import Page
 from serve.store.bodies import BodyUnavailable, StoredBody
 from serve.store.database import store_path, transaction
+from tests.support.folders import rewrite
 
 ROLLBACK = "runbooks/rollback.md"
 
 
-@pytest.fixture(autouse=True)
-def trust_fresh_files(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The copied fixture's files are seconds old, inside the racy window in which an equal
-    stat is not trusted; the window is closed so a restart trusts them (see
-    test_store_records.trust_fresh_files)."""
-    monkeypatch.setattr(records_module, "RACY_WINDOW_NS", 0)
+# The fixture copy is seconds old: see tests/serve/conftest.py trust_fresh_files.
+pytestmark = pytest.mark.usefixtures("trust_fresh_files")
 
 
 def page_at(snapshot: Projection, rel: str) -> Page:
@@ -37,13 +33,6 @@ def page_at(snapshot: Projection, rel: str) -> Page:
 def body_of(page: Page) -> StoredBody:
     assert isinstance(page.text_z, StoredBody), "the restart held this page's body in memory"
     return page.text_z
-
-
-def edit(root: Path, rel: str, text: str) -> None:
-    path = root / rel
-    path.write_text(text, encoding="utf-8")
-    st = path.stat()
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
 
 
 def test_a_restart_leaves_every_body_in_the_store_and_a_read_finds_it(
@@ -66,7 +55,7 @@ def test_a_snapshot_keeps_the_body_it_was_made_with_after_a_save_replaces_it(
     old = restarted.snapshot()
     old_page = page_at(old, ROLLBACK)
     old_text, old_sections = old_page.text, old_page.packed_sections
-    edit(sample_root, ROLLBACK, "---\ntitle: Rollback\n---\n# Rollback\n\nAll new words here.\n")
+    rewrite(sample_root, ROLLBACK, "---\ntitle: Rollback\n---\n# Rollback\n\nAll new words here.\n")
     new = restarted.snapshot()
     assert "All new words here." in page_at(new, ROLLBACK).text
     restarted.save_cache()

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import serve.snapshot.fragments as fragments_module
-import serve.watch.records as records_module
 from serve.graph.model import Fragment
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
@@ -21,10 +20,8 @@ from serve.store.database import store_path
 ROLLBACK = "runbooks/rollback.md"
 
 
-@pytest.fixture(autouse=True)
-def trust_fresh_files(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The copied fixture's files are inside the racy window; see test_store_records."""
-    monkeypatch.setattr(records_module, "RACY_WINDOW_NS", 0)
+# The fixture copy is seconds old: see tests/serve/conftest.py trust_fresh_files.
+pytestmark = pytest.mark.usefixtures("trust_fresh_files")
 
 
 @pytest.fixture

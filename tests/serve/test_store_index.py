@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from structlog.testing import capture_logs
 
-import serve.watch.records as records_module
 from serve.retrieval.index import LexicalIndex
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
@@ -22,11 +21,8 @@ QUERIES = ("release signing checksum", "refund window billing", "rollback runboo
            "배포 서명")
 
 
-@pytest.fixture(autouse=True)
-def trust_fresh_files(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Files written moments ago fall in the racy window in which a stat is not trusted; the
-    index's validity does not depend on it (see test_store_records.py)."""
-    monkeypatch.setattr(records_module, "RACY_WINDOW_NS", 0)
+# The fixture copy is seconds old: see tests/serve/conftest.py trust_fresh_files.
+pytestmark = pytest.mark.usefixtures("trust_fresh_files")
 
 
 def write_folder(root: Path, pages: int = PAGES) -> None:

@@ -6,26 +6,23 @@ a save writes after it: the pages a save replaces are held first, and only those
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-import serve.watch.records as records_module
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
 from serve.snapshot.projection import Projection
 from serve.source.page import KNOWN_AT_START, Page, StoredPage
 from serve.store.bodies import Bodies, BodyUnavailable, StoredBody
 from serve.store.database import transaction
+from tests.support.folders import rewrite
 
 ROLLBACK = "runbooks/rollback.md"
 
 
-@pytest.fixture(autouse=True)
-def trust_fresh_files(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Files seconds old are not trusted by their stat (see test_store_records)."""
-    monkeypatch.setattr(records_module, "RACY_WINDOW_NS", 0)
+# The fixture copy is seconds old: see tests/serve/conftest.py trust_fresh_files.
+pytestmark = pytest.mark.usefixtures("trust_fresh_files")
 
 
 @pytest.fixture
@@ -54,13 +51,6 @@ def fresh_pages(root: Path) -> dict[str, Page]:
         return {p.path: p for p in source.snapshot().pages}
     finally:
         source.close()
-
-
-def edit(root: Path, rel: str, text: str) -> None:
-    path = root / rel
-    path.write_text(text, encoding="utf-8")
-    st = path.stat()
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
 
 
 def test_a_restart_reads_each_page_by_its_start_fields_only(
@@ -119,7 +109,7 @@ def test_a_snapshot_keeps_the_page_it_was_made_with_after_a_save_replaces_it(
     old_page = stored_at(old, ROLLBACK)
     expected = fresh_pages(sample_root)[ROLLBACK]
     assert not old_page.held
-    edit(sample_root, ROLLBACK, "---\ntitle: Rollback\ntags: [renamed]\n---\n# Rollback\n\nNew.\n")
+    rewrite(sample_root, ROLLBACK, "---\ntitle: Rollback\ntags: [renamed]\n---\n# Rollback\n\nNew.\n")
     new = restarted.snapshot()
     assert new.find_page(ROLLBACK).tags == ("renamed",)  # type: ignore[union-attr]
     restarted.save_cache()

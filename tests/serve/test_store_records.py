@@ -13,7 +13,6 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 import serve.watch.file_read as file_read_module
-import serve.watch.records as records_module
 from serve.protocols.http import SOURCE_KEY, create_app
 from serve.service import KnowledgeSource
 from serve.settings import DEFAULT_MAX_PAGE_BYTES, ServeSettings
@@ -25,15 +24,6 @@ from tests.support.records import with_body
 
 ROLLBACK = "runbooks/rollback.md"
 
-
-@pytest.fixture
-def trust_fresh_files(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fixture copy was written moments ago, so every file's ctime falls inside the 2 s
-    racy window in which FileRecord.trusted_for refuses to trust an equal stat (a rewrite in
-    the same clock tick could keep size and mtime). A ctime cannot be set into the past, and
-    sleeping 2 s per test is what the house style forbids, so these tests shrink the window
-    to 0; the stat comparison itself (size, mtime, ctime, inode, device) still applies."""
-    monkeypatch.setattr(records_module, "RACY_WINDOW_NS", 0)
 
 
 @pytest.fixture

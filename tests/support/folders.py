@@ -17,6 +17,15 @@ OUTSIDE_GRAPH_RELATION = "leaked_relation"
 OKF_INVALID = shutil.ignore_patterns("okf-invalid-*")
 
 
+def rewrite(root: Path, rel: str, text: str) -> None:
+    """Write `text` to root/rel with its mtime a second on: an edit a stat walk cannot miss,
+    even within one clock tick of the last."""
+    path = root / rel
+    path.write_text(text, encoding="utf-8")
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+
 def copy_fixture(name: str, dest: Path) -> Path:
     """Copy fixtures/<name> into dest/<last path part of name> and return the copy."""
     source = FIXTURES / name
