@@ -216,9 +216,9 @@ def first_owners(pages: Sequence[Page], fragments: Sequence[Fragment], lookup: d
         for nid in fragment.member_ids:
             if not nid.startswith("heading:"):
                 owner.setdefault(nid, page.path)
-        for key, raw in zip(fragment.link_keys, page.links, strict=True):
+        for key, dangling in zip(fragment.link_keys, fragment.dangling_ids, strict=True):
             if not key or key not in lookup:
-                owner.setdefault(unresolved_node(raw, "", "").id, page.path)
+                owner.setdefault(dangling, page.path)
     return owner
 
 

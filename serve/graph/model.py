@@ -128,7 +128,7 @@ def page_fragment(page: Page) -> Fragment:
     own = (page.id, page.title, page.path, page.path.rsplit("/", 1)[-1], *page.aliases)
     return Fragment(tuple(ids), tuple(lookup_key(link) for link in page.links),
                     tuple(lookup_key(key) for key in own),
-                    tuple(unresolved_node(link, "", "").id for link in page.links))
+                    tuple(map(unresolved_id, page.links)))
 
 
 def shared_strings(fragment: Fragment) -> Fragment:
@@ -164,15 +164,21 @@ def page_node(page: Page) -> Node:
     return tuple.__new__(Node, (f"page:{page.id}", page.title, page.role, page.path, page))
 
 
-def unresolved_node(value: str, path: str, source: str) -> Node:
+def _unresolved_kind(value: str) -> str:
     if value.startswith(("http://", "https://")):
-        kind = "external_ref"
-    elif ISSUE_RE.match(value):
-        kind = "external_issue"
-    else:
-        kind = "placeholder"
-    prefix = "external" if kind.startswith("external_") else "placeholder"
-    return Node(f"{prefix}:{slug(value)}", value, kind, path, {"unresolved": True, "source": source})
+        return "external_ref"
+    return "external_issue" if ISSUE_RE.match(value) else "placeholder"
+
+
+def unresolved_id(value: str) -> str:
+    """The node id of a link written `value` that resolves to no page."""
+    prefix = "external" if _unresolved_kind(value).startswith("external_") else "placeholder"
+    return f"{prefix}:{slug(value)}"
+
+
+def unresolved_node(value: str, path: str, source: str) -> Node:
+    return Node(unresolved_id(value), value, _unresolved_kind(value), path,
+                {"unresolved": True, "source": source})
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,14 +322,13 @@ def graph_counts(pages: Sequence[Page], fragments: Sequence[Fragment], adapter: 
     keys: set[tuple[str, str, str]] = set()
     for page, fragment in zip(pages, fragments, strict=True):
         pid = f"page:{page.id}"
-        for key, raw in zip(fragment.link_keys, page.links, strict=True):
+        for key, dangling in zip(fragment.link_keys, fragment.dangling_ids, strict=True):
             target = lookup.get(key) if key else None
             if target is not None:
                 keys.add((pid, f"page:{target.id}", "links_to"))
             else:
-                node = unresolved_node(raw, page.path, "wikilink")
-                node_ids.add(node.id)
-                keys.add((pid, node.id, "links_to"))
+                node_ids.add(dangling)
+                keys.add((pid, dangling, "links_to"))
     for sidecar in sidecars:
         for fact in sidecar.edges:
             ends = []
