@@ -10,13 +10,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Literal
 
 import structlog
 
 from common.version import __version__
+from serve.support.background import started
 
 log = structlog.get_logger("llmwiki.serve.store")
 
@@ -275,26 +275,23 @@ class Database:
         a damaged store is rebuilt, never served."""
         if self._memory is not None:
             return lambda: True
-        checked: Future[bool] = Future()
 
-        def check() -> None:
-            passed = True
+        def check() -> bool:
             try:
                 conn = self._connect_file()
                 try:
-                    passed = conn.execute("PRAGMA quick_check(1)").fetchone()[0] == "ok"
+                    return bool(conn.execute("PRAGMA quick_check(1)").fetchone()[0] == "ok")
                 finally:
                     conn.close()  # before the answer: nothing of SQLite's is held after it
             except sqlite3.OperationalError as exc:
-                passed = _busy(exc)  # busy: another process writes, which is no damage
+                return _busy(exc)  # busy: another process writes, which is no damage
             except sqlite3.DatabaseError:
-                passed = False
+                return False
             except Exception as exc:  # could not check (the read itself went through): logged
                 log.warning("store_check_failed", error=type(exc).__name__)
-            checked.set_result(passed)
+                return True
 
-        threading.Thread(target=check, name="store-check", daemon=True).start()
-        return checked.result
+        return started(check, "store-check")
 
     def reset(self, reason: str) -> None:
         """Drop a store found damaged while reading it: the next use builds it anew."""

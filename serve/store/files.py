@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
 from typing import Any
 
 import structlog
@@ -20,6 +18,7 @@ from serve.source.sidecar import SidecarEdge
 from serve.source.tree import FileStat
 from serve.store.bodies import LIST_FIELDS, PAGE_COLUMNS, Bodies, StoredBody
 from serve.store.database import Database, transaction
+from serve.support.background import started
 from serve.watch.records import FileRecord
 
 log = structlog.get_logger("llmwiki.serve.store")
@@ -100,16 +99,7 @@ class FileRecords:
         """Start load() in a thread; what waits for its records. The first scan walks the
         folder meanwhile: SQLite's checks and reads release the GIL, and so do the walk's
         system calls, so a restart no longer waits for one before starting the other."""
-        reading: Future[dict[str, FileRecord]] = Future()
-
-        def read() -> None:
-            try:
-                reading.set_result(self.load())
-            except BaseException as exc:  # raised to the scan that waits for the records
-                reading.set_exception(exc)
-
-        threading.Thread(target=read, name="store-read", daemon=True).start()
-        return reading.result
+        return started(self.load, "store-read")
 
     def fragments(self, pages: Sequence[Page]) -> list[Fragment | None]:
         """The stored graph fragments of pages read back from this store, one pass over its
