@@ -125,10 +125,7 @@ class Bodies:
             except (ValueError, TypeError, KeyError) as exc:
                 log.warning("store_read_failed", part="page", error=type(exc).__name__,
                             reason=str(exc)[:200])
-        page = self._reparsed_page(body)
-        if page is None:
-            raise BodyUnavailable(f"no page of digest {body.digest} in the store")
-        return page
+        return self._reparsed(body)
 
     def _read(self, body: StoredBody) -> tuple[bytes, tuple[Any, ...]]:
         try:
@@ -138,21 +135,18 @@ class Bodies:
             log.warning("store_read_failed", error=type(exc).__name__, reason=str(exc)[:200])
             found = None
         if found is None:
-            found = self._reparsed(body)
-        if found is None:
-            raise BodyUnavailable(f"no body of digest {body.digest} for a stored page")
+            page = self._reparsed(body)
+            found = page.body_z, page.packed_sections
         return found
 
-    def _reparsed(self, body: StoredBody) -> tuple[bytes, tuple[Any, ...]] | None:
-        page = self._reparsed_page(body)
-        return None if page is None else (page.body_z, page.packed_sections)
-
-    def _reparsed_page(self, body: StoredBody) -> Page | None:
+    def _reparsed(self, body: StoredBody) -> Page:
+        """The page parsed again from the folder, when the file still has `body`'s content;
+        else BodyUnavailable (the request may retry)."""
         page_path, options = body.parse_key
         result = read_file((body.rel, os.path.join(self.root, body.rel), page_path, options,
                             self.max_page_bytes, "", ""))
         if result.page is None or result.digest != body.digest:
-            return None
+            raise BodyUnavailable(f"no page of digest {body.digest} in the store or the folder")
         return result.page
 
 
