@@ -51,8 +51,8 @@ class IndexKeeper:
     def warm(self, projection: Projection) -> None:
         """Sync (or load) the index and the link views the first context pack needs, and keep
         a bulk-built index in the store, all before the index is published (a search meanwhile
-        waits for it): its pair signatures are then left in the store until a literal search
-        needs them, before any request can see the index."""
+        waits for it): the index then reads the store's files in place of its own arrays
+        before any request can see it."""
         with self.lock:
             self._sync(projection)
             len(projection.incoming)  # the link index behind context-pack graphs
@@ -114,13 +114,13 @@ class IndexKeeper:
         return self.stored.prepare(indexed.signature, indexed.pages, self.index, views)
 
     def _write(self, pending: Pending, lock: contextlib.AbstractContextManager[object]) -> None:
-        """Write the index to the store, then let the pair signatures go from memory (a literal
-        search reads them back) under `lock`: the index lock, or nothing for a caller holding
-        it already."""
+        """Write the index to the store, then let the index read the written files in place of
+        its own arrays (StoredIndex.share) under `lock`: the index lock, or nothing for a
+        caller holding it already."""
         assert self.stored is not None
         if self.stored.write(pending):
             with lock:
-                self.stored.leave_signatures(pending, self.index)
+                self.stored.share(pending, self.index)
         del pending
         release_free_memory()
 

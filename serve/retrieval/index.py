@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -16,8 +16,6 @@ from serve.retrieval.scoring import ROLE_MULTIPLIER
 from serve.retrieval.term_finder import DocFields, TermFinder
 from serve.source.page import Page
 
-# Gives the pair signatures of a restored index's documents (their pages; None for a dead one).
-PairColumns = Callable[[Sequence[Page | None]], np.ndarray]
 # Rebuild the postings when this share of documents is dead (replaced or removed).
 COMPACT_DEAD_SHARE = 0.3
 # A first sync with more pages than this builds the main segment in bulk.
@@ -279,21 +277,28 @@ class LexicalIndex:
         return index_arrays.exported(self)
 
     @classmethod
-    def restored(cls, pages: Sequence[Page], terms: list[str], arrays: dict[str, np.ndarray],
-                 pair_columns: PairColumns | None = None) -> LexicalIndex:
-        return index_arrays.restored(cls(), pages, terms, arrays, pair_columns)
+    def restored(cls, pages: Sequence[Page], terms: list[str],
+                 arrays: dict[str, np.ndarray]) -> LexicalIndex:
+        return index_arrays.restored(cls(), pages, terms, arrays)
 
     @classmethod
     def reused(cls, pages: Sequence[Page], terms: list[str], arrays: dict[str, np.ndarray],
-               kept: Sequence[int], pair_columns: PairColumns | None = None) -> LexicalIndex:
-        return index_arrays.reused(cls(), pages, terms, arrays, kept, pair_columns)
+               kept: Sequence[int]) -> LexicalIndex:
+        return index_arrays.reused(cls(), pages, terms, arrays, kept)
 
-    def unread_pair_signatures(self, pair_columns: PairColumns) -> None:
-        """Let the pair signatures of the documents so far go, for pair_columns(their pages)
-        to give back when a literal search first needs them (PairSignatures.unread)."""
-        n = len(self.pages)
-        documents = self.pages  # this very list: documents keep their ids, dead ones are None
-        self.pair_signatures = PairSignatures.unread(n, lambda: pair_columns(documents[:n]))
+    def share(self, written: dict[str, np.ndarray], arrays: dict[str, np.ndarray]) -> bool:
+        """Take `arrays`, the store's copies (mapped files) of the `written` exported() state,
+        in place of this index's main segment and pair signatures when they are still that
+        state's: memory then holds only what searches read of them. Whether it did (not once
+        the index was built again or edits added documents)."""
+        documents = len(written["doc_len"])
+        if (self.main_docs is not written["main_docs"] or self.delta or self.dead
+                or len(self.pages) != documents or self.pair_signatures.count != documents):
+            return False
+        self.indptr, self.main_docs, self.main_tfs = (
+            arrays["indptr"], arrays["main_docs"], arrays["main_tfs"])
+        self.pair_signatures = PairSignatures(arrays["pair_columns"], len(self.pages))
+        return True
 
     def postings_of(self, tid: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The (documents, term frequencies) slices of one term, main then delta."""

@@ -12,7 +12,7 @@ from serve.retrieval.scoring import ROLE_MULTIPLIER
 from serve.source.page import Page
 
 if TYPE_CHECKING:
-    from serve.retrieval.index import LexicalIndex, PairColumns
+    from serve.retrieval.index import LexicalIndex
 
 # serve/store/search_index.py keeps these arrays; LexicalIndex.exported, .restored and
 # .reused are these functions.
@@ -36,32 +36,31 @@ def exported(index: LexicalIndex) -> tuple[list[str], dict[str, np.ndarray]]:
         "indptr": index.indptr, "main_docs": index.main_docs, "main_tfs": index.main_tfs,
         "df_all": index.df_all[:size].copy(), "df_approved": index.df_approved[:size].copy(),
         "doc_len": np.frombuffer(index.doc_len, dtype=np.float32).copy(),
-        "pair_columns": signatures.columns[:, : -(-signatures.count // 8)],
+        "pair_columns": signatures.packed(),
         "approved": np.frombuffer(index.approved, dtype=np.uint8).copy(),
     }
 
 
 def restored(index: LexicalIndex, pages: Sequence[Page], terms: list[str],
-             arrays: dict[str, np.ndarray], pair_columns: PairColumns | None = None) -> LexicalIndex:
+             arrays: dict[str, np.ndarray]) -> LexicalIndex:
     """`index` (new, empty) made the index a bulk build of `pages` made, from exported()
-    state. The arrays come from a file someone may have altered: every shape and id is
-    checked against the pages, so a search can never index out of bounds (ValueError when
-    anything does not fit). With `pair_columns`, the arrays lack "pair_columns": the pair
-    signatures are left unread until a literal search needs them, then pair_columns(the
-    documents' pages) gives them (see PairSignatures.unread)."""
+    state. Every shape is checked against the pages (ValueError when anything does not fit);
+    the values of arrays from a file someone may have altered are checked by check_values()
+    before this takes them. The arrays are taken as they are, never written (the store's are
+    its files, mapped)."""
     _segments(index, len(pages), terms, arrays)
     index._documents(pages, arrays["doc_len"].tolist())  # the same sums, in the same order, as _bulk
-    _pair_signatures_from(index, arrays, pair_columns)
+    index.pair_signatures = PairSignatures(arrays["pair_columns"], len(pages))
     return index
 
 
 def reused(index: LexicalIndex, pages: Sequence[Page], terms: list[str], arrays: dict[str, np.ndarray],
-           kept: Sequence[int], pair_columns: PairColumns | None = None) -> LexicalIndex:
+           kept: Sequence[int]) -> LexicalIndex:
     """`index` (new, empty) made the index of exported() state for a later snapshot:
     document d stands for pages[kept[d]], indexed alike (see documents.fingerprint), or is
     dead when kept[d] is -1 (its page changed or is gone). The caller indexes the pages no
     document stands for with update(), as after edits. ValueError when the arrays do not
-    fit. `pair_columns`: as for restored() (a dead document's page is None)."""
+    fit (their values: as for restored())."""
     n = len(kept)
     _segments(index, n, terms, arrays)
     approved = arrays["approved"]
@@ -72,7 +71,7 @@ def reused(index: LexicalIndex, pages: Sequence[Page], terms: list[str], arrays:
         raise ValueError("index approvals are not flags")
     lengths = arrays["doc_len"].tolist()
     index.pages = [pages[k] if k >= 0 else None for k in kept]
-    _pair_signatures_from(index, arrays, pair_columns)
+    index.pair_signatures = PairSignatures(arrays["pair_columns"], n)
     # A kept document's approval is its page's (the fingerprint holds it); a dead one keeps
     # the file's, which its share of the file's document frequencies was counted with.
     flags = [(1 if p.approved else 0) if p is not None else a
@@ -103,29 +102,21 @@ def reused(index: LexicalIndex, pages: Sequence[Page], terms: list[str], arrays:
 
 
 def _segments(index: LexicalIndex, n: int, terms: list[str], arrays: dict[str, np.ndarray]) -> None:
-    """Give `index` (new, empty) the main segment, document frequencies and pair signatures
-    of `n` documents from exported() state, and no documents yet. The arrays come from a
-    file someone may have altered: every shape and id is checked, so a search can never
-    index out of bounds (ValueError when anything does not fit)."""
+    """Give `index` (new, empty) the main segment and document frequencies of `n` documents
+    from exported() state, and no documents yet (ValueError when a shape does not fit)."""
     size = len(terms)
     indptr, docs, tfs = arrays["indptr"], arrays["main_docs"], arrays["main_tfs"]
     doc_len = arrays["doc_len"]
-    columns = arrays.get("pair_columns")
     checks = (
         len(set(terms)) == size, indptr.shape == (size + 1,), docs.ndim == 1,
         tfs.shape == docs.shape, arrays["df_all"].shape == (size,),
         arrays["df_approved"].shape == (size,), doc_len.shape == (n,),
         arrays["approved"].shape == (n,), arrays["approved"].dtype == np.uint8,
-        columns is None or columns.shape == (SIGNATURE_BITS, -(-n // 8)),
+        arrays["pair_columns"].shape == (SIGNATURE_BITS, -(-n // 8)),
         docs.dtype in (np.uint16, np.int32), tfs.dtype in (np.uint8, np.uint16),
     )
     if not all(checks):
         raise ValueError("index arrays do not fit the pages")
-    if size and (int(indptr[0]) != 0 or int(indptr[-1]) != len(docs)
-                 or bool(np.any(np.diff(indptr) < 0))):
-        raise ValueError("index term offsets out of order")
-    if len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= n):
-        raise ValueError("index document id out of range")
     index.vocab = dict(zip(terms, range(size), strict=True))
     index.indptr, index.main_docs, index.main_tfs = indptr, docs, tfs
     capacity = max(1024, size)
@@ -135,12 +126,14 @@ def _segments(index: LexicalIndex, n: int, terms: list[str], arrays: dict[str, n
     index.df_approved[:size] = arrays["df_approved"]
 
 
-def _pair_signatures_from(index: LexicalIndex, arrays: dict[str, np.ndarray],
-                          pair_columns: PairColumns | None) -> None:
-    """The pair signatures of a restored index's documents: the array (checked by
-    _segments) or, unread until needed, what pair_columns gives for them."""
-    if pair_columns is not None:
-        index.unread_pair_signatures(pair_columns)
-        return
-    index.pair_signatures = PairSignatures.unread(len(arrays["doc_len"]), lambda: arrays["pair_columns"])
-    index.pair_signatures.columns  # noqa: B018 - read now: the array is here already
+def check_values(arrays: dict[str, np.ndarray]) -> None:
+    """What restored() leaves to the store, for arrays from a file someone may have altered:
+    the term offsets are in order and every document id is one of the documents, so a search
+    can never index out of bounds (ValueError otherwise). It reads every posting: the store
+    runs it on a mapping of its own, beside the start, and lets that mapping go."""
+    indptr, docs = arrays["indptr"], arrays["main_docs"]
+    if len(indptr) and (int(indptr[0]) != 0 or int(indptr[-1]) != len(docs)
+                        or bool(np.any(np.diff(indptr) < 0))):
+        raise ValueError("index term offsets out of order")
+    if len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= len(arrays["doc_len"])):
+        raise ValueError("index document id out of range")

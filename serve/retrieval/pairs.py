@@ -16,7 +16,7 @@ byte); any tokenisation works as long as pages and needles use the same one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -134,18 +134,6 @@ def signature_columns(haystacks: Sequence[str]) -> np.ndarray:
     return columns
 
 
-def page_signature_columns(pages: Sequence[Page | None], batch: int = SIGNATURE_BATCH) -> np.ndarray:
-    """signature_columns of the pages' haystacks, `batch` pages (a multiple of 8) a pass so that
-    only one batch's bits are unpacked at once; None (a dead document) has an empty filter."""
-    columns = np.zeros((SIGNATURE_BITS, -(-len(pages) // 8)), dtype=np.uint8)
-    for start in range(0, len(pages), batch):
-        haystacks = [literal_haystack(page) if page is not None else ""
-                     for page in pages[start: start + batch]]
-        block = signature_columns(haystacks)
-        columns[:, start // 8: start // 8 + block.shape[1]] = block
-    return columns
-
-
 def needle_bits(needle: str) -> list[int]:
     """The filter bits every page containing `needle` (case-folded) has set; [] when the needle
     has no pair whose key is certain (fewer than two words, or edge words too short)."""
@@ -175,59 +163,37 @@ class PairSignatures:
     document's filter, packed 8 documents a byte. A needle's test then reads a few rows of
     n/8 bytes instead of one byte in every document's filter.
 
-    Only literal search reads them, so the filters of the documents a restart found in its
-    cache may stay there until then (unread()); documents added meanwhile are kept aside and
-    appended once those are read."""
+    The first documents' filters may be an array this never writes (`base`: the store's file,
+    mapped, so only the rows a literal search reads are ever in memory); documents added
+    after them get a growing array of their own."""
 
-    def __init__(self) -> None:
-        self._columns = np.zeros((SIGNATURE_BITS, 0), dtype=np.uint8)
-        self.count = 0
-        self._unread: Callable[[], np.ndarray] | None = None  # gives the first documents' columns
-        self._later: list[np.ndarray] = []  # filters of documents added while those are unread
-
-    @classmethod
-    def unread(cls, count: int, read: Callable[[], np.ndarray]) -> PairSignatures:
-        """The filters of `count` documents, which read() gives in signature_columns' layout
-        when they are first needed (never before; once it has returned, never again). read()
-        must not fail for damage (it remakes the filters then): what it raises is raised to
-        that first use, and the next use calls it again."""
-        signatures = cls()
-        signatures.count = count
-        signatures._unread = read
-        return signatures
+    def __init__(self, base: np.ndarray | None = None, count: int = 0) -> None:
+        if base is None:
+            base = np.zeros((SIGNATURE_BITS, 0), dtype=np.uint8)
+        if base.shape != (SIGNATURE_BITS, -(-count // 8)) or base.dtype != np.uint8:
+            raise ValueError("signature columns do not fit their documents")
+        self._base, self._base_count = base, count
+        self._columns = np.zeros((SIGNATURE_BITS, 0), dtype=np.uint8)  # documents after those
+        self._added = 0
 
     @property
-    def is_read(self) -> bool:
-        return self._unread is None
+    def count(self) -> int:
+        return self._base_count + self._added
 
-    @property
-    def columns(self) -> np.ndarray:
-        """The rows (bits) x document bytes array, with room to grow past the count."""
-        self._read()
-        return self._columns
-
-    def _read(self) -> None:
-        read = self._unread
-        if read is None:
-            return
-        later = self._later
-        base = self.count - len(later)
-        columns = read()
-        if columns.shape != (SIGNATURE_BITS, -(-base // 8)) or columns.dtype != np.uint8:
-            raise ValueError("the unread signature columns do not fit their documents")
-        self._unread, self._later, self.count = None, [], 0
-        self.reserve(base + len(later))
-        self._columns[:, : columns.shape[1]] = columns
-        del columns
-        self.count = base
-        if later:
-            self.extend(later)
+    def packed(self) -> np.ndarray:
+        """Every document's filter in signature_columns' layout (bits x document bytes)."""
+        added = self._columns[:, : -(-self._added // 8)]
+        if not self._added:
+            return self._base
+        if not self._base_count:
+            return added
+        bits = np.concatenate([np.unpackbits(self._base, axis=1, count=self._base_count, bitorder="little"),
+                               np.unpackbits(added, axis=1, count=self._added, bitorder="little")], axis=1)
+        return np.packbits(bits, axis=1, bitorder="little")
 
     def reserve(self, count: int) -> None:
-        """Room for `count` documents; rows are widened by an eighth or more when full, with
-        room to spare, so the first edits after a build copy nothing."""
-        if self._unread is not None:
-            return  # made when they are read
+        """Room for `count` added documents; rows are widened by an eighth or more when full,
+        with room to spare, so the first edits after a build copy nothing."""
         needed = -(-count // 8)
         width = self._columns.shape[1]
         if needed > width:
@@ -237,27 +203,22 @@ class PairSignatures:
             self._columns = grown
 
     def extend_columns(self, columns: np.ndarray, count: int) -> None:
-        """Append `count` documents' filters in signature_columns' layout; the documents so far
-        must fill whole bytes (ValueError otherwise)."""
-        self._read()
+        """Append `count` documents' filters in signature_columns' layout; the documents added
+        so far must fill whole bytes (ValueError otherwise)."""
         width = -(-count // 8)
-        if self.count % 8 or columns.shape != (SIGNATURE_BITS, width):
+        if self._added % 8 or columns.shape != (SIGNATURE_BITS, width):
             raise ValueError("signature columns do not start at a byte or do not fit the count")
-        self.reserve(self.count + count)
-        first = self.count // 8
-        self.columns[:, first: first + width] = columns
-        self.count += count
+        self.reserve(self._added + count)
+        first = self._added // 8
+        self._columns[:, first: first + width] = columns
+        self._added += count
 
     def extend(self, rows: Sequence[np.ndarray] | np.ndarray) -> None:
         """Append documents' filters (SIGNATURE_BYTES bytes each, as signature() makes them)."""
         block = np.asarray(rows, dtype=np.uint8).reshape(-1, SIGNATURE_BYTES)
-        if self._unread is not None:  # an edit before any literal search: nothing read for it
-            self._later.extend(block.copy())
-            self.count += len(block)
-            return
-        self.reserve(self.count + len(block))
+        self.reserve(self._added + len(block))
         done = 0
-        while done < len(block) and (self.count % 8 or len(block) - done < 8):
+        while done < len(block) and (self._added % 8 or len(block) - done < 8):
             self._set_one(block[done])  # up to the next byte boundary, or a few documents
             done += 1
         while done < len(block):
@@ -266,28 +227,35 @@ class PairSignatures:
             chunk = chunk[: len(chunk) - len(chunk) % 8]
             bits = np.unpackbits(chunk, axis=1, bitorder="little")  # documents x bits
             packed = np.packbits(bits.T, axis=1, bitorder="little")  # bits x document bytes
-            first = self.count // 8
-            self.columns[:, first: first + packed.shape[1]] = packed
-            self.count += len(chunk)
+            first = self._added // 8
+            self._columns[:, first: first + packed.shape[1]] = packed
+            self._added += len(chunk)
             done += len(chunk)
             while done < len(block) and len(block) - done < 8:
                 self._set_one(block[done])
                 done += 1
 
     def _set_one(self, row: np.ndarray) -> None:
-        doc = self.count
+        doc = self._added
         on = np.flatnonzero(np.unpackbits(row, bitorder="little"))
-        self.columns[on, doc >> 3] |= np.uint8(1 << (doc & 7))
-        self.count += 1
+        self._columns[on, doc >> 3] |= np.uint8(1 << (doc & 7))
+        self._added += 1
 
     def matching(self, bits: Sequence[int]) -> np.ndarray:
         """Per document id, whether every one of `bits` is set in its filter."""
         if not bits:
             return np.ones(self.count, dtype=bool)
-        columns = self.columns
-        used = -(-self.count // 8)
-        found = columns[bits[0], :used].copy()
-        for bit in bits[1:]:
-            found &= columns[bit, :used]
-        matched: np.ndarray = np.unpackbits(found, bitorder="little", count=self.count).astype(bool)
-        return matched
+        parts = [_matching(columns, count, bits) for columns, count in
+                 ((self._base, self._base_count), (self._columns, self._added)) if count]
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+
+
+def _matching(columns: np.ndarray, count: int, bits: Sequence[int]) -> np.ndarray:
+    used = -(-count // 8)
+    found = columns[bits[0], :used].copy()
+    for bit in bits[1:]:
+        found &= columns[bit, :used]
+    matched: np.ndarray = np.unpackbits(found, bitorder="little", count=count).astype(bool)
+    return matched

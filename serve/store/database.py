@@ -16,6 +16,7 @@ from typing import Literal
 import structlog
 
 from common.version import __version__
+from serve.store.array_files import ArrayFiles
 from serve.support.background import started
 
 log = structlog.get_logger("llmwiki.serve.store")
@@ -23,8 +24,9 @@ log = structlog.get_logger("llmwiki.serve.store")
 # Bump when the tables change or when parsing changes what a stored page holds: a store of
 # another version is dropped and rebuilt from the folder (it is derived, never the truth).
 # 2: a page's lists in one JSON column; 3: text_sha1, bodies read per request; 4: the graph
-# fragment in its own column, read when first needed; 5: a fragment's dangling link ids
-SCHEMA_VERSION = 5
+# fragment in its own column, read when first needed; 5: a fragment's dangling link ids;
+# 6: the index's arrays in files beside the store (serve/store/array_files.py)
+SCHEMA_VERSION = 6
 # sqlite3's "application_id": a database file of another program is never taken for ours.
 APPLICATION_ID = 0x6C6C7731  # "llw1"
 BUSY_TIMEOUT_MS = 5000  # another serve process's write in progress: wait, then give up
@@ -79,7 +81,8 @@ CREATE TABLE IF NOT EXISTS graph_counts (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS index_arrays (
-    name TEXT PRIMARY KEY, dtype TEXT NOT NULL, shape TEXT NOT NULL, data BLOB NOT NULL
+    name TEXT PRIMARY KEY, dtype TEXT NOT NULL, shape TEXT NOT NULL,
+    file TEXT NOT NULL, sha256 BLOB NOT NULL  -- the array's file (serve/store/array_files.py)
 );
 CREATE TABLE IF NOT EXISTS index_json (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
@@ -115,6 +118,7 @@ class Database:
         if is_inside(cache_dir, root):
             raise ValueError("the store's directory must be outside the served root")
         self.path = store_path(cache_dir, root)
+        self.arrays = ArrayFiles(self.path.with_suffix(".arrays"))
         self.identity = {"version": __version__, "root": str(root), **identity}
         self.mode = "disk"
         self.failing = False  # the last write failed (a full disk, say): logged, tried again
@@ -226,6 +230,7 @@ class Database:
         for suffix in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
+        self.arrays.remove_all()
 
     def _to_memory(self, exc: BaseException) -> None:
         log.warning("store_in_memory", reason="the cache directory cannot hold the store",

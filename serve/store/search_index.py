@@ -1,21 +1,19 @@
 """The search index in the store, used as it is only for the snapshot it was built from.
 
-Its arrays are rows of `index_arrays` (numpy's dtype and shape in columns, the bytes as a
-BLOB written through SQLite's incremental blob I/O, so no second copy is made), the terms and
-the first context pack's link views are JSON in `index_json`, and `index_meta` names the
-snapshot (every file's path, size and digest, and a digest of the page paths in index order).
-The pair signatures, which only literal search reads, stay in the store until a literal search
-first needs them. For a later snapshot in which few pages changed, each document's fingerprint
-(documents.fingerprint) says which pages it still stands for; the others are dead, and the
-changed pages are indexed as edits are. Every array is checked against the pages before use
-(LexicalIndex.restored), so a store altered behind our back can fail a search, never index
-out of bounds."""
+Its arrays are files in numpy's format beside the store, mapped rather than read
+(serve/store/array_files.py), each named with its dtype, shape and sha256 by a row of
+`index_arrays`; the terms and the first context pack's link views are JSON in `index_json`,
+and `index_meta` names the snapshot (every file's path, size and digest, and a digest of the
+page paths in index order). For a later snapshot in which few pages changed, each document's
+fingerprint (documents.fingerprint) says which pages it still stands for; the others are dead,
+and the changed pages are indexed as edits are. Every array's shape is checked against the
+pages, and every file's digest and document ids beside the start, before use, so a store
+altered behind our back is a miss, and can never make a search index out of bounds."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -25,9 +23,11 @@ import numpy as np
 import structlog
 
 from serve.retrieval.documents import fingerprint
-from serve.retrieval.index import COMPACT_DEAD_SHARE, LexicalIndex, PairColumns
-from serve.retrieval.pairs import SIGNATURE_BITS, PairSignatures, page_signature_columns
+from serve.retrieval.index import COMPACT_DEAD_SHARE, LexicalIndex
+from serve.retrieval.index_arrays import check_values
+from serve.retrieval.pairs import SIGNATURE_BITS
 from serve.source.page import Page
+from serve.store.array_files import Row
 from serve.store.database import Database, transaction
 
 log = structlog.get_logger("llmwiki.serve.store")
@@ -36,7 +36,6 @@ ARRAYS = ("indptr", "main_docs", "main_tfs", "df_all", "df_approved", "doc_len",
           "approved", "fingerprints")
 FINGERPRINT_BYTES = 16
 DTYPES = frozenset({"int64", "int32", "uint16", "uint8", "float32"})
-BLOB_CHUNK = 1 << 20
 
 
 def paths_digest(pages: Sequence[Page]) -> str:
@@ -57,6 +56,7 @@ class StoredIndex:
         self.database = database
         self.saved_signature = ""  # the snapshot whose index the store holds, once known
         self.written_signature = ""  # the snapshot this process last wrote
+        self._written_rows: dict[str, Row] = {}  # its arrays' rows
 
     def load(self, signature: str, pages: Sequence[Page]) -> Loaded | None:
         """The index (and link views) built for the snapshot with this signature and pages, or
@@ -93,30 +93,28 @@ class StoredIndex:
         if not head:
             raise _Absent
         exact = all(head.get(k) == v for k, v in _head(signature, pages).items())
-        shapes: dict[str, tuple[str, list[int]]] = {}
-        for name, dtype, shape in conn.execute("SELECT name, dtype, shape FROM index_arrays"):
-            shapes[name] = (dtype, json.loads(shape))
-        if set(shapes) != set(ARRAYS):
+        rows: dict[str, Row] = {}
+        for name, dtype, shape, file, sha256 in conn.execute(
+                "SELECT name, dtype, shape, file, sha256 FROM index_arrays"):
+            rows[name] = Row(dtype, json.loads(shape), file, sha256)
+            _check(name, dtype, rows[name].shape)
+        if set(rows) != set(ARRAYS):
             raise ValueError("the store does not hold every array")
-        arrays: dict[str, np.ndarray] = {}
-        for name, data in conn.execute(
-                "SELECT name, data FROM index_arrays WHERE name != 'pair_columns'"):
-            dtype, shape = shapes[name]
-            _check(name, dtype, shape)
-            # A bytearray: the array is writable, as the index's edits need.
-            arrays[name] = np.frombuffer(bytearray(data), dtype=np.dtype(dtype)).reshape(shape)
-        dtype, shape = shapes["pair_columns"]
-        _check("pair_columns", dtype, shape)
-        if dtype != "uint8" or shape != [SIGNATURE_BITS, -(-len(arrays["doc_len"]) // 8)]:
+        documents, columns = rows["doc_len"].shape, rows["pair_columns"]
+        if len(documents) != 1 or columns.dtype != "uint8" or columns.shape != [
+                SIGNATURE_BITS, -(-documents[0] // 8)]:
             raise ValueError("pair_columns does not fit the documents")
+        files = self.database.arrays
+        checked = files.checked_beside(rows, check_values)
+        arrays = files.mapped(rows)
         terms = json.loads(self._json(conn, "terms"))
         if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
             raise ValueError("the terms are not a list of strings")
-        columns = self._pair_columns(head["signature"], math.prod(shape))
+        views = json.loads(self._json(conn, "views")) if exact else None
+        checked()
         if exact:
-            views = Views.decoded(json.loads(self._json(conn, "views")), pages)
-            return Loaded(LexicalIndex.restored(pages, terms, arrays, columns), views, [])
-        return self._reused(pages, terms, arrays, columns)
+            return Loaded(LexicalIndex.restored(pages, terms, arrays), Views.decoded(views, pages), [])
+        return self._reused(pages, terms, arrays)
 
     @staticmethod
     def _json(conn: sqlite3.Connection, name: str) -> str:
@@ -125,39 +123,8 @@ class StoredIndex:
             raise ValueError(f"the store lacks the index's {name}")
         return str(row[0])
 
-    def _pair_columns(self, signature: str, size: int) -> PairColumns:
-        """What gives the stored pair signatures of the index of `signature` when a literal
-        search first needs them: read then, in a transaction that checks the store still holds
-        that index; if it no longer does (or they do not fit), they are made again from the
-        documents' pages, as a bulk build makes them, and the index is to be written again."""
-
-        def read(documents: Sequence[Page | None]) -> np.ndarray:
-            started = time.perf_counter()
-            try:
-                with self.database.connect() as conn, transaction(conn, write=False):
-                    held = conn.execute("SELECT value FROM index_meta WHERE key = 'signature'"
-                                        ).fetchone()
-                    row = conn.execute("SELECT data FROM index_arrays WHERE name = 'pair_columns'"
-                                       ).fetchone()
-                if held is None or held[0] != signature or row is None or len(row[0]) != size:
-                    raise ValueError("the store holds another index now")
-                columns = np.frombuffer(bytearray(row[0]), dtype=np.uint8).reshape(SIGNATURE_BITS, -1)
-                log.info("index_cache_signatures_read", bytes=size,
-                         seconds=round(time.perf_counter() - started, 3))
-                return columns
-            except (sqlite3.Error, ValueError) as exc:
-                columns = page_signature_columns(documents)
-                self.saved_signature = ""
-                log.warning("index_cache_signatures_remade", error=type(exc).__name__,
-                            reason=str(exc)[:200], documents=len(documents),
-                            seconds=round(time.perf_counter() - started, 3))
-                return columns
-
-        return read
-
     @staticmethod
-    def _reused(pages: Sequence[Page], terms: list[str], arrays: dict[str, np.ndarray],
-                columns: PairColumns) -> Loaded:
+    def _reused(pages: Sequence[Page], terms: list[str], arrays: dict[str, np.ndarray]) -> Loaded:
         """The stored index for a later snapshot, when few of its documents died and few pages
         are new to it (else _Stale: a bulk build is quicker than that many edits)."""
         prints = arrays["fingerprints"]
@@ -169,7 +136,7 @@ class StoredIndex:
         limit = COMPACT_DEAD_SHARE * max(len(kept), len(pages))
         if not standing or len(kept) - standing > limit or len(pages) - standing > limit:
             raise _Stale
-        index = LexicalIndex.reused(pages, terms, arrays, kept, columns)
+        index = LexicalIndex.reused(pages, terms, arrays, kept)
         covered = set(kept)
         return Loaded(index, None, [page for i, page in enumerate(pages) if i not in covered])
 
@@ -181,74 +148,67 @@ class StoredIndex:
         if signature == self.saved_signature:
             return None
         terms, arrays = index.exported()
-        return Pending(signature, tuple(pages), terms, arrays, views, index.pair_signatures)
+        return Pending(signature, tuple(pages), terms, arrays, views)
 
     def write(self, pending: Pending) -> bool:
         """Replace the stored index in one transaction; whether it was written (a failure is
-        logged and leaves the previous index in place)."""
+        logged and leaves the previous index in place). A store in memory keeps none: it is
+        never read back."""
+        if self.database.mode == "memory":
+            return False
         pages = pending.pages
         prints = b"".join(map(fingerprint, pages))
         arrays = {**pending.arrays, "fingerprints": np.frombuffer(prints, dtype=np.uint8).reshape(
             len(pages), FINGERPRINT_BYTES)}
+        files = self.database.arrays
+        token = ""
         try:
             with self.database.connect() as conn, transaction(conn):
+                token, written = files.write(arrays)  # under the write lock: one writer at a time
+                rows = {name: Row(str(array.dtype), list(array.shape), *written[name])
+                        for name, array in arrays.items()}
                 conn.execute("DELETE FROM index_meta")
                 conn.execute("DELETE FROM index_arrays")
                 conn.execute("DELETE FROM index_json")
-                for name in ARRAYS:
-                    _write_array(conn, name, arrays[name])
+                conn.executemany("INSERT INTO index_arrays VALUES (?, ?, ?, ?, ?)", [
+                    (name, row.dtype, json.dumps(row.shape), row.file, row.sha256)
+                    for name, row in rows.items()])
                 conn.executemany("INSERT INTO index_json VALUES (?, ?)", [
                     ("terms", json.dumps(pending.terms, ensure_ascii=False)),
                     ("views", json.dumps(pending.views.encoded(pages), ensure_ascii=False))])
                 conn.executemany("INSERT INTO index_meta VALUES (?, ?)",
                                  _head(pending.signature, pages).items())
-        except (sqlite3.Error, UnicodeEncodeError) as exc:
+                files.keep_only(token)  # the generation replaced, and any a killed write left
+        except (sqlite3.Error, UnicodeEncodeError, OSError) as exc:
+            if token:
+                files.remove(token)  # its rows were not committed
             log.warning("store_write_failed", part="index", error=type(exc).__name__,
                         reason=str(exc)[:200])
             self.database.failing = True
             return False
         self.database.failing = False
         self.saved_signature = self.written_signature = pending.signature
+        self._written_rows = rows
         log.info("index_cache_written", documents=len(pages), terms=len(pending.terms))
         return True
 
-    def leave_signatures(self, pending: Pending, index: LexicalIndex) -> bool:
-        """After write(pending): let the pair signatures of `index` go from memory, to be read
-        back from the store when a literal search first needs them, when it still holds
-        exactly the documents written (else they stay, as after edits). Whether they went.
-        Call it under the index lock."""
-        signatures = index.pair_signatures
-        if (self.written_signature != pending.signature
-                or signatures is not pending.pair_signatures or not signatures.is_read
-                or signatures.count != len(pending.pages) or not index.is_bulk_of(pending.pages)):
+    def share(self, pending: Pending, index: LexicalIndex) -> bool:
+        """After write(pending): give `index` the written files, mapped, in place of its own
+        main segment and pair signatures, when it is still the build written (LexicalIndex.share);
+        whether it took them. Call it under the index lock."""
+        if self.written_signature != pending.signature or not self._written_rows:
             return False
-        size = SIGNATURE_BITS * -(-signatures.count // 8)
-        index.unread_pair_signatures(self._pair_columns(pending.signature, size))
-        return True
+        try:
+            arrays = self.database.arrays.mapped(self._written_rows)
+        except (OSError, ValueError):  # another process wrote the store's index meanwhile
+            return False
+        return index.share(pending.arrays, arrays)
 
 
 def _check(name: str, dtype: str, shape: object) -> None:
     if dtype not in DTYPES or not isinstance(shape, list) or not all(
             isinstance(d, int) and d >= 0 for d in shape):
         raise ValueError(f"{name} has an unknown type or shape")
-
-
-def _write_array(conn: sqlite3.Connection, name: str, array: np.ndarray) -> None:
-    """One array's row, its bytes written into the BLOB from the array's own memory (row by
-    row where it is not contiguous: the pair columns are a view of a wider array)."""
-    rows = [array] if array.ndim < 2 or array.flags.c_contiguous else list(array)
-    size = sum(row.nbytes for row in rows)
-    cursor = conn.execute("INSERT INTO index_arrays (name, dtype, shape, data) "
-                          "VALUES (?, ?, ?, zeroblob(?))",
-                          (name, str(array.dtype), json.dumps(list(array.shape)), size))
-    rowid = cursor.lastrowid
-    if not size or rowid is None:
-        return
-    with conn.blobopen("index_arrays", "data", rowid) as blob:
-        for part in rows:
-            data = np.ascontiguousarray(part).data.cast("B")
-            for at in range(0, data.nbytes, BLOB_CHUNK):
-                blob.write(data[at:at + BLOB_CHUNK])
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +230,6 @@ class Pending:
     terms: list[str]
     arrays: dict[str, np.ndarray]
     views: Views
-    pair_signatures: PairSignatures  # the index's, which leave_signatures may let go
 
 
 @dataclass(frozen=True, slots=True)

@@ -210,8 +210,9 @@ def test_every_id_the_graph_lists_is_readable(tmp_path: Path) -> None:
 
 
 def _cache_file(cache: Path) -> Path:
-    """The store (SQLite's -wal and -shm files are gone once serve has stopped)."""
-    files = [p for p in cache.rglob("*") if p.is_file()]
+    """The store (SQLite's -wal and -shm files are gone once serve has stopped; the index's
+    array files are in a directory beside it)."""
+    files = [p for p in cache.iterdir() if p.is_file()]
     assert len(files) == 1, files
     return files[0]
 

@@ -5,8 +5,6 @@ transaction keeps its snapshot while another connection writes, and two users of
 from __future__ import annotations
 
 import os
-import signal
-import sqlite3
 import threading
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from serve.settings import DEFAULT_MAX_PAGE_BYTES, ServeSettings
 from serve.store.database import Database, transaction
 from serve.store.files import FileRecords
 from serve.watch.records import FileRecord
+from tests.support.crashes import Steps, killed_in_child
 from tests.support.records import with_body
 
 IDENTITY = {"max_page_bytes": str(DEFAULT_MAX_PAGE_BYTES)}
@@ -47,36 +46,14 @@ def save_and_die_at(cache_dir: Path, root: Path, records: dict[str, FileRecord],
                     step: int) -> bool:
     """Save `records` in a forked child that kills itself (SIGKILL) when the store is about to
     run its `step`-th statement; whether the child was killed (False: the save ended first)."""
-    pid = os.fork()
-    if pid == 0:  # the child: no pytest clean-up, no exit handlers
-        try:
-            count = 0
 
-            def tracer(statement: str) -> None:
-                nonlocal count
-                count += 1
-                if count == step:
-                    os.kill(os.getpid(), signal.SIGKILL)
+    def save() -> bool:
+        Steps(step).trace_store()
+        writer = records_of(cache_dir, root)
+        writer.load()
+        return writer.save(records)
 
-            real = Database._connect_file
-
-            def traced(self: Database) -> sqlite3.Connection:
-                conn = real(self)
-                conn.set_trace_callback(tracer)
-                return conn
-
-            Database._connect_file = traced  # type: ignore[method-assign]
-            writer = records_of(cache_dir, root)
-            writer.load()
-            os._exit(0 if writer.save(records) else 3)
-        finally:
-            os._exit(4)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        assert os.WTERMSIG(status) == signal.SIGKILL
-        return True
-    assert os.WEXITSTATUS(status) == 0
-    return False
+    return killed_in_child(save)
 
 
 def test_a_crash_at_any_step_of_a_write_leaves_the_last_whole_store(

@@ -3,18 +3,25 @@ it was built from, and a damaged or altered index is a miss that is rebuilt."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import mmap
+import os
+import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from structlog.testing import capture_logs
 
 from serve.retrieval.index import LexicalIndex
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
+from serve.store import array_files
 from serve.store.database import store_path
+from serve.store.search_index import Pending, StoredIndex
+from tests.support.crashes import Steps, killed_in_child
 
 PAGES = 320  # above the index's bulk threshold: only a bulk build is written
 QUERIES = ("release signing checksum", "refund window billing", "rollback runbook 17",
@@ -97,20 +104,16 @@ def test_a_slightly_changed_folder_reuses_the_documents_of_unchanged_pages(
     fresh.close()
 
 
-def test_damaged_pair_signatures_of_a_reused_index_are_made_again_from_its_pages(
-        folder: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_damaged_array_of_a_reused_index_is_a_miss(folder: tuple[Path, Path], tmp_path: Path) -> None:
     root, cache = folder
     started(root, cache).close()
-    cut_pair_signatures(store_of(cache, root))
+    cut(array_file(cache, root, "pair_columns"))
     page = root / "wiki" / "page-0003.md"
     page.write_text(page.read_text() + "\nrelease window zanzibar\n")
-    (root / "wiki" / "page-0007.md").unlink()
     again = started(root, cache)
-    assert again.indexing.origin == "cache" and again.indexing.index.dead == 2
+    assert again.indexing.origin == "built"
     fresh = started(root, tmp_path / "fresh-cache")
-    with capture_logs() as logs:
-        assert answers(again) == answers(fresh)
-    assert [e["documents"] for e in logs if e["event"] == "index_cache_signatures_remade"] == [PAGES]
+    assert answers(again) == answers(fresh)
     again.close()
     fresh.close()
 
@@ -141,125 +144,144 @@ def alter(path: Path, *statements: str, **values: object) -> None:
     conn.close()
 
 
-def cut_pair_signatures(path: Path) -> None:
-    alter(path, "UPDATE index_arrays SET data = substr(data, 1, length(data) / 3) "
-                "WHERE name = 'pair_columns'")
+def array_row(cache: Path, root: Path, name: str) -> tuple[str, str, str]:
+    """An array's dtype, shape and file, as the store names them."""
+    conn = sqlite3.connect(store_of(cache, root))
+    [row] = conn.execute("SELECT dtype, shape, file FROM index_arrays WHERE name = ?", (name,))
+    conn.close()
+    return row
 
 
-DAMAGES = {
+def array_file(cache: Path, root: Path, name: str) -> Path:
+    return store_of(cache, root).with_suffix(".arrays") / array_row(cache, root, name)[2]
+
+
+def cut(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 3])
+
+
+def flip_last_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+ROW_DAMAGES = {
     "terms": ("UPDATE index_json SET value = '[\"a\", 3' WHERE name = 'terms'",),
     "views": ("UPDATE index_json SET value = '{}' WHERE name = 'views'",),
-    "main_docs cut": ("UPDATE index_arrays SET data = substr(data, 1, 7) WHERE name = 'main_docs'",),
     "array gone": ("DELETE FROM index_arrays WHERE name = 'doc_len'",),
     "shape": ("UPDATE index_arrays SET shape = '[3, -1]' WHERE name = 'indptr'",),
     "dtype": ("UPDATE index_arrays SET dtype = 'object' WHERE name = 'df_all'",),
+    "stored shape": ("UPDATE index_arrays SET shape = '[7]' WHERE name = 'main_tfs'",),
+    "file outside": ("UPDATE index_arrays SET file = '../../outside.npy' WHERE name = 'doc_len'",),
+    "digest": ("UPDATE index_arrays SET sha256 = zeroblob(32) WHERE name = 'approved'",),
+}
+FILE_DAMAGES = {
+    "main_docs cut": ("main_docs", cut),
+    "main_tfs altered": ("main_tfs", flip_last_byte),
+    "pair_columns altered": ("pair_columns", flip_last_byte),
+    "file gone": ("indptr", Path.unlink),
 }
 
 
-@pytest.mark.parametrize("where", [*DAMAGES, "file cut"])
+@pytest.mark.parametrize("where", [*ROW_DAMAGES, *FILE_DAMAGES, "store cut", "arrays gone"])
 def test_a_damaged_index_is_rebuilt_not_served(folder: tuple[Path, Path], where: str) -> None:
     root, cache = folder
     first = started(root, cache)
     expected = answers(first)
     first.close()
     path = store_of(cache, root)
-    if where == "file cut":
+    if where == "store cut":
         data = path.read_bytes()
         path.write_bytes(data[: len(data) * 2 // 3])
+    elif where == "arrays gone":
+        shutil.rmtree(path.with_suffix(".arrays"))
+    elif where in FILE_DAMAGES:
+        name, damage = FILE_DAMAGES[where]
+        damage(array_file(cache, root, name))
     else:
-        alter(path, *DAMAGES[where])
+        alter(path, *ROW_DAMAGES[where])
     again = started(root, cache)
     assert again.indexing.origin == "built"
     assert answers(again) == expected
     again.close()
+    # The rebuilt index was written again: one generation of files, the one the store names.
+    assert os.listdir(path.with_suffix(".arrays")) == [array_row(cache, root, "indptr")[2].split("/")[0]]
 
 
-def signature_columns_of(source: KnowledgeSource) -> np.ndarray:
-    signatures = source.indexing.index.pair_signatures
-    return signatures.columns[:, : -(-signatures.count // 8)].copy()
+def is_mapped(array: np.ndarray) -> bool:
+    """Whether `array` reads a mapped file (rather than memory of its own)."""
+    base = array.base
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return isinstance(base, mmap.mmap)
 
 
-def test_the_pair_signatures_stay_in_the_store_until_a_literal_search(folder: tuple[Path, Path]) -> None:
+def shares_the_store(source: KnowledgeSource) -> bool:
+    index = source.indexing.index
+    signatures = index.pair_signatures
+    return all(is_mapped(a) for a in (index.indptr, index.main_docs, index.main_tfs,
+                                      signatures.packed()))
+
+
+def test_the_index_reads_the_stores_files_after_a_cold_build_and_after_a_restart(
+        folder: tuple[Path, Path], tmp_path: Path) -> None:
+    """Its main segment and pair signatures are the store's files, mapped, not copies in
+    memory; documents an edit adds go into memory of the index's own."""
     root, cache = folder
     first = started(root, cache)
-    # A cold build lets them go once written; the first literal search reads them back.
-    assert not first.indexing.index.pair_signatures.is_read
+    assert first.indexing.origin == "built" and shares_the_store(first)
     expected = answers(first)
-    assert first.indexing.index.pair_signatures.is_read
-    built = signature_columns_of(first)
     first.close()
     again = started(root, cache)
-    assert again.indexing.origin == "cache" and not again.indexing.index.pair_signatures.is_read
-    lexical = again.search(again.request(query=QUERIES[0], mode="lexical")).results
-    assert lexical and not again.indexing.index.pair_signatures.is_read  # lexical search never reads them
-    with capture_logs() as logs:
-        assert answers(again) == expected
-    assert [e["event"] for e in logs if e["event"].startswith("index_cache_signatures")] == [
-        "index_cache_signatures_read"]
-    assert np.array_equal(signature_columns_of(again), built)
-    again.close()
-
-
-def replace_with_another_index(path: Path) -> None:
-    """Another index in the store, as another server for the same root writes."""
-    alter(path, "UPDATE index_meta SET value = 'sha256:another' WHERE key = 'signature'")
-
-
-@pytest.mark.parametrize("damage", ["cut before", "cut", "replaced", "deleted", "edited first"])
-def test_damaged_pair_signatures_are_found_at_the_first_literal_search_and_made_again(
-        folder: tuple[Path, Path], tmp_path: Path, damage: str) -> None:
-    """The pair signatures are read when first needed, not at the start: ones that no longer
-    fit, or that belong to another index by then, are never used; they are made from the
-    pages instead, equal to a fresh build's."""
-    root, cache = folder
-    started(root, cache).close()
-    path = store_of(cache, root)
-    if damage == "cut before":  # before the start: only their declared shape is checked there
-        cut_pair_signatures(path)
-    again = started(root, cache)
-    assert again.indexing.origin == "cache" and not again.indexing.index.pair_signatures.is_read
-    if damage == "cut":
-        cut_pair_signatures(path)
-    elif damage == "replaced":
-        replace_with_another_index(path)
-    elif damage in ("deleted", "edited first"):
-        path.unlink()
-    if damage == "edited first":  # documents added while the signatures are unread
-        page = root / "wiki" / "page-0003.md"
-        page.write_text(page.read_text() + "\nrelease window zanzibar\n")
-        assert "page-0003.md" in [
-            r["path"] for r in again.search(again.request(query="zanzibar")).results]
-        assert not again.indexing.index.pair_signatures.is_read
+    assert again.indexing.origin == "cache" and shares_the_store(again)
+    assert answers(again) == expected
+    page = root / "wiki" / "page-0003.md"
+    page.write_text(page.read_text() + "\nrelease window zanzibar\n")
+    assert [r["path"] for r in again.search(again.request(query="zanzibar")).results] == [
+        "page-0003.md"]
+    assert again.indexing.index.pair_signatures.count == PAGES + 1
     fresh = started(root, tmp_path / "fresh-cache")
-    with capture_logs() as logs:
-        assert answers(again) == answers(fresh)
-    remade = [e for e in logs if e["event"] == "index_cache_signatures_remade"]
-    assert len(remade) == 1 and remade[0]["documents"] == PAGES
-    if damage == "edited first":
-        # The edit's new document sits past the cache's, and the cold build has it in place.
-        live = np.frombuffer(again.indexing.index.alive, dtype=np.uint8).astype(bool)
-        assert again.indexing.index.pair_signatures.count == len(live) == PAGES + 1
-    else:
-        assert np.array_equal(signature_columns_of(again), signature_columns_of(fresh))
-        again.save_cache()  # as at shutdown: the store is whole again
-        conn = sqlite3.connect(path)
-        [(data,)] = conn.execute("SELECT data FROM index_arrays WHERE name = 'pair_columns'")
-        conn.close()
-        assert data == bytes(np.ascontiguousarray(signature_columns_of(fresh)))
+    assert answers(again) == answers(fresh)
     again.close()
     fresh.close()
 
 
-def rewrite_array(path: Path, name: str, change: object) -> None:
-    """Alter one array in place, as someone who can write the store could."""
-    conn = sqlite3.connect(path)
-    [(dtype, shape, data)] = conn.execute(
-        "SELECT dtype, shape, data FROM index_arrays WHERE name = ?", (name,))
-    values = np.frombuffer(data, dtype=dtype).reshape(json.loads(shape)).copy()
+@pytest.mark.parametrize("change", ["another index written", "store deleted"])
+def test_an_index_keeps_its_files_while_the_store_changes_under_it(
+        folder: tuple[Path, Path], tmp_path: Path, change: str) -> None:
+    """Another serve process for the root writes the store's index (removing the generation
+    this one maps), or the store is deleted: searches go on reading the mapped files."""
+    root, cache = folder
+    started(root, cache).close()
+    again = started(root, cache)
+    assert shares_the_store(again)
+    arrays = store_of(cache, root).with_suffix(".arrays")
+    generation = os.listdir(arrays)
+    if change == "store deleted":
+        store_of(cache, root).unlink()
+        shutil.rmtree(arrays)
+    else:
+        alter(store_of(cache, root), "DELETE FROM index_meta")  # so the other builds and writes
+        other = started(root, cache)
+        assert other.indexing.origin == "built"
+        other.close()
+        assert os.listdir(arrays) != generation
+    fresh = started(root, tmp_path / "fresh-cache")
+    assert answers(again) == answers(fresh)
+    again.close()
+    fresh.close()
+
+
+def rewrite_array(cache: Path, root: Path, name: str, change: object) -> None:
+    """Alter one array in its file and the file's digest in the store, as someone who can
+    write both could."""
+    path = array_file(cache, root, name)
+    values = np.load(path)
     change(values)  # type: ignore[operator]
-    conn.execute("UPDATE index_arrays SET data = ? WHERE name = ?", (values.tobytes(), name))
-    conn.commit()
-    conn.close()
+    np.save(path, values)
+    alter(store_of(cache, root), "UPDATE index_arrays SET sha256 = :digest WHERE name = :name",
+          digest=hashlib.sha256(path.read_bytes()).digest(), name=name)
 
 
 def out_of_range(values: np.ndarray) -> None:
@@ -278,7 +300,7 @@ def test_an_altered_index_is_rejected(folder: tuple[Path, Path], name: str,
     first = started(root, cache)
     expected = answers(first)
     first.close()
-    rewrite_array(store_of(cache, root), name, change)
+    rewrite_array(cache, root, name, change)
     again = started(root, cache)
     assert again.indexing.origin == "built"
     assert answers(again) == expected
@@ -307,10 +329,67 @@ def test_altered_fingerprints_are_rejected_when_a_later_snapshot_would_use_them(
     def doubled(values: np.ndarray) -> None:
         values[1] = values[0]  # two documents would stand for one page
 
-    rewrite_array(store_of(cache, root), "fingerprints", doubled)
+    rewrite_array(cache, root, "fingerprints", doubled)
     page = root / "wiki" / "page-0003.md"
     page.write_text(page.read_text() + "\nzanzibar\n")
     again = started(root, cache)
     assert again.indexing.origin == "built"
     assert [r["path"] for r in again.search(again.request(query="zanzibar")).results] == ["page-0003.md"]
     again.close()
+
+
+def index_write_dies_at(root: Path, cache: Path, step: int) -> bool:
+    """Start serve's core in a forked child, which builds the index and writes it, killing
+    itself (SIGKILL) at the `step`-th statement or array file of that write; whether it was
+    killed (False: the write ended first)."""
+
+    def start() -> bool:
+        steps = Steps(step)
+        real_write, real_array = StoredIndex.write, array_files.npy.write_array
+
+        def write(self: StoredIndex, pending: Pending) -> bool:
+            steps.trace_store()  # from the write's connection on
+            return real_write(self, pending)
+
+        def array(*args: Any, **kwargs: Any) -> None:
+            steps.step()
+            real_array(*args, **kwargs)
+            steps.step()
+
+        StoredIndex.write = write  # type: ignore[method-assign]
+        array_files.npy.write_array = array  # type: ignore[attr-defined]
+        started(root, cache).close()
+        return True
+
+    return killed_in_child(start)
+
+
+def test_a_crash_at_any_step_of_an_index_write_leaves_an_index_that_is_whole_or_rebuilt(
+        folder: tuple[Path, Path], tmp_path: Path) -> None:
+    root, cache = folder
+    started(root, cache).close()
+    for i in range(0, PAGES - 1, 2):  # half the pages: the next start builds anew and writes
+        page = root / "wiki" / f"page-{i:04d}.md"
+        page.write_text(page.read_text() + "\nzanzibar\n")
+    pristine = tmp_path / "pristine"
+    shutil.copytree(cache, pristine)
+    fresh = started(root, tmp_path / "fresh-cache")
+    expected = answers(fresh)
+    fresh.close()
+    arrays = store_of(cache, root).with_suffix(".arrays")
+    origins: set[str] = set()
+    step = 1
+    while index_write_dies_at(root, cache, step):
+        again = started(root, cache)
+        origins.add(again.indexing.origin)
+        assert answers(again) == expected, f"a crash at step {step} was served"
+        again.close()
+        # A generation a killed write left is gone once the store's index is written again.
+        assert len(os.listdir(arrays)) == 1, f"step {step}: {os.listdir(arrays)}"
+        shutil.rmtree(cache)
+        shutil.copytree(pristine, cache)
+        step += 1
+    assert step > 20 and origins == {"built"}
+    last = started(root, cache)
+    assert last.indexing.origin == "cache" and answers(last) == expected
+    last.close()

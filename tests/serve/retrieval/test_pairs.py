@@ -90,32 +90,25 @@ def test_signature_columns_are_the_rows_bit_by_bit_and_append_only_at_a_byte_bou
         PairSignatures().extend_columns(signature_columns(texts[:3]), 9)  # columns of 3, not 9
 
 
-def test_unread_filters_are_read_once_when_first_needed_and_later_ones_appended() -> None:
+def test_filters_over_a_base_never_written_test_as_one_array_does() -> None:
+    """The first documents' filters may be an array the signatures never write (the store's
+    file, mapped); the documents added after them test as if all were in one array."""
     texts = ["release train notes", "no payout today", "publish.yml steps", "x", "is on",
              "cut on fridays", "refund window days", "train is late", "release train again",
              "no payout yet", "is on time"]
-    base, later = texts[:9], texts[9:]  # 9: the later documents start inside a byte
-    reads: list[int] = []
-
-    def read() -> np.ndarray:
-        reads.append(1)
-        if len(reads) == 1:
-            raise OSError("the first read fails: the next use tries again")
-        return signature_columns(base)
-
-    lazy = PairSignatures.unread(len(base), read)
-    lazy.extend(signatures(later[:1]))  # added before anything is read
-    lazy.extend([signature(later[1])])
-    assert not lazy.is_read and lazy.count == len(texts) and not reads
-    eager = PairSignatures()
-    eager.extend(signatures(texts))
-    with pytest.raises(OSError):
-        lazy.matching(needle_bits("release train"))
+    first, later = texts[:9], texts[9:]  # 9: the later documents start inside a byte
+    base = signature_columns(first)
+    base.flags.writeable = False  # a write would raise
+    over = PairSignatures(base, len(first))
+    assert over.count == len(first) and over.packed() is base
+    over.extend(signatures(later[:1]))
+    over.extend([signature(later[1])])
+    whole = PairSignatures()
+    whole.extend(signatures(texts))
+    assert over.count == whole.count == len(texts)
+    assert np.array_equal(over.packed(), whole.packed())
     for needle in ("release train", "no payout", "is on", "publish.yml steps", "train again"):
         bits = needle_bits(needle)
-        assert np.array_equal(lazy.matching(bits), eager.matching(bits)), needle
-    assert lazy.is_read and len(reads) == 2  # read once it succeeded, never again
-    lazy.extend([signature("no payout again")])
-    eager.extend([signature("no payout again")])
-    assert np.array_equal(lazy.matching(needle_bits("no payout")), eager.matching(needle_bits("no payout")))
-
+        assert np.array_equal(over.matching(bits), whole.matching(bits)), needle
+    with pytest.raises(ValueError):  # columns of 9 documents are not those of 17
+        PairSignatures(base, 17)
