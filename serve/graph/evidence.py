@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any, NamedTuple
 
@@ -61,7 +61,7 @@ def as_is(node: Any) -> Any:
     return node
 
 
-def seed_items(page: Page, fragment: Fragment, lookup: dict[str, Page], incoming: Iterable[Page],
+def seed_items(page: Page, fragment: Fragment, lookup: Mapping[str, Page], incoming: Iterable[Page],
                facts: Sequence[SidecarFact], *, approved_only: bool, owner: dict[str, str]) -> SeedItems:
     """A page's own node and its depth-1 neighbourhood, independent of the other evidence
     pages (merge_seeds() applies the bounds)."""
@@ -194,7 +194,8 @@ def edge_text(key: tuple[str, str, str], meta_json: str) -> str:
 SidecarFact = tuple[str, SidecarEdge, tuple[Page | None, Page | None]]
 
 
-def sidecar_facts(sidecars: Sequence[SidecarFile], lookup: dict[str, Page]) -> dict[str, list[SidecarFact]]:
+def sidecar_facts(sidecars: Sequence[SidecarFile],
+                  lookup: Mapping[str, Page]) -> dict[str, list[SidecarFact]]:
     """Page path -> the sidecar facts with that page at either end, endpoints resolved."""
     facts: dict[str, list[SidecarFact]] = {}
     for sidecar in sidecars:
@@ -205,7 +206,7 @@ def sidecar_facts(sidecars: Sequence[SidecarFile], lookup: dict[str, Page]) -> d
     return facts
 
 
-def first_owners(pages: Sequence[Page], fragments: Sequence[Fragment], lookup: dict[str, Page],
+def first_owners(pages: Sequence[Page], fragments: Sequence[Fragment], lookup: Mapping[str, Page],
                  visible: Callable[[Page], bool]) -> dict[str, str]:
     """Shared non-page node id -> path of the first visible page (in page order) that has
     it as a source ref, tag or unresolved link: the path the filtered graph shows for it."""
@@ -223,7 +224,7 @@ def first_owners(pages: Sequence[Page], fragments: Sequence[Fragment], lookup: d
 
 
 def incoming_links(pages: Sequence[Page], fragments: Sequence[Fragment],
-                   lookup: dict[str, Page]) -> dict[str, list[int]]:
+                   lookup: Mapping[str, Page]) -> dict[str, list[int]]:
     """For each page path, the positions of the pages that link to it (in page order)."""
     incoming: dict[str, list[int]] = {}
     for position, fragment in enumerate(fragments):

@@ -92,6 +92,14 @@ class Overlay(Mapping[str, V]):
         return Overlay(merged)
 
 
+def as_overlay(mapping: Mapping[str, V]) -> Overlay[V]:
+    """`mapping` as an overlay's base (a dict, never written once shared) or itself."""
+    if isinstance(mapping, Overlay):
+        return mapping
+    assert isinstance(mapping, dict)
+    return Overlay(mapping)
+
+
 class Segment(NamedTuple):
     """One page's share of the graph, in construction order (contract 2.2, pass 2)."""
 
@@ -191,7 +199,7 @@ class LinkIndex:
     __slots__ = ("lookup", "own", "alias", "linkers", "targets", "refs", "member_nodes",
                  "segment_edges", "source_root", "memo")
 
-    def __init__(self, lookup: dict[str, Page], own: Overlay[tuple[str, ...]],
+    def __init__(self, lookup: Mapping[str, Page], own: Overlay[tuple[str, ...]],
                  alias: Overlay[tuple[str, ...]], linkers: Overlay[tuple[str, ...]],
                  targets: Overlay[tuple[str, ...]], refs: Overlay[tuple[str, ...]],
                  member_nodes: int, segment_edges: int, source_root: str,
@@ -209,7 +217,7 @@ class LinkIndex:
 
     @classmethod
     def build(cls, pages: Sequence[Page], fragments: Sequence[Fragment], source_root: str,
-              lookup: dict[str, Page]) -> LinkIndex:
+              lookup: Mapping[str, Page]) -> LinkIndex:
         own: dict[str, list[str]] = {}
         alias: dict[str, list[str]] = {}
         linkers: dict[str, list[str]] = {}
@@ -270,17 +278,14 @@ class LinkIndex:
         own, alias, linkers = (
             stores[kind].with_changes({k: tuple(v) or None for k, v in changes[kind].items()})
             for kind in ("own", "alias", "linkers"))
-        lookup = dict(self.lookup)
-        changed_keys: set[str] = set()
+        resolved: dict[str, Page | None] = {}
         for key in changes["own"].keys() | changes["alias"].keys():
             paths = own.get(key) or alias.get(key)
             winner = pages[place(paths[-1])] if paths else None  # later pages win
-            if lookup.get(key) is not winner:
-                changed_keys.add(key)
-                if winner is None:
-                    del lookup[key]
-                else:
-                    lookup[key] = winner
+            if self.lookup.get(key) is not winner:
+                resolved[key] = winner
+        changed_keys = set(resolved)
+        lookup = as_overlay(self.lookup).with_changes(resolved)
         # 2. The pages whose edges may point elsewhere: the new ones, and those linking by
         # a key that resolves to another page now.
         redo = {page.path for page, _ in added}
@@ -319,7 +324,7 @@ class LinkIndex:
                           refs, member_nodes, segment_edges, self.source_root, memo)
         return index, changed_keys, set(ref_changes)
 
-    def with_lookup(self, lookup: dict[str, Page]) -> LinkIndex:
+    def with_lookup(self, lookup: Mapping[str, Page]) -> LinkIndex:
         """The same index over the same links, its lookup naming other page objects (a
         content edit's); segments hold no page objects, so they are shared."""
         return LinkIndex(lookup, self.own, self.alias, self.linkers, self.targets, self.refs,

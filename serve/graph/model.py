@@ -226,7 +226,7 @@ class GraphBuilder:
 
 
 def build_graph(pages: Sequence[Page], fragments: Sequence[Fragment], adapter: str,
-                sidecars: Sequence[SidecarFile], lookup: dict[str, Page]) -> tuple[list[Node], list[Edge]]:
+                sidecars: Sequence[SidecarFile], lookup: Mapping[str, Page]) -> tuple[list[Node], list[Edge]]:
     """Nodes and edges in the contract's construction order (2.2)."""
     g = GraphBuilder()
     nodes, edges = g.nodes, g.edges
@@ -304,7 +304,7 @@ def fact_meta(sidecar: SidecarFile, fact: SidecarEdge) -> dict[str, Any]:
 
 
 def graph_counts(pages: Sequence[Page], fragments: Sequence[Fragment], adapter: str,
-                 sidecars: Sequence[SidecarFile], lookup: dict[str, Page]) -> tuple[int, int]:
+                 sidecars: Sequence[SidecarFile], lookup: Mapping[str, Page]) -> tuple[int, int]:
     """len(nodes), len(edges) of build_graph without building it: /health needs only the
     counts, and building a large graph costs seconds. Falls back to the full build where
     the shortcut's assumptions do not hold (Dendron hierarchy, duplicate page ids)."""

@@ -213,11 +213,9 @@ class _View:
     (-page_count, path)) and indexed by position, with postings from folded term to
     positions; a query then touches only the postings of its own terms."""
 
-    def __init__(self, pages: Sequence[Page], adapter: str) -> None:
+    def __init__(self, pages: Sequence[Page], adapter: str, authored: Sequence[Page]) -> None:
         self.source: OrientationSource = "none"
-        self.authored = sorted(
-            (p for p in pages if p.role in AUTHORED_ROLES), key=lambda p: (ROLE_RANK.get(p.role, 3), p.path)
-        )
+        self.authored = sorted(authored, key=lambda p: (ROLE_RANK.get(p.role, 3), p.path))
         self.ordered: list[Page] = []  # extractive only: pages by (role rank, path)
         self.postings: dict[str, list[int]] = {}
         self.folders: list[_FolderFacts] = []
@@ -268,22 +266,27 @@ def _top(postings: dict[str, list[int]], size: int, query_keys: frozenset[str], 
     return chosen
 
 
-# The server passes the projection's own visible-page tuple on every request, so the view
-# is cached by identity. Entries hold their tuple strongly (an id can't be reused while
-# cached) and tuples of Pages are immutable; lists are never cached.
+# The server passes the projection's own tuples (visible pages, entry pages) on every request,
+# so views are cached by identity: an entry holds its tuple (an id can't be reused meanwhile).
 _VIEW_CACHE: list[tuple[tuple[Page, ...], str, _View]] = []
 _VIEW_CACHE_SIZE = 4
 
 
-def _view_for(pages: Sequence[Page], adapter: str) -> _View:
-    if not isinstance(pages, tuple):
-        return _View(pages, adapter)
-    for cached_pages, cached_adapter, view in list(_VIEW_CACHE):
-        if cached_pages is pages and cached_adapter == adapter:
+def _view_for(pages: Sequence[Page], adapter: str, hubs: Sequence[Page] | None) -> _View:
+    """The view of `pages`. With `hubs` (those whose role is not topic, as the snapshot keeps
+    them) an authored view is made from them alone and kept while they are the same tuple: an
+    edit to another page then costs no pass over every page (5 ms at 100,000 pages)."""
+    authored = None if hubs is None else [p for p in hubs if p.role in AUTHORED_ROLES]
+    key = hubs if authored and isinstance(hubs, tuple) else pages
+    for cached_key, cached_adapter, view in list(_VIEW_CACHE):
+        if cached_key is key and cached_adapter == adapter:
             return view
-    view = _View(pages, adapter)
-    _VIEW_CACHE.insert(0, (pages, adapter, view))
-    del _VIEW_CACHE[_VIEW_CACHE_SIZE:]
+    if authored is None:
+        authored = [p for p in pages if p.role in AUTHORED_ROLES]
+    view = _View(pages, adapter, authored)
+    if isinstance(key, tuple):
+        _VIEW_CACHE.insert(0, (key, adapter, view))
+        del _VIEW_CACHE[_VIEW_CACHE_SIZE:]
     return view
 
 
@@ -333,14 +336,15 @@ def _fit_budget(guidance: dict[str, Any], budget: int, known: dict[str, list[int
 
 
 def build_guidance(
-    pages: Sequence[Page], adapter: str, query: str, *, vector_available: bool = False
+    pages: Sequence[Page], adapter: str, query: str, *, vector_available: bool = False,
+    hubs: Sequence[Page] | None = None,
 ) -> dict[str, Any]:
     """The `retrieval_guidance` object for a query over the visible pages (in page order).
 
     `pages` must already be the request's visible pages (approved only unless drafts are
-    allowed); nothing here reads files, calls the network or initialises vector search.
-    """
-    view = _view_for(pages, adapter)
+    allowed), and `hubs`, when given, those of them whose role is not topic (in any order);
+    nothing here reads files, calls the network or initialises vector search."""
+    view = _view_for(pages, adapter, hubs)
     query_terms = terms_from_text(query)
     # Overlap compares NFC-casefolded terms, for page ranking and folder order alike. The
     # reference compares page ranking terms case-sensitively (contract App. B quirk 8), so

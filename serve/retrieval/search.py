@@ -331,5 +331,6 @@ class Searcher:
             "evidence": [project_fields(i, req.fields) for i in evidence],
             "limitations": limitations,
         }
-        guidance = build_guidance(self.visible(req.include_drafts), p.layout.adapter, req.query)
+        guidance = build_guidance(self.visible(req.include_drafts), p.layout.adapter, req.query,
+                                  hubs=p.entry_pages(req.include_drafts))
         return head, seeds, guidance

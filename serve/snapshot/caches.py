@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,7 @@ class SnapshotCaches:
     # Views that depend only on what a derived snapshot keeps equal (ids, titles, paths,
     # links, members, approval): a derived snapshot starts with the ones computed so far.
     approved_position: dict[str, int] | None = None
-    lookup: dict[str, Page] | None = None
+    lookup: Mapping[str, Page] | None = None
     incoming: dict[str, list[int]] | None = None
     facts: dict[str, list[SidecarFact]] | None = None
     graph: tuple[list[Node], list[Edge]] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -48,7 +49,7 @@ def links(snapshot: Projection) -> LinkIndex:
     return caches.links
 
 
-def lookup(snapshot: Projection) -> dict[str, Page]:
+def lookup(snapshot: Projection) -> Mapping[str, Page]:
     caches = snapshot.caches
     if caches.lookup is None and caches.links is not None:
         caches.lookup = caches.links.lookup
@@ -106,7 +107,7 @@ def incoming(snapshot: Projection) -> dict[str, list[int]]:
 
 
 def adopt_link_views(snapshot: Projection, incoming: dict[str, list[int]], owners: dict[str, str],
-                     lookup: dict[str, Page]) -> None:
+                     lookup: Mapping[str, Page]) -> None:
     """Views the snapshot would compute, taken from the restart cache (which checked them
     against the snapshot's signature and pages); those computed already stay."""
     caches = snapshot.caches

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,7 +185,7 @@ class Projection:
         return graph.links(self)
 
     @property
-    def lookup(self) -> dict[str, Page]:
+    def lookup(self) -> Mapping[str, Page]:
         return graph.lookup(self)
 
     @property
@@ -200,7 +200,7 @@ class Projection:
         return graph.owners(self, include_drafts)
 
     def adopt_link_views(self, incoming: dict[str, list[int]], owners: dict[str, str],
-                         lookup: dict[str, Page]) -> None:
+                         lookup: Mapping[str, Page]) -> None:
         graph.adopt_link_views(self, incoming, owners, lookup)
 
     @property

@@ -16,7 +16,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -238,7 +238,7 @@ class Views:
 
     incoming: dict[str, list[int]]
     owners: dict[str, str]
-    lookup: dict[str, Page]
+    lookup: Mapping[str, Page]
 
     def encoded(self, pages: Sequence[Page]) -> dict[str, object]:
         position = {id(page): i for i, page in enumerate(pages)}

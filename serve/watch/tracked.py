@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import os
 import stat as stat_mod
-from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from serve.errors import root_missing
-from serve.snapshot.projection import signature_of
 from serve.source import okf
 from serve.source.layout import FolderView, Layout, detect_layout
 from serve.source.page import ParseOptions
@@ -23,12 +21,12 @@ from serve.source.tree import (
     shown_name,
     utf8_name,
     walk_dir,
-    walk_order_key,
     walk_root,
 )
 from serve.watch.file_read import CHANGING, ReadJob, decode_text, read_file
 from serve.watch.parse_pool import read_all
 from serve.watch.records import FileRecord
+from serve.watch.signature import SignatureLines
 
 
 class TrackedFiles:
@@ -59,11 +57,10 @@ class TrackedFiles:
         # something other than page files changed (config, sidecars, markers): with a set,
         # the next projection is derived page by page (snapshot/derive.py derive_pages).
         self.touched: set[str] | None = None
-        self._lines: dict[str, str] | None = None  # signature lines by file, walk order
-        # Files whose signature lines changed since `_lines` was last made in walk order
-        # (None: make them all anew); `_order` is their walk order when it was kept.
+        self._signature = SignatureLines()
+        # Files whose signature lines changed since the signature was last made (None: make
+        # them all anew).
         self._line_changes: set[str] | None = None
-        self._order: list[str] | None = None
         # Records still being read (the store's, then an EarlyRead's), taken by the first full
         # scan after its walk, so that walk overlaps the reading; each overrides those before.
         self.pending: list[Callable[[], dict[str, FileRecord]]] = []
@@ -76,15 +73,13 @@ class TrackedFiles:
         self.dirty = None
         if rels is None:
             self.touched = None
-            self._lines = self._line_changes = None
+            self._line_changes = None
         else:
             rels = tuple(rels)
             if self.touched is not None:
                 self.touched.update(rels)
             if self._line_changes is not None:
                 self._line_changes.update(rels)
-            else:
-                self._lines = None
 
     # -- scanning -------------------------------------------------------------------
 
@@ -322,33 +317,11 @@ class TrackedFiles:
         return record
 
     def signature(self) -> str:
-        records = self.records
-        if self._lines is not None and self._line_changes:
-            # Files added, removed or re-read: the others' lines stay, in their order.
-            lines, order = self._lines, self._order
-            if order is None:
-                order = self._order = list(lines)
-            for rel in self._line_changes:
-                was, now = rel in lines, rel in records
-                if was and not now:
-                    del lines[rel]
-                    order.pop(bisect_left(order, walk_order_key(rel), key=walk_order_key))
-                elif now:
-                    if not was:
-                        insort(order, rel, key=walk_order_key)
-                    lines[rel] = f"{rel}\tfile\t{records[rel].stat.size}\t{records[rel].digest}"
-            self._line_changes = set()
-        if self._lines is None:
-            walk = records if self.in_walk_order else sorted(records, key=walk_order_key)
-            self._lines = {rel: f"{rel}\tfile\t{records[rel].stat.size}\t{records[rel].digest}"
-                           for rel in walk}
-            self._order = None
-            self._line_changes = set()
-        elif self.dirty:
-            for rel in self.dirty:  # content edits: same files, same order, new digests
-                self._lines[rel] = f"{rel}\tfile\t{records[rel].stat.size}\t{records[rel].digest}"
+        changed = self._line_changes
+        if changed is not None and self.dirty:
+            changed = changed | self.dirty  # content edits: same files, same order, new digests
         markers = [f"{rel}\tdir\t{size}\t" for rel, size in sorted(self.markers.items())]
-        lines = self._lines
-        body = map(lines.__getitem__, self._order) if self._order is not None else lines.values()
-        base = signature_of([*markers, *body])
+        base = self._signature.digest(self.records, markers, changed,
+                                      in_walk_order=self.in_walk_order)
+        self._line_changes = set()
         return okf.signature(base) if self.layout is not None and self.layout.options.okf else base
