@@ -117,7 +117,14 @@ def setup_request_context(app: web.Application, service: str) -> None:
         try:
             try:
                 response = await render_errors(handler, request)
-            except Exception:
+            except Exception as exc:
+                if isinstance(exc, ConnectionResetError) and (
+                        request.transport is None or request.transport.is_closing()):
+                    # The client closed its connection (mid-body, say): no answer can reach
+                    # it, and it is no fault of ours; aiohttp drops the connection.
+                    log.info("client_gone", method=request.method, path=request.path,
+                             duration_ms=round((time.perf_counter() - started) * 1000, 3))
+                    raise
                 # The traceback stays in our log; the client gets a fixed body.
                 log.exception("unhandled_exception", method=request.method, path=request.path)
                 response = HttpError().response()

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import aiohttp
 import pytest
 import structlog
 from aiohttp import web
@@ -58,3 +59,25 @@ async def test_an_unhandled_handler_error_is_logged_with_its_frames(json_log: An
     [failure] = [e for e in json_log() if e["event"] == "unhandled_exception"]
     assert failure["exception"][0]["exc_type"] == "RuntimeError"
     assert any(frame["name"] == "broken" for frame in failure["exception"][0]["frames"])
+
+
+async def test_a_client_that_went_away_is_logged_as_gone_not_as_our_failure(json_log: Any) -> None:
+    async def reads_a_body(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        request.transport.close()  # the client went: aiohttp's read then raises this
+        raise ConnectionResetError("Connection lost")
+
+    async def fails_so(request: web.Request) -> web.Response:
+        raise ConnectionResetError("a socket of ours")  # the client is still there
+
+    app = web.Application()
+    setup_request_context(app, "test")
+    app.router.add_post("/search", reads_a_body)
+    app.router.add_post("/other", fails_so)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        with pytest.raises(aiohttp.ClientError):  # no answer: the connection is dropped
+            await client.post("/search", data=b"{}")
+        events = [e["event"] for e in json_log()]
+        assert "client_gone" in events and "unhandled_exception" not in events
+        assert (await client.post("/other", data=b"{}")).status == 500
+    assert [e["path"] for e in json_log() if e["event"] == "unhandled_exception"] == ["/other"]

@@ -213,3 +213,25 @@ def test_idle_and_slow_connections_are_closed_after_their_timeouts(tmp_path: Pat
         assert call(service.url, "GET", "/health").status == 200
     finally:
         stop_checked(service)
+
+
+def test_a_client_gone_mid_body_is_logged_as_gone_and_serving_goes_on(tmp_path: Path) -> None:
+    """A client that closes its connection halfway through its body (a timeout of its own, a
+    crash) is no failure of serve's: logged as `client_gone`, never `unhandled_exception`."""
+    root = copy_wiki(tmp_path)
+    service = start_serve(tmp_path / "run", root)
+    try:
+        port = int(service.url.rsplit(":", 1)[1])
+        for _ in range(3):
+            gone = socket.create_connection(("127.0.0.1", port))
+            gone.sendall(b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"que")
+            gone.close()
+        deadline = time.monotonic() + 10
+        while sum(e.get("event") == "client_gone" for e in service.log_events()) < 3:
+            assert time.monotonic() < deadline, service.logs()
+            time.sleep(0.05)
+        assert call(service.url, "GET", "/health").status == 200
+    finally:
+        stop_checked(service)
+    assert "unhandled_exception" not in [e.get("event") for e in service.log_events()]
