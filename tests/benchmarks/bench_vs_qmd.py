@@ -177,7 +177,7 @@ def bench_folder(name: str, folder: Path, qmd: Path, args: argparse.Namespace) -
             cold = ours(folder, work / "cache", 0, args.code_dir)
             warm = [ours(folder, work / "cache", args.searches if n == 0 else 0, args.code_dir)
                     for n in range(args.restarts)]
-            store = sum(p.stat().st_size for p in (work / "cache").iterdir() if p.is_file())
+            store = sum(p.stat().st_size for p in (work / "cache").rglob("*") if p.is_file())
             rows["ours"].append({"cold_s": cold["seconds"], "cold_peak_mb": cold["peak_mb"],
                                  "restart_s": statistics.median(w["seconds"] for w in warm),
                                  "restart_rss_mb": statistics.median(w["rss_mb"] for w in warm),
