@@ -184,51 +184,28 @@ class LexicalIndex:
         dropped as soon as it is used: the build's peak memory is mostly these arrays."""
         vocab = self.vocab
         slices = analyse_slices(pages)
-        term_parts: list[np.ndarray] = []
-        tf_parts: list[np.ndarray] = []
-        lengths: list[np.ndarray] = []
+        parts: list[index_arrays.Part] = []
         slices.reverse()
         self.pair_signatures.reserve(len(pages))
         while slices:
             local_vocab, term_ids, tfs, doc_terms, doc_lengths, signatures = slices.pop()
             self.pair_signatures.extend_columns(signatures, len(doc_lengths))
             mapping = np.array([vocab.setdefault(t, len(vocab)) for t in local_vocab], dtype=np.int32)
-            term_parts.append(mapping[term_ids] if len(term_ids) else term_ids)
-            tf_parts.append(tfs)
-            lengths.append(doc_terms)
             start = len(self.pages)
+            parts.append(index_arrays.Part(mapping[term_ids] if len(term_ids) else term_ids, tfs,
+                                           start, doc_terms))
             self._documents(pages[start: start + len(doc_lengths)],
                             [float(length) for length in doc_lengths.tolist()])
             del local_vocab, term_ids, tfs, signatures, mapping
-        all_terms = np.concatenate(term_parts) if term_parts else np.zeros(0, np.int32)
-        del term_parts
-        per_doc = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
         size = len(vocab)
-        counts_per_term = np.bincount(all_terms, minlength=size)
-        approved = np.repeat(np.frombuffer(self.approved, dtype=np.uint8)[: len(pages)], per_doc)
-        approved_per_term = np.bincount(all_terms, weights=approved, minlength=size)
-        del approved
-        self.indptr = np.zeros(size + 1, dtype=np.int64)
-        np.cumsum(counts_per_term, out=self.indptr[1:])
-        order = np.argsort(all_terms, kind="stable")  # by term; documents stay in order
-        del all_terms
-        all_tfs = np.concatenate(tf_parts) if tf_parts else np.zeros(0, np.uint16)
-        del tf_parts
-        # Term frequencies as one byte when they fit (they almost always do): exact either way.
-        if not len(all_tfs) or int(all_tfs.max()) <= 255:
-            all_tfs = all_tfs.astype(np.uint8)
-        self.main_tfs = all_tfs[order]
-        del all_tfs
-        # Half the size of int32 ids while every main-segment document id fits in 16 bits.
-        doc_type = np.uint16 if len(pages) <= 1 << 16 else np.int32
-        all_docs = np.repeat(np.arange(len(pages), dtype=doc_type), per_doc)
-        self.main_docs = all_docs[order]
-        del all_docs, order
+        approved = np.frombuffer(self.approved, dtype=np.uint8)[: len(pages)]
+        self.indptr, self.main_docs, self.main_tfs, df_all, df_approved = (
+            index_arrays.main_segment(parts, approved, size))
         capacity = max(1024, size)
         self.df_all = np.zeros(capacity, np.int32)
         self.df_approved = np.zeros(capacity, np.int32)
-        self.df_all[:size] = counts_per_term
-        self.df_approved[:size] = approved_per_term
+        self.df_all[:size] = df_all
+        self.df_approved[:size] = df_approved
 
     def _add(self, page: Page) -> None:
         text = page.text

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from serve.retrieval import documents as documents_module
+from serve.retrieval import index_arrays
 from serve.retrieval.analyzer import query_terms
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.literal_bounds import literal_bounds
@@ -184,6 +185,36 @@ def test_a_bulk_build_in_worker_slices_equals_adding_page_by_page(
     for needle in ("release train", "but this", "publish.yml", "no payout"):
         assert np.array_equal(bulk.pair_signatures.matching(needle_bits(needle)),
                               one_by_one.pair_signatures.matching(needle_bits(needle)))
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1000])
+def test_postings_placed_a_chunk_at_a_time_equal_one_stable_sort_of_them_all(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """The main segment is the postings sorted by term, documents in order within a term:
+    placed a few documents at a time, across worker slices, it is that sort exactly."""
+    root = tmp_path / "generated"
+    generate(root, 420, seed=11)
+    pages = _projection(root).pages
+    monkeypatch.setattr(documents_module, "PARALLEL_BULK_MIN", 300)  # two or more worker slices
+    monkeypatch.setattr(index_arrays, "PLACE_CHUNK", chunk)
+    bulk = LexicalIndex()
+    bulk.sync(pages)
+    terms, docs, tfs = [], [], []
+    for doc, page in enumerate(pages):  # every posting, in document order
+        one = LexicalIndex()
+        one.update([page])
+        for term, tid in one.vocab.items():
+            for found_docs, found_tfs in one.postings_of(tid):
+                terms.append(bulk.vocab[term])
+                docs.extend([doc] * len(found_docs))
+                tfs.extend(found_tfs.tolist())
+    order = np.argsort(np.array(terms), kind="stable")
+    assert np.array_equal(bulk.main_docs, np.array(docs)[order])
+    assert np.array_equal(bulk.main_tfs, np.array(tfs)[order])
+    assert np.array_equal(np.diff(bulk.indptr), np.bincount(terms, minlength=len(bulk.vocab)))
+    approved = [p.approved for p in pages]
+    assert bulk.df_approved[:len(bulk.vocab)].tolist() == np.bincount(
+        [t for t, d in zip(terms, docs, strict=True) if approved[d]], minlength=len(bulk.vocab)).tolist()
 
 
 def test_a_sync_where_most_pages_changed_rebuilds_in_bulk(tmp_path: Path) -> None:
