@@ -173,8 +173,9 @@ def _segments(index: LexicalIndex, n: int, terms: list[str], arrays: dict[str, n
     size = len(terms)
     indptr, docs, tfs = arrays["indptr"], arrays["main_docs"], arrays["main_tfs"]
     doc_len = arrays["doc_len"]
+    vocab = dict(zip(terms, range(size), strict=True))
     checks = (
-        len(set(terms)) == size, indptr.shape == (size + 1,), docs.ndim == 1,
+        len(vocab) == size, indptr.shape == (size + 1,), docs.ndim == 1,
         tfs.shape == docs.shape, arrays["df_all"].shape == (size,),
         arrays["df_approved"].shape == (size,), doc_len.shape == (n,),
         arrays["approved"].shape == (n,), arrays["approved"].dtype == np.uint8,
@@ -183,7 +184,7 @@ def _segments(index: LexicalIndex, n: int, terms: list[str], arrays: dict[str, n
     )
     if not all(checks):
         raise ValueError("index arrays do not fit the pages")
-    index.vocab = dict(zip(terms, range(size), strict=True))
+    index.vocab = vocab  # a term twice would have left it short (checked above)
     index.indptr, index.main_docs, index.main_tfs = indptr, docs, tfs
     capacity = max(1024, size)
     index.df_all = np.zeros(capacity, np.int32)

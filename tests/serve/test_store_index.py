@@ -318,6 +318,8 @@ def test_restored_refuses_arrays_that_do_not_fit_the_pages(folder: tuple[Path, P
         LexicalIndex.restored(pages[:-1], terms, copies)
     with pytest.raises(ValueError):
         LexicalIndex.restored(pages, terms[:-1], copies)
+    with pytest.raises(ValueError):  # a term twice: the ids after it would name other terms
+        LexicalIndex.restored(pages, [*terms[:-1], terms[0]], copies)
     source.close()
 
 
