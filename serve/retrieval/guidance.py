@@ -276,13 +276,11 @@ def _view_for(pages: Sequence[Page], adapter: str, hubs: Sequence[Page] | None) 
     """The view of `pages`. With `hubs` (those whose role is not topic, as the snapshot keeps
     them) an authored view is made from them alone and kept while they are the same tuple: an
     edit to another page then costs no pass over every page (5 ms at 100,000 pages)."""
-    authored = None if hubs is None else [p for p in hubs if p.role in AUTHORED_ROLES]
-    key = hubs if authored and isinstance(hubs, tuple) else pages
     for cached_key, cached_adapter, view in list(_VIEW_CACHE):
-        if cached_key is key and cached_adapter == adapter:
-            return view
-    if authored is None:
-        authored = [p for p in pages if p.role in AUTHORED_ROLES]
+        if (cached_key is pages or cached_key is hubs) and cached_adapter == adapter:
+            return view  # (kept by hubs only when made from them alone)
+    authored = [p for p in (pages if hubs is None else hubs) if p.role in AUTHORED_ROLES]
+    key = hubs if authored and isinstance(hubs, tuple) else pages
     view = _View(pages, adapter, authored)
     if isinstance(key, tuple):
         _VIEW_CACHE.insert(0, (key, adapter, view))
