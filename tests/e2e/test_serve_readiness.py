@@ -207,6 +207,15 @@ def counts_of(url: str) -> tuple[int, int, int]:
     return projection["page_count"], projection["graph_node_count"], projection["graph_edge_count"]
 
 
+def store_written(run: Path, folder: Path, cache: Path) -> None:
+    """A first start that writes the store for the restarts a test makes, and stops."""
+    first = start(run, folder, cache)
+    try:
+        readiness_answers(first)
+    finally:
+        stop_checked(first)
+
+
 def test_pages_added_and_deleted_after_a_restart_show_as_a_fresh_start_shows_them(
         tmp_path: Path, folder: Path) -> None:
     """A restart starts from the restart cache's link views, not from a link index, and reads
@@ -214,11 +223,7 @@ def test_pages_added_and_deleted_after_a_restart_show_as_a_fresh_start_shows_the
     graph/graph.json written then, must still be linked, counted and shown in context packs
     and the whole graph exactly as a service started afresh on the changed folder shows them."""
     cache = tmp_path / "cache"
-    first = start(tmp_path / "first", folder, cache)
-    try:
-        readiness_answers(first)
-    finally:
-        stop_checked(first)
+    store_written(tmp_path / "first", folder, cache)
     questions = ("quokka newcomer", "topic 5 rollback", "topic 9 signing", "topic 11 vault")
     warm = start(tmp_path / "warm", folder, cache)
     try:
@@ -280,11 +285,7 @@ def test_every_page_read_after_a_restart_is_the_page_a_fresh_start_reads(
     role, approval); reads, source refs, the bundle and packs ask for the rest (frontmatter,
     tags, links, headings, summaries), which must be what a service started afresh parses."""
     cache = tmp_path / "cache"
-    first = start(tmp_path / "first", folder, cache)
-    try:
-        readiness_answers(first)
-    finally:
-        stop_checked(first)
+    store_written(tmp_path / "first", folder, cache)
     questions = ("topic 5 rollback", "how are tokens rotated in the vault?", "group-3 signing")
     warm = start(tmp_path / "warm", folder, cache)
     try:
