@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,14 +27,6 @@ class FileProblem:
     reason: str  # not_utf8, name_not_utf8, frontmatter_invalid, too_large, unreadable, not_regular_file,
     #               changing, symlink_ignored, binary
     skipped: bool
-
-
-def signature_of(lines: Iterable[str]) -> str:
-    """`sha256:<hex>` over the walk-ordered entry lines, or "" for no entries."""
-    body = "\n".join(lines)
-    if not body:
-        return ""
-    return "sha256:" + hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
 def bundle_id_of(source_id: str, signature: str) -> str:

@@ -17,7 +17,7 @@ import pytest
 
 from serve.graph.model import Edge, Node, canonical_relation, lookup_key, slug, unresolved_node
 from serve.graph.views import approved_view
-from serve.snapshot.projection import Projection, bundle_id_of, signature_of
+from serve.snapshot.projection import Projection, bundle_id_of
 from serve.source.page import ParseOptions
 from serve.source.parse import parse_page
 from serve.watch.mirror import FolderMirror
@@ -29,6 +29,7 @@ from tests.support.folders import (
     copy_fixture,
     tree_digest,
 )
+from tests.support.signature import signature_of
 
 MAX_PAGE_BYTES = 8 << 20
 

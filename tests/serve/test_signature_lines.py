@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from serve.snapshot.projection import signature_of
 from serve.source.tree import FileStat, walk_order_key
 from serve.watch import signature
 from serve.watch.records import FileRecord
 from serve.watch.signature import SignatureLines
+from tests.support.signature import signature_of
 
 
 def record(size: int, digest: str) -> FileRecord:

@@ -12,12 +12,13 @@ import pytest
 
 from serve.errors import WikiRootError
 from serve.settings import ServeSettings, parse_source_profile, resolve_settings
-from serve.snapshot.projection import Projection, signature_of
+from serve.snapshot.projection import Projection
 from serve.source import okf
 from serve.source.layout import FolderView, detect_layout
 from serve.source.page import Page, ParseOptions
 from serve.watch.mirror import FolderMirror
 from tests.support.folders import FIXTURES
+from tests.support.signature import signature_of
 
 OKF = ParseOptions(okf=True)
 ROOT_INDEX = '---\nokf_version: "0.2"\ntitle: Bundle\n---\n# Bundle\n'
