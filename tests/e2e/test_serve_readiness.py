@@ -580,3 +580,49 @@ def test_a_restart_reads_bodies_from_the_store_and_keeps_serving_when_it_is_remo
         stop_checked(third)
     loaded = the_event(third, "folder_loaded")
     assert loaded["records_from_cache"] == PAGES and loaded["files_parsed"] == 0
+
+
+def identity_and_packs(url: str, questions: tuple[str, ...]) -> tuple[object, ...]:
+    """The projection's signature and bundle id as /health says them, and whole packs."""
+    status, health = get(url + "/health")
+    assert status == 200
+    packs = [post(url, "/query", {"query": question}) for question in questions]
+    return health["source"]["projection"]["signature"], health["source"]["bundle_id"], packs
+
+
+def test_after_edits_the_signature_and_packs_are_a_fresh_starts(tmp_path: Path, folder: Path) -> None:
+    """An edit is worked into the running snapshot (the signature hashed from the edited line
+    on, the entry pages, title and guidance kept unless a hub page changed): what /health and
+    packs say must be what a service started afresh on the changed folder says."""
+    questions = ("topic 3 rollback quokka", "readiness wiki overview", "how are tokens rotated?")
+    cache = tmp_path / "cache"
+    store_written(tmp_path / "first", folder, cache)
+    running = start(tmp_path / "running", folder, cache)
+    try:
+        readiness_answers(running)
+        before = identity_and_packs(running.url, questions)
+        changes = [
+            lambda: rewrite_text(folder / "topics" / "topic-0003.md", "\nA quokka was here.\n"),
+            lambda: rewrite_text(folder / "index.md", "\nAn overview of the readiness wiki.\n"),
+            lambda: (folder / "topics" / "topic-0010.md").unlink(),
+            lambda: (folder / "topics" / "quokka.md").write_text(
+                "---\ntitle: Quokka\n---\n# Quokka\n\nrollback quokka, see [[topic-0003]].\n",
+                encoding="utf-8"),
+        ]
+        for turn, change in enumerate(changes):
+            change()
+            after = identity_and_packs(running.url, questions)
+            assert after[0] != before[0] and after[1] != before[1], f"change {turn} not seen"
+            fresh = start(tmp_path / f"fresh-{turn}", folder, tmp_path / f"fresh-cache-{turn}")
+            try:
+                readiness_answers(fresh)
+                assert identity_and_packs(fresh.url, questions) == after, f"change {turn}"
+            finally:
+                stop_checked(fresh)
+            before = after
+    finally:
+        stop_checked(running)
+
+
+def rewrite_text(path: Path, added: str) -> None:
+    path.write_text(path.read_text(encoding="utf-8") + added, encoding="utf-8")
