@@ -81,7 +81,7 @@ class IndexKeeper:
         indexed = self.indexed
         if indexed is None and not self._stored_tried:
             self._stored_tried = True  # one try: later snapshots differ from the stored one
-            stored = (self.stored.load(projection.signature, projection.pages)
+            stored = (self.stored.load(projection.signature, projection.pages, projection.position)
                       if self.stored is not None else None)
             if stored is not None:
                 self.index, views = stored.index, stored.views

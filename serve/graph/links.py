@@ -41,12 +41,12 @@ FLATTEN_MIN = 4096
 
 
 class Overlay(Mapping[str, V]):
-    """A persistent map: a shared base dict (never written once shared) and this map's own
+    """A persistent map: a shared base mapping (never written once shared) and this map's own
     changes on top. with_changes() returns a new map and leaves this one as it is."""
 
     __slots__ = ("base", "top")
 
-    def __init__(self, base: dict[str, V], top: dict[str, Any] | None = None) -> None:
+    def __init__(self, base: Mapping[str, V], top: dict[str, Any] | None = None) -> None:
         self.base = base
         self.top = top or {}
 
@@ -83,7 +83,7 @@ class Overlay(Mapping[str, V]):
         top = {**self.top, **{k: (_GONE if v is None else v) for k, v in changes.items()}}
         if len(top) <= max(FLATTEN_MIN, len(self.base) // FLATTEN_SHARE):
             return Overlay(self.base, top)
-        merged = dict(self.base)
+        merged = dict(self.base.items())  # (a key table's items are read in one pass)
         for key, value in top.items():
             if value is _GONE:
                 merged.pop(key, None)
@@ -93,10 +93,10 @@ class Overlay(Mapping[str, V]):
 
 
 def as_overlay(mapping: Mapping[str, V]) -> Overlay[V]:
-    """`mapping` as an overlay's base (a dict, never written once shared) or itself."""
+    """`mapping` as an overlay's base (never written once shared: a dict, or the store's
+    key table) or itself."""
     if isinstance(mapping, Overlay):
         return mapping
-    assert isinstance(mapping, dict)
     return Overlay(mapping)
 
 

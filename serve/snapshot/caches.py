@@ -25,7 +25,7 @@ class SnapshotCaches:
     # links, members, approval): a derived snapshot starts with the ones computed so far.
     approved_position: dict[str, int] | None = None
     lookup: Mapping[str, Page] | None = None
-    incoming: dict[str, list[int]] | None = None
+    incoming: Mapping[str, list[int]] | None = None
     facts: dict[str, list[SidecarFact]] | None = None
     graph: tuple[list[Node], list[Edge]] | None = None
     graph_counts: tuple[int, int] | None = None

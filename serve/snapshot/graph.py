@@ -98,7 +98,7 @@ def approved_path(snapshot: Projection, path: str) -> bool:
     return index is not None and snapshot.pages[index].approved
 
 
-def incoming(snapshot: Projection) -> dict[str, list[int]]:
+def incoming(snapshot: Projection) -> Mapping[str, list[int]]:
     """Page path -> positions of the pages linking to it (for evidence graphs)."""
     caches = snapshot.caches
     if caches.incoming is None:
@@ -106,7 +106,7 @@ def incoming(snapshot: Projection) -> dict[str, list[int]]:
     return caches.incoming
 
 
-def adopt_link_views(snapshot: Projection, incoming: dict[str, list[int]], owners: dict[str, str],
+def adopt_link_views(snapshot: Projection, incoming: Mapping[str, list[int]], owners: dict[str, str],
                      lookup: Mapping[str, Page]) -> None:
     """Views the snapshot would compute, taken from the restart cache (which checked them
     against the snapshot's signature and pages); those computed already stay."""

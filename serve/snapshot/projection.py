@@ -180,7 +180,7 @@ class Projection:
         return graph.lookup(self)
 
     @property
-    def incoming(self) -> dict[str, list[int]]:
+    def incoming(self) -> Mapping[str, list[int]]:
         return graph.incoming(self)
 
     @property
@@ -190,7 +190,7 @@ class Projection:
     def owners(self, include_drafts: bool) -> dict[str, str]:
         return graph.owners(self, include_drafts)
 
-    def adopt_link_views(self, incoming: dict[str, list[int]], owners: dict[str, str],
+    def adopt_link_views(self, incoming: Mapping[str, list[int]], owners: dict[str, str],
                          lookup: Mapping[str, Page]) -> None:
         graph.adopt_link_views(self, incoming, owners, lookup)
 

@@ -25,8 +25,9 @@ log = structlog.get_logger("llmwiki.serve.store")
 # another version is dropped and rebuilt from the folder (it is derived, never the truth).
 # 2: a page's lists in one JSON column; 3: text_sha1, bodies read per request; 4: the graph
 # fragment in its own column, read when first needed; 5: a fragment's dangling link ids;
-# 6: the index's arrays in files beside the store (serve/store/array_files.py)
-SCHEMA_VERSION = 6
+# 6: the index's arrays in files beside the store (serve/store/array_files.py); 7: the link
+# views' backlinks and lookup keys as arrays there too (serve/graph/link_tables.py)
+SCHEMA_VERSION = 7
 # sqlite3's "application_id": a database file of another program is never taken for ours.
 APPLICATION_ID = 0x6C6C7731  # "llw1"
 BUSY_TIMEOUT_MS = 5000  # another serve process's write in progress: wait, then give up

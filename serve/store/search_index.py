@@ -2,8 +2,9 @@
 
 Its arrays are files in numpy's format beside the store, mapped rather than read
 (serve/store/array_files.py), each named with its dtype, shape and sha256 by a row of
-`index_arrays`; the terms and the first context pack's link views are JSON in `index_json`,
-and `index_meta` names the snapshot (every file's path, size and digest, and a digest of the
+`index_arrays`, and so are the first context pack's backlinks and lookup keys
+(graph/link_tables.py); the terms and the owners of tag and section nodes are JSON in
+`index_json`, and `index_meta` names the snapshot (every file's path, size and digest, and a digest of the
 page paths in index order). For a later snapshot in which few pages changed, each document's
 fingerprint (documents.fingerprint) says which pages it still stands for; the others are dead,
 and the changed pages are indexed as edits are. Every array's shape is checked against the
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import structlog
 
+from serve.graph.link_tables import DTYPES as TABLE_DTYPES
+from serve.graph.link_tables import Backlinks, KeyTable, backlink_arrays, check_tables, key_arrays
 from serve.retrieval.documents import fingerprint
 from serve.retrieval.index import COMPACT_DEAD_SHARE, LexicalIndex
 from serve.retrieval.index_arrays import check_values
@@ -32,10 +35,11 @@ from serve.store.database import Database, transaction
 
 log = structlog.get_logger("llmwiki.serve.store")
 
-ARRAYS = ("indptr", "main_docs", "main_tfs", "df_all", "df_approved", "doc_len", "pair_columns",
-          "approved", "fingerprints")
+INDEX_ARRAYS = ("indptr", "main_docs", "main_tfs", "df_all", "df_approved", "doc_len",
+                "pair_columns", "approved", "fingerprints")
+ARRAYS = (*INDEX_ARRAYS, *TABLE_DTYPES)
 FINGERPRINT_BYTES = 16
-DTYPES = frozenset({"int64", "int32", "uint16", "uint8", "float32"})
+DTYPES = frozenset({"int64", "int32", "uint32", "uint16", "uint8", "float32"})
 
 
 def paths_digest(pages: Sequence[Page]) -> str:
@@ -58,7 +62,8 @@ class StoredIndex:
         self.written_signature = ""  # the snapshot this process last wrote
         self._written_rows: dict[str, Row] = {}  # its arrays' rows
 
-    def load(self, signature: str, pages: Sequence[Page]) -> Loaded | None:
+    def load(self, signature: str, pages: Sequence[Page],
+             position: Mapping[str, int]) -> Loaded | None:
         """The index (and link views) built for the snapshot with this signature and pages, or
         for an earlier one most of whose pages it still holds (no views then, and the pages it
         lacks are to be indexed); None (logged) when there is none, or it is for a snapshot too
@@ -66,7 +71,7 @@ class StoredIndex:
         started = time.perf_counter()
         try:
             with self.database.connect() as conn, transaction(conn, write=False):
-                loaded = self._decode(conn, signature, pages)
+                loaded = self._decode(conn, signature, pages, position)
         except _Absent:
             return None
         except _Stale:
@@ -88,7 +93,8 @@ class StoredIndex:
                      dead=loaded.index.dead, to_index=len(loaded.missing), seconds=seconds)
         return loaded
 
-    def _decode(self, conn: sqlite3.Connection, signature: str, pages: Sequence[Page]) -> Loaded:
+    def _decode(self, conn: sqlite3.Connection, signature: str, pages: Sequence[Page],
+                position: Mapping[str, int]) -> Loaded:
         head = dict(conn.execute("SELECT key, value FROM index_meta"))
         if not head:
             raise _Absent
@@ -105,15 +111,20 @@ class StoredIndex:
                 SIGNATURE_BITS, -(-documents[0] // 8)]:
             raise ValueError("pair_columns does not fit the documents")
         files = self.database.arrays
-        checked = files.checked_beside(rows, check_values)
+        def check(arrays: dict[str, np.ndarray]) -> None:
+            check_values(arrays)
+            check_tables(arrays, len(pages))
+
+        checked = files.checked_beside(rows, check)
         arrays = files.mapped(rows)
         terms = json.loads(self._json(conn, "terms"))
         if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
             raise ValueError("the terms are not a list of strings")
-        views = json.loads(self._json(conn, "views")) if exact else None
+        owners = json.loads(self._json(conn, "owners")) if exact else None
         checked()
         if exact:
-            return Loaded(LexicalIndex.restored(pages, terms, arrays), Views.decoded(views, pages), [])
+            return Loaded(LexicalIndex.restored(pages, terms, arrays),
+                          Views.mapped(owners, arrays, pages, position), [])
         return self._reused(pages, terms, arrays)
 
     @staticmethod
@@ -159,7 +170,7 @@ class StoredIndex:
         pages = pending.pages
         prints = b"".join(map(fingerprint, pages))
         arrays = {**pending.arrays, "fingerprints": np.frombuffer(prints, dtype=np.uint8).reshape(
-            len(pages), FINGERPRINT_BYTES)}
+            len(pages), FINGERPRINT_BYTES), **pending.views.tables(pages)}
         files = self.database.arrays
         token = ""
         try:
@@ -175,7 +186,7 @@ class StoredIndex:
                     for name, row in rows.items()])
                 conn.executemany("INSERT INTO index_json VALUES (?, ?)", [
                     ("terms", json.dumps(pending.terms, ensure_ascii=False)),
-                    ("views", json.dumps(pending.views.encoded(pages), ensure_ascii=False))])
+                    ("owners", json.dumps(pending.views.owners, ensure_ascii=False))])
                 conn.executemany("INSERT INTO index_meta VALUES (?, ?)",
                                  _head(pending.signature, pages).items())
                 files.keep_only(token)  # the generation replaced, and any a killed write left
@@ -236,35 +247,25 @@ class Pending:
 class Views:
     """A snapshot's link views (see Projection.incoming, .owners(False) and .lookup)."""
 
-    incoming: dict[str, list[int]]
+    incoming: Mapping[str, list[int]]
     owners: dict[str, str]
     lookup: Mapping[str, Page]
 
-    def encoded(self, pages: Sequence[Page]) -> dict[str, object]:
-        position = {id(page): i for i, page in enumerate(pages)}
-        return {"incoming": self.incoming, "owners": self.owners,
-                "lookup": {key: position[id(page)] for key, page in self.lookup.items()}}
+    def tables(self, pages: Sequence[Page]) -> dict[str, np.ndarray]:
+        """The backlinks and lookup as the store keeps them (graph/link_tables.py)."""
+        return {**backlink_arrays(self.incoming, pages), **key_arrays(self.lookup, pages)}
 
     @classmethod
-    def decoded(cls, data: object, pages: Sequence[Page]) -> Views:
-        """The views from encoded() data; ValueError when anything is not of its shape or
-        points past the pages."""
-        if not isinstance(data, dict):
-            raise ValueError("link views: not an object")
-        incoming, owners, lookup = data.get("incoming"), data.get("owners"), data.get("lookup")
-        if not (isinstance(incoming, dict) and isinstance(owners, dict) and isinstance(lookup, dict)):
-            raise ValueError("link views: missing parts")
-        n = len(pages)
-        paths = {page.path for page in pages}
-        for path, positions in incoming.items():
-            if path not in paths or not isinstance(positions, list) or not all(
-                    type(i) is int and 0 <= i < n for i in positions):
-                raise ValueError("link views: an incoming list does not fit the pages")
-        if not all(isinstance(nid, str) and owner in paths for nid, owner in owners.items()):
+    def mapped(cls, owners: object, arrays: Mapping[str, np.ndarray], pages: Sequence[Page],
+               position: Mapping[str, int]) -> Views:
+        """The views from the store: the owners' JSON, the tables checked by check_tables;
+        ValueError when the owners are not of their shape or name no page."""
+        if not isinstance(owners, dict):
+            raise ValueError("link views: the owners are not an object")
+        if not all(isinstance(nid, str) and owner in position for nid, owner in owners.items()):
             raise ValueError("link views: an owner is not a page")
-        if not all(type(i) is int and 0 <= i < n for i in lookup.values()):
-            raise ValueError("link views: a lookup entry does not fit the pages")
-        return cls(incoming, owners, {key: pages[i] for key, i in lookup.items()})
+        return cls(Backlinks(pages, position, arrays["backlink_start"], arrays["backlink_sources"]),
+                   owners, KeyTable(pages, arrays))
 
 
 class _Absent(Exception):

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from serve.graph.link_tables import Backlinks, KeyTable
+from serve.graph.model import lookup_key
 from serve.retrieval.index import LexicalIndex
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
@@ -168,7 +170,7 @@ def flip_last_byte(path: Path) -> None:
 
 ROW_DAMAGES = {
     "terms": ("UPDATE index_json SET value = '[\"a\", 3' WHERE name = 'terms'",),
-    "views": ("UPDATE index_json SET value = '{}' WHERE name = 'views'",),
+    "owners": ("UPDATE index_json SET value = '{\"tag:x\": \"nowhere.md\"}' WHERE name = 'owners'",),
     "array gone": ("DELETE FROM index_arrays WHERE name = 'doc_len'",),
     "shape": ("UPDATE index_arrays SET shape = '[3, -1]' WHERE name = 'indptr'",),
     "dtype": ("UPDATE index_arrays SET dtype = 'object' WHERE name = 'df_all'",),
@@ -247,6 +249,32 @@ def test_the_index_reads_the_stores_files_after_a_cold_build_and_after_a_restart
     fresh.close()
 
 
+def test_a_restart_maps_the_link_views_a_fresh_build_makes(folder: tuple[Path, Path],
+                                                            tmp_path: Path) -> None:
+    """Backlinks and lookup keys come back as the store's tables, mapped, and say what the
+    dicts of a fresh build say; an edit after the restart finds the new page by its keys."""
+    root, cache = folder
+    first = started(root, cache)
+    first.save_cache()  # with the graph's counts, which a restart then need not work out
+    first.close()
+    again, fresh = started(root, cache), started(root, tmp_path / "fresh-cache")
+    restored, built = again.snapshot(), fresh.snapshot()
+    assert isinstance(restored.incoming, Backlinks) and isinstance(restored.lookup, KeyTable)
+    assert isinstance(built.incoming, dict) and isinstance(built.lookup, dict)
+    assert dict(restored.incoming) == built.incoming
+    assert {key: page.path for key, page in restored.lookup.items()} == {
+        key: page.path for key, page in built.lookup.items()}
+    assert all(restored.lookup[key].path == page.path for key, page in built.lookup.items())
+    assert restored.owners(False) == built.owners(False)
+    page = root / "wiki" / "page-0007.md"
+    page.write_text(page.read_text().replace("# Page 7", "# Page 7\n\nzanzibar"))
+    edited = again.snapshot()
+    assert "zanzibar" in edited.lookup[lookup_key("page-0007")].text
+    assert again.read("page-0007") == fresh.read("page-0007")
+    again.close()
+    fresh.close()
+
+
 @pytest.mark.parametrize("change", ["another index written", "store deleted"])
 def test_an_index_keeps_its_files_while_the_store_changes_under_it(
         folder: tuple[Path, Path], tmp_path: Path, change: str) -> None:
@@ -292,8 +320,14 @@ def reversed_offsets(values: np.ndarray) -> None:
     values[1], values[2] = values[2] + 5, values[1]
 
 
-@pytest.mark.parametrize(("name", "change"), [("main_docs", out_of_range),
-                                               ("indptr", reversed_offsets)])
+def not_utf8(values: np.ndarray) -> None:
+    values[0] = 0xFF
+
+
+@pytest.mark.parametrize(("name", "change"), [
+    ("main_docs", out_of_range), ("indptr", reversed_offsets),
+    ("backlink_sources", out_of_range), ("backlink_start", reversed_offsets),
+    ("key_pages", out_of_range), ("key_ends", reversed_offsets), ("key_bytes", not_utf8)])
 def test_an_altered_index_is_rejected(folder: tuple[Path, Path], name: str,
                                                            change: object) -> None:
     root, cache = folder
