@@ -18,7 +18,6 @@ from serve.source.sidecar import SidecarEdge
 from serve.source.tree import FileStat
 from serve.store.bodies import LIST_FIELDS, PAGE_COLUMNS, Bodies, StoredBody
 from serve.store.database import Database, transaction
-from serve.support.background import started
 from serve.watch.records import FileRecord
 
 log = structlog.get_logger("llmwiki.serve.store")
@@ -94,12 +93,6 @@ class FileRecords:
     def _lost(self) -> dict[str, FileRecord]:
         self.counts = {}
         return {}
-
-    def read_in_background(self) -> Callable[[], dict[str, FileRecord]]:
-        """Start load() in a thread; what waits for its records. The first scan walks the
-        folder meanwhile: SQLite's checks and reads release the GIL, and so do the walk's
-        system calls, so a restart no longer waits for one before starting the other."""
-        return started(self.load, "store-read")
 
     def fragments(self, pages: Sequence[Page]) -> list[Fragment | None]:
         """The stored graph fragments of pages read back from this store, one pass over its
