@@ -26,8 +26,9 @@ log = structlog.get_logger("llmwiki.serve.store")
 # 2: a page's lists in one JSON column; 3: text_sha1, bodies read per request; 4: the graph
 # fragment in its own column, read when first needed; 5: a fragment's dangling link ids;
 # 6: the index's arrays in files beside the store (serve/store/array_files.py); 7: the link
-# views' backlinks and lookup keys as arrays there too (serve/graph/link_tables.py)
-SCHEMA_VERSION = 7
+# views' backlinks and lookup keys as arrays there too (serve/graph/link_tables.py); 8: a
+# file's parse options apart from its page path
+SCHEMA_VERSION = 8
 # sqlite3's "application_id": a database file of another program is never taken for ours.
 APPLICATION_ID = 0x6C6C7731  # "llw1"
 BUSY_TIMEOUT_MS = 5000  # another serve process's write in progress: wait, then give up
@@ -45,7 +46,8 @@ CREATE TABLE IF NOT EXISTS files (
     digest TEXT NOT NULL, verified_ns INTEGER NOT NULL,
     problem TEXT NOT NULL, skipped INTEGER NOT NULL,
     config_text TEXT,
-    parse_options TEXT
+    parse_path TEXT,  -- a page's path and the options it was parsed with (JSON, shared by
+    parse_options TEXT  -- every page of a layout: decoded once per distinct value)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS pages (
     rel TEXT NOT NULL UNIQUE REFERENCES files(rel) ON DELETE CASCADE,

@@ -27,7 +27,7 @@ log = structlog.get_logger("llmwiki.serve.store")
 # when first asked for.
 START_COLUMNS = (*KNOWN_AT_START, "text_sha1")
 FILE_COLUMNS = ("rel", "size", "mtime_ns", "ctime_ns", "ino", "dev", "digest", "verified_ns",
-                "problem", "skipped", "config_text", "parse_options")
+                "problem", "skipped", "config_text", "parse_path", "parse_options")
 WRITE_BATCH = 500  # rows bound per executemany: the event loop's thread gets the GIL between
 
 
@@ -40,12 +40,12 @@ def _page_row(rel: str, page: Page, fragment: Fragment | None) -> tuple[Any, ...
 
 
 def _file_row(rel: str, record: FileRecord) -> tuple[Any, ...]:
-    options = None
+    path = options = None
     if record.parse_key is not None:
-        options = json.dumps([record.parse_key[0], list(record.parse_key[1])], ensure_ascii=False)
+        path, options = record.parse_key[0], json.dumps(list(record.parse_key[1]))
     st = record.stat
     return (rel, st.size, st.mtime_ns, st.ctime_ns, st.ino, st.dev, record.digest,
-            record.verified_ns, record.problem, int(record.skipped), record.text, options)
+            record.verified_ns, record.problem, int(record.skipped), record.text, path, options)
 
 
 class FileRecords:
@@ -128,7 +128,7 @@ class FileRecords:
                 "SELECT rel, source, target, type, confidence FROM sidecar_edges "
                 "ORDER BY rel, position"):
             edges[rel].append(SidecarEdge(source, target, kind, confidence))
-        options: dict[tuple[Any, ...], ParseOptions] = {}  # one object per distinct value
+        options: dict[str, ParseOptions] = {}  # one object per distinct value
         records: dict[str, FileRecord] = {}
         files = ", ".join(f"f.{name}" for name in FILE_COLUMNS)
         pages = ", ".join(f"p.{name}" for name in START_COLUMNS)
@@ -136,13 +136,14 @@ class FileRecords:
         for row in conn.execute(f"SELECT {files}, {pages} FROM files f "
                                 "LEFT JOIN pages p ON p.rel = f.rel ORDER BY f.rel"):
             (rel, size, mtime, ctime, ino, dev, digest, verified, problem, skipped, text,
-             parse) = row[:width]
+             path, parse) = row[:width]
             page = None
             parse_key = None
             if parse is not None:
-                path, values = json.loads(parse)
-                values = tuple(values)
-                parse_key = (path, options.setdefault(values, ParseOptions(*values)))
+                found = options.get(parse)
+                if found is None:
+                    found = options[parse] = ParseOptions(*json.loads(parse))
+                parse_key = (path, found)
             if row[width] is not None and parse_key is not None:
                 *known, sha1 = row[width:]
                 page = StoredPage(StoredBody(self.bodies, rel, digest, sha1, parse_key), known)
