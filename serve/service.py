@@ -124,9 +124,7 @@ class KnowledgeSource:
         self._warm_lock = threading.Lock()  # never held long: the event loop takes it
 
     def _stored(self, cache: FileRecords) -> Callable[[], dict[str, FileRecord]]:
-        # Read by the first scan after its walk, not beside it in a thread: both release the
-        # GIL at every file, and two threads doing so wait on each other (0.8-1.2 s more than
-        # one after the other at 100,000 pages).
+        # After the walk, not beside it: threads releasing the GIL per file wait on each other.
         def stored() -> dict[str, FileRecord]:
             self.loaded_keys = frozenset(records := cache.load())
             self.freshness.known_counts.update(cache.counts)

@@ -2,31 +2,22 @@
 rather than decoding a dict of every page and key (0.45 s and about 60 MB at 100,000 pages).
 
 Backlinks: page i's linking pages are `sources[start[i]:start[i + 1]]`, by page position.
-Lookup: every key's CRC-32, sorted, with the key's UTF-8 bytes (keys end to end, `ends`
-marking where each stops) and the position of the page it names; a key is found by a binary
-search on its hash, then a comparison of its bytes (two keys may share a hash)."""
+Lookup: the keys as a string table (serve/support/string_table.py), and `key_pages[i]` the
+position of the page key i names."""
 
 from __future__ import annotations
 
 import itertools
-import zlib
 from collections.abc import ItemsView, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from serve.source.page import Page
+from serve.support.string_table import PARTS, StringTable, check_table, table_arrays
 
-DTYPES = {"backlink_start": "int64", "backlink_sources": "int32", "key_hashes": "uint32",
-          "key_ends": "int64", "key_bytes": "uint8", "key_pages": "int32"}  # every table
-
-
-def hash_of(raw: bytes) -> int:
-    """A key's hash, of its UTF-8 bytes: the same in every process (unlike hash()); keys that
-    share one are told apart by their bytes."""
-    return zlib.crc32(raw)
-
-
+DTYPES = {"backlink_start": "int64", "backlink_sources": "int32", "key_pages": "int32",
+          **{"key_" + part: dtype for part, dtype in PARTS.items()}}  # every table
 class Backlinks(Mapping[str, list[int]]):
     """Page path -> the positions of the pages linking to it, in order, as
     graph.evidence.incoming_links makes them; a page nothing links to is not a key."""
@@ -65,28 +56,13 @@ class Backlinks(Mapping[str, list[int]]):
 class KeyTable(Mapping[str, Page]):
     """Lookup key -> the page it names, from the tables (see the module's docstring)."""
 
-    __slots__ = ("_pages", "_hashes", "_ends", "_bytes", "_targets")
+    __slots__ = ("_pages", "_keys", "_targets")
 
     def __init__(self, pages: Sequence[Page], arrays: Mapping[str, np.ndarray]) -> None:
-        self._pages = pages
-        self._hashes, self._ends = arrays["key_hashes"], arrays["key_ends"]
-        self._bytes, self._targets = arrays["key_bytes"], arrays["key_pages"]
-
-    def _row(self, key: str) -> int:
-        """The key's row, or -1."""
-        raw = key.encode("utf-8", "surrogatepass")
-        wanted = np.uint32(hash_of(raw))
-        hashes, ends = self._hashes, self._ends
-        row = int(np.searchsorted(hashes, wanted))
-        while row < len(hashes) and hashes[row] == wanted:
-            first = int(ends[row - 1]) if row else 0
-            if self._bytes[first:int(ends[row])].tobytes() == raw:
-                return row
-            row += 1
-        return -1
+        self._pages, self._keys, self._targets = pages, StringTable(arrays, "key_"), arrays["key_pages"]
 
     def get(self, key: object, default: Any = None) -> Any:
-        row = self._row(key) if isinstance(key, str) else -1
+        row = self._keys.find(key) if isinstance(key, str) else -1
         return self._pages[int(self._targets[row])] if row >= 0 else default
 
     def __getitem__(self, key: str) -> Page:
@@ -99,22 +75,20 @@ class KeyTable(Mapping[str, Page]):
         return self.get(key) is not None
 
     def __iter__(self) -> Iterator[str]:
-        return (key for key, _ in self._pairs())
+        return self._keys.strings()
 
     def __len__(self) -> int:
-        return len(self._hashes)
+        return len(self._keys)
 
     def items(self) -> ItemsView[str, Page]:
         return _Items(self)
 
     def _pairs(self) -> Iterator[tuple[str, Page]]:
-        """Every key and its page, in row order, without a search per key (dict(table.items())
-        copies the table)."""
-        raw, pages = self._bytes.tobytes(), self._pages
-        first = 0
-        for end, target in zip(self._ends.tolist(), self._targets.tolist(), strict=True):
-            yield raw[first:end].decode("utf-8", "surrogatepass"), pages[target]
-            first = end
+        """Every key and its page, without a search per key (dict(table.items()) copies the
+        table)."""
+        pages = self._pages
+        return ((key, pages[target]) for key, target in
+                zip(self._keys.strings(), self._targets.tolist(), strict=True))
 
 
 class _Items(ItemsView[str, Page]):
@@ -136,17 +110,9 @@ def backlink_arrays(incoming: Mapping[str, Sequence[int]], pages: Sequence[Page]
 def key_arrays(lookup: Mapping[str, Page], pages: Sequence[Page]) -> dict[str, np.ndarray]:
     """The key tables of `lookup`, whose pages are among `pages` (by identity)."""
     position = {id(page): i for i, page in enumerate(pages)}
-    n = len(lookup)
-    encoded = [key.encode("utf-8", "surrogatepass") for key in lookup]
-    hashes = np.fromiter(map(hash_of, encoded), np.uint32, count=n)
-    order = np.argsort(hashes, kind="stable")
-    targets = np.fromiter(map(position.__getitem__, map(id, lookup.values())), np.int32, count=n)
-    return {
-        "key_hashes": hashes[order],
-        "key_ends": np.cumsum(np.fromiter(map(len, encoded), np.int64, count=n)[order]),
-        "key_bytes": np.frombuffer(b"".join([encoded[i] for i in order.tolist()]), np.uint8),
-        "key_pages": targets[order],
-    }
+    return {**table_arrays(lookup, "key_"),
+            "key_pages": np.fromiter(map(position.__getitem__, map(id, lookup.values())),
+                                     np.int32, count=len(lookup))}
 
 
 def check_tables(arrays: Mapping[str, np.ndarray], pages: int) -> None:
@@ -162,13 +128,9 @@ def check_tables(arrays: Mapping[str, np.ndarray], pages: int) -> None:
         raise ValueError("backlink offsets do not fit the pages")
     if len(sources) and (int(sources.min()) < 0 or int(sources.max()) >= pages):
         raise ValueError("a backlink is not a page")
-    hashes, ends = arrays["key_hashes"], arrays["key_ends"]
-    raw, targets = arrays["key_bytes"], arrays["key_pages"]
-    if not (len(hashes) == len(ends) == len(targets)) or bool(np.any(hashes[1:] < hashes[:-1])):
-        raise ValueError("lookup hashes out of order")
-    if len(ends) and (int(ends[0]) < 0 or int(ends[-1]) != len(raw)
-                      or bool(np.any(np.diff(ends) < 0))):
-        raise ValueError("lookup key ends out of order")
+    check_table(arrays, "key_")
+    targets = arrays["key_pages"]
+    if len(targets) != len(arrays["key_ends"]):
+        raise ValueError("lookup keys and their pages differ in number")
     if len(targets) and (int(targets.min()) < 0 or int(targets.max()) >= pages):
         raise ValueError("a lookup key names no page")
-    raw.tobytes().decode("utf-8", "surrogatepass")  # UnicodeDecodeError is a ValueError

@@ -14,6 +14,7 @@ from serve.retrieval.documents import analyse_slices, page_terms
 from serve.retrieval.pairs import PairSignatures, literal_haystack, signature
 from serve.retrieval.scoring import ROLE_MULTIPLIER
 from serve.retrieval.term_finder import DocFields, TermFinder
+from serve.retrieval.vocabulary import Vocabulary
 from serve.source.page import Page
 
 # Rebuild the postings when this share of documents is dead (replaced or removed).
@@ -45,7 +46,7 @@ class LexicalIndex:
     when they pile up."""
 
     def __init__(self) -> None:
-        self.vocab: dict[str, int] = {}
+        self.vocab: dict[str, int] | Vocabulary = {}
         self.indptr = np.zeros(1, dtype=np.int64)
         self.main_docs: np.ndarray = np.zeros(0, dtype=np.int32)  # uint16 when ids fit
         self.main_tfs: np.ndarray = np.zeros(0, dtype=np.uint16)  # uint8 when they fit
@@ -254,12 +255,12 @@ class LexicalIndex:
         return index_arrays.exported(self)
 
     @classmethod
-    def restored(cls, pages: Sequence[Page], terms: list[str],
+    def restored(cls, pages: Sequence[Page], terms: index_arrays.Terms,
                  arrays: dict[str, np.ndarray]) -> LexicalIndex:
         return index_arrays.restored(cls(), pages, terms, arrays)
 
     @classmethod
-    def reused(cls, pages: Sequence[Page], terms: list[str], arrays: dict[str, np.ndarray],
+    def reused(cls, pages: Sequence[Page], terms: index_arrays.Terms, arrays: dict[str, np.ndarray],
                kept: Sequence[int]) -> LexicalIndex:
         return index_arrays.reused(cls(), pages, terms, arrays, kept)
 

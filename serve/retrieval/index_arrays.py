@@ -9,6 +9,7 @@ import numpy as np
 
 from serve.retrieval.pairs import SIGNATURE_BITS, PairSignatures
 from serve.retrieval.scoring import ROLE_MULTIPLIER
+from serve.retrieval.vocabulary import Vocabulary
 from serve.source.page import Page
 
 if TYPE_CHECKING:
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 # serve/store/search_index.py keeps these arrays; LexicalIndex.exported, .restored and
 # .reused are these functions.
 
+# The terms a restored index takes: in id order, or the store's table of them.
+Terms = Sequence[str] | Vocabulary
 # Postings placed at a time by main_segment(): its temporary arrays are about 30 bytes a posting.
 PLACE_CHUNK = 1 << 20
 
@@ -107,7 +110,7 @@ def exported(index: LexicalIndex) -> tuple[list[str], dict[str, np.ndarray]]:
     }
 
 
-def restored(index: LexicalIndex, pages: Sequence[Page], terms: list[str],
+def restored(index: LexicalIndex, pages: Sequence[Page], terms: Terms,
              arrays: dict[str, np.ndarray]) -> LexicalIndex:
     """`index` (new, empty) made the index a bulk build of `pages` made, from exported()
     state. Every shape is checked against the pages (ValueError when anything does not fit);
@@ -120,7 +123,7 @@ def restored(index: LexicalIndex, pages: Sequence[Page], terms: list[str],
     return index
 
 
-def reused(index: LexicalIndex, pages: Sequence[Page], terms: list[str], arrays: dict[str, np.ndarray],
+def reused(index: LexicalIndex, pages: Sequence[Page], terms: Terms, arrays: dict[str, np.ndarray],
            kept: Sequence[int]) -> LexicalIndex:
     """`index` (new, empty) made the index of exported() state for a later snapshot:
     document d stands for pages[kept[d]], indexed alike (see documents.fingerprint), or is
@@ -167,13 +170,14 @@ def reused(index: LexicalIndex, pages: Sequence[Page], terms: list[str], arrays:
     return index
 
 
-def _segments(index: LexicalIndex, n: int, terms: list[str], arrays: dict[str, np.ndarray]) -> None:
+def _segments(index: LexicalIndex, n: int, terms: Terms, arrays: dict[str, np.ndarray]) -> None:
     """Give `index` (new, empty) the main segment and document frequencies of `n` documents
     from exported() state, and no documents yet (ValueError when a shape does not fit)."""
     size = len(terms)
     indptr, docs, tfs = arrays["indptr"], arrays["main_docs"], arrays["main_tfs"]
     doc_len = arrays["doc_len"]
-    vocab = dict(zip(terms, range(size), strict=True))
+    # (A store's table finds a term it holds twice under one id: no search reads out of bounds.)
+    vocab = terms if isinstance(terms, Vocabulary) else dict(zip(terms, range(size), strict=True))
     checks = (
         len(vocab) == size, indptr.shape == (size + 1,), docs.ndim == 1,
         tfs.shape == docs.shape, arrays["df_all"].shape == (size,),

@@ -10,6 +10,7 @@ from itertools import islice
 import numpy as np
 
 from serve.retrieval.scoring import ROLE_MULTIPLIER
+from serve.retrieval.vocabulary import Vocabulary
 from serve.source.page import Page
 
 TERM_FINDER_CACHE = 512  # words whose containing terms are remembered until the vocabulary grows
@@ -21,12 +22,12 @@ class TermFinder:
     Terms are only ever appended to a vocabulary, so new ones extend the text."""
 
     def __init__(self) -> None:
-        self.vocab: dict[str, int] | None = None
+        self.vocab: dict[str, int] | Vocabulary | None = None
         self.plain = _JoinedTerms()
         self.folded = _JoinedTerms()  # non-ASCII terms whose case folding differs ("straße")
         self.found: dict[str, dict[int, int]] = {}  # recent words (cleared when terms are added)
 
-    def containing(self, vocab: dict[str, int], word: str) -> dict[int, int]:
+    def containing(self, vocab: dict[str, int] | Vocabulary, word: str) -> dict[int, int]:
         """Term id -> how many times `word` occurs in that term (or in its case folding)."""
         if vocab is not self.vocab or self.plain.size > len(vocab):
             self.__init__()  # type: ignore[misc]  # a rebuilt index has a new vocabulary

@@ -2,14 +2,15 @@
 
 Its arrays are files in numpy's format beside the store, mapped rather than read
 (serve/store/array_files.py), each named with its dtype, shape and sha256 by a row of
-`index_arrays`, and so are the first context pack's backlinks and lookup keys
-(graph/link_tables.py); the terms and the owners of tag and section nodes are JSON in
-`index_json`, and `index_meta` names the snapshot (every file's path, size and digest, and a digest of the
-page paths in index order). For a later snapshot in which few pages changed, each document's
-fingerprint (documents.fingerprint) says which pages it still stands for; the others are dead,
-and the changed pages are indexed as edits are. Every array's shape is checked against the
-pages, and every file's digest and document ids beside the start, before use, so a store
-altered behind our back is a miss, and can never make a search index out of bounds."""
+`index_arrays`, and so are its terms and the first context pack's backlinks and lookup keys
+(string tables: serve/support/string_table.py, graph/link_tables.py); which page holds each
+tag or section node is JSON in `index_json`, and `index_meta` names the snapshot (every file's
+path, size and digest, and a digest of the page paths in index order). For a later snapshot in
+which few pages changed, each document's fingerprint (documents.fingerprint) says which pages
+it still stands for; the others are dead, and the changed pages are indexed as edits are.
+Every array's shape is checked against the pages, and every file's digest and document ids
+beside the start, before use, so a store altered behind our back is a miss, and can never make
+a search index out of bounds."""
 
 from __future__ import annotations
 
@@ -29,15 +30,17 @@ from serve.retrieval.documents import fingerprint
 from serve.retrieval.index import COMPACT_DEAD_SHARE, LexicalIndex
 from serve.retrieval.index_arrays import check_values
 from serve.retrieval.pairs import SIGNATURE_BITS
+from serve.retrieval.vocabulary import Vocabulary
 from serve.source.page import Page
 from serve.store.array_files import Row
 from serve.store.database import Database, transaction
+from serve.support.string_table import PARTS, StringTable, check_table, table_arrays
 
 log = structlog.get_logger("llmwiki.serve.store")
 
 INDEX_ARRAYS = ("indptr", "main_docs", "main_tfs", "df_all", "df_approved", "doc_len",
                 "pair_columns", "approved", "fingerprints")
-ARRAYS = (*INDEX_ARRAYS, *TABLE_DTYPES)
+ARRAYS = (*INDEX_ARRAYS, *(f"term_{part}" for part in PARTS), *TABLE_DTYPES)
 FINGERPRINT_BYTES = 16
 DTYPES = frozenset({"int64", "int32", "uint32", "uint16", "uint8", "float32"})
 
@@ -113,15 +116,14 @@ class StoredIndex:
         files = self.database.arrays
         def check(arrays: dict[str, np.ndarray]) -> None:
             check_values(arrays)
+            check_table(arrays, "term_")
             check_tables(arrays, len(pages))
 
         checked = files.checked_beside(rows, check)
         arrays = files.mapped(rows)
-        terms = json.loads(self._json(conn, "terms"))
-        if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
-            raise ValueError("the terms are not a list of strings")
         owners = json.loads(self._json(conn, "owners")) if exact else None
         checked()
+        terms = Vocabulary(StringTable(arrays, "term_"))
         if exact:
             return Loaded(LexicalIndex.restored(pages, terms, arrays),
                           Views.mapped(owners, arrays, pages, position), [])
@@ -135,7 +137,7 @@ class StoredIndex:
         return str(row[0])
 
     @staticmethod
-    def _reused(pages: Sequence[Page], terms: list[str], arrays: dict[str, np.ndarray]) -> Loaded:
+    def _reused(pages: Sequence[Page], terms: Vocabulary, arrays: dict[str, np.ndarray]) -> Loaded:
         """The stored index for a later snapshot, when few of its documents died and few pages
         are new to it (else _Stale: a bulk build is quicker than that many edits)."""
         prints = arrays["fingerprints"]
@@ -170,7 +172,8 @@ class StoredIndex:
         pages = pending.pages
         prints = b"".join(map(fingerprint, pages))
         arrays = {**pending.arrays, "fingerprints": np.frombuffer(prints, dtype=np.uint8).reshape(
-            len(pages), FINGERPRINT_BYTES), **pending.views.tables(pages)}
+            len(pages), FINGERPRINT_BYTES), **table_arrays(pending.terms, "term_"),
+            **pending.views.tables(pages)}
         files = self.database.arrays
         token = ""
         try:
@@ -184,9 +187,8 @@ class StoredIndex:
                 conn.executemany("INSERT INTO index_arrays VALUES (?, ?, ?, ?, ?)", [
                     (name, row.dtype, json.dumps(row.shape), row.file, row.sha256)
                     for name, row in rows.items()])
-                conn.executemany("INSERT INTO index_json VALUES (?, ?)", [
-                    ("terms", json.dumps(pending.terms, ensure_ascii=False)),
-                    ("owners", json.dumps(pending.views.owners, ensure_ascii=False))])
+                conn.execute("INSERT INTO index_json VALUES (?, ?)", (
+                    "owners", json.dumps(pending.views.owners, ensure_ascii=False)))
                 conn.executemany("INSERT INTO index_meta VALUES (?, ?)",
                                  _head(pending.signature, pages).items())
                 files.keep_only(token)  # the generation replaced, and any a killed write left

@@ -375,7 +375,8 @@ def flip_last_byte(path: Path) -> None:
 DAMAGES = {
     "file cut": lambda path: cut(path, path.stat().st_size // 2),
     "header": lambda path: path.write_bytes(b"\0" * 100 + path.read_bytes()[100:]),
-    "terms": lambda path: alter(path, "UPDATE index_json SET value = '[1' WHERE name = 'terms'"),
+    "owners": lambda path: alter(path, "UPDATE index_json SET value = '[1' WHERE name = 'owners'"),
+    "terms": lambda path: flip_last_byte(array_file(path, "term_bytes")),
     "array gone": lambda path: alter(path, "DELETE FROM index_arrays WHERE name = 'main_docs'"),
     "array cut": lambda path: cut(array_file(path, "indptr"), 9),
     "pair signatures": lambda path: cut(array_file(path, "pair_columns"), 99),

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from serve.graph import link_tables, links
+from serve.graph import links
 from serve.graph.link_tables import (
     Backlinks,
     KeyTable,
@@ -19,6 +19,7 @@ from serve.graph.link_tables import (
     key_arrays,
 )
 from serve.graph.links import Overlay
+from serve.support import string_table
 
 
 def fake_pages(n: int) -> list[Any]:
@@ -71,7 +72,7 @@ def test_the_tables_answer_as_the_dicts(seed: int) -> None:
 
 
 def test_keys_that_share_a_hash_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(link_tables, "hash_of", lambda raw: len(raw) % 3)
+    monkeypatch.setattr(string_table, "hash_of", lambda raw: len(raw) % 3)
     pages, incoming, lookup = random_views(7)
     _, keys, arrays = tables(pages, incoming, lookup)
     assert len(set(arrays["key_hashes"].tolist())) <= 3
@@ -97,7 +98,7 @@ def test_empty_tables() -> None:
 
 @pytest.mark.parametrize(("name", "value", "at"), [
     ("backlink_start", 10**9, -1), ("backlink_sources", -1, 0), ("key_pages", 60, 0),
-    ("key_ends", 0, -1), ("key_hashes", 0, -1), ("key_bytes", 0xC3, -1)])
+    ("key_ends", 0, -1), ("key_hashes", 0, -1), ("key_bytes", 0xC3, -1), ("key_order", 10**6, 0)])
 def test_tables_that_do_not_fit_are_refused(name: str, value: int, at: int) -> None:
     pages, incoming, lookup = random_views(1)
     _, _, arrays = tables(pages, incoming, lookup)

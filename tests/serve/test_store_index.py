@@ -169,7 +169,7 @@ def flip_last_byte(path: Path) -> None:
 
 
 ROW_DAMAGES = {
-    "terms": ("UPDATE index_json SET value = '[\"a\", 3' WHERE name = 'terms'",),
+    "terms": ("UPDATE index_arrays SET shape = '[3]' WHERE name = 'term_ends'",),
     "owners": ("UPDATE index_json SET value = '{\"tag:x\": \"nowhere.md\"}' WHERE name = 'owners'",),
     "array gone": ("DELETE FROM index_arrays WHERE name = 'doc_len'",),
     "shape": ("UPDATE index_arrays SET shape = '[3, -1]' WHERE name = 'indptr'",),
@@ -327,7 +327,8 @@ def not_utf8(values: np.ndarray) -> None:
 @pytest.mark.parametrize(("name", "change"), [
     ("main_docs", out_of_range), ("indptr", reversed_offsets),
     ("backlink_sources", out_of_range), ("backlink_start", reversed_offsets),
-    ("key_pages", out_of_range), ("key_ends", reversed_offsets), ("key_bytes", not_utf8)])
+    ("key_pages", out_of_range), ("key_ends", reversed_offsets), ("key_bytes", not_utf8),
+    ("term_order", out_of_range), ("term_ends", reversed_offsets), ("term_bytes", not_utf8)])
 def test_an_altered_index_is_rejected(folder: tuple[Path, Path], name: str,
                                                            change: object) -> None:
     root, cache = folder
