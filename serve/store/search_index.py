@@ -114,6 +114,7 @@ class StoredIndex:
                 SIGNATURE_BITS, -(-documents[0] // 8)]:
             raise ValueError("pair_columns does not fit the documents")
         files = self.database.arrays
+
         def check(arrays: dict[str, np.ndarray]) -> None:
             check_values(arrays)
             check_table(arrays, "term_")
