@@ -228,7 +228,9 @@ async def test_runtime_answers_over_the_cap_fail_the_runtime_call(
 async def test_the_run_deadline_fails_the_sources_still_out(bridge_client: BridgeFactory, serve_url: str,
                                                             fakes: FakeSources) -> None:
     slow = await fakes.hanging()
-    client = await bridge_client(request_timeout_ms=60_000, run_deadline_ms=400)
+    # The deadline leaves the good source time to answer on a loaded machine (400 ms did not,
+    # once, in CI); without it the hanging source would hold the run for the 60 s timeout.
+    client = await bridge_client(request_timeout_ms=60_000, run_deadline_ms=1500)
     await send(client, run(source("good", serve_url)))  # serve has built its index
     started = time.perf_counter()
     result = result_of(await send(client, run(source("good", serve_url), source("slow", slow))))
@@ -264,7 +266,9 @@ async def test_a_hanging_http_source_costs_one_timeout_not_two(bridge_client: Br
 async def test_the_deadline_also_bounds_retrieval_discovery(bridge_client: BridgeFactory, serve_url: str,
                                                             fakes: FakeSources) -> None:
     slow = await fakes.hanging()
-    client = await bridge_client(request_timeout_ms=60_000, run_deadline_ms=400)
+    # The deadline leaves the good source time to answer on a loaded machine (400 ms did not,
+    # once, in CI); without it the hanging source would hold the run for the 60 s timeout.
+    client = await bridge_client(request_timeout_ms=60_000, run_deadline_ms=1500)
     await send(client, run(source("good", serve_url)))
     started = time.perf_counter()
     result = result_of(await send(client, run(source("good", serve_url), source("slow", slow),
