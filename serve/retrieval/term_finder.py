@@ -11,7 +11,7 @@ import numpy as np
 
 from serve.retrieval.scoring import ROLE_MULTIPLIER
 from serve.retrieval.vocabulary import Vocabulary
-from serve.source.page import Page
+from serve.source.page import Page, summaries_of
 
 TERM_FINDER_CACHE = 512  # words whose containing terms are remembered until the vocabulary grows
 
@@ -122,7 +122,7 @@ class DocFields:
     def extend(self, pages: Sequence[Page | None]) -> None:
         ids = range(self.size, self.size + len(pages))
         self.titles.extend([p.title.casefold() if p else "" for p in pages], ids)
-        self.summaries.extend([p.summary.casefold() if p else "" for p in pages], ids)
+        self.summaries.extend([summary.casefold() for summary in summaries_of(pages)], ids)
         self.paths.extend([p.path.casefold() if p else "" for p in pages], ids)
         self.role_mult = np.concatenate([self.role_mult, np.array(
             [ROLE_MULTIPLIER.get(p.role, 1.0) if p else 0.0 for p in pages], dtype=np.float64)])

@@ -42,6 +42,10 @@ class BodyRef(Protocol):
 
     def keep(self, page: StoredPage) -> None: ...  # `page` holds what page() read: bound them
 
+    # The summaries of these bodies' pages, of those kept where this one is (None for others),
+    # in one pass: read whole one by one, 100,000 pages took 5-8 s.
+    def summaries(self, bodies: Sequence[BodyRef]) -> list[str | None]: ...
+
 
 class Page(NamedTuple):
     """A parsed page. Immutable; `role` is assigned by the loader from the page's location.
@@ -247,6 +251,24 @@ class StoredPage(Page):
             moved.__dict__["_held"] = self.__dict__.setdefault("_held", [None])
             return moved
         return self.whole._replace(**changes)
+
+
+def summaries_of(pages: Sequence[Page | None]) -> list[str]:
+    """Each page's summary ("" for None), those of pages left in the store read together
+    (BodyRef.summaries) rather than each page read whole."""
+    out = [""] * len(pages)
+    unread: list[tuple[int, StoredPage, BodyRef]] = []
+    for at, page in enumerate(pages):
+        body = page.text_z if isinstance(page, StoredPage) and not page.__dict__ else None
+        if body is not None and not isinstance(body, bytes):  # nothing of it read yet
+            unread.append((at, page, body))  # type: ignore[arg-type]  # (a StoredPage here)
+        elif page is not None:
+            out[at] = page.summary
+    if unread:
+        found = unread[0][2].summaries([body for _, _, body in unread])
+        for (at, page, _), summary in zip(unread, found, strict=True):
+            out[at] = summary if summary is not None else page.summary
+    return out
 
 
 def _read_when_asked(name: str) -> property:

@@ -10,13 +10,14 @@ import json
 import os
 import sqlite3
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
 
 from serve.errors import NotReady
 from serve.source import sections
-from serve.source.page import Page, ParseOptions, StoredPage
+from serve.source.page import BodyRef, Page, ParseOptions, StoredPage
 from serve.store.database import Database, transaction
 from serve.watch.file_read import read_file
 
@@ -109,6 +110,26 @@ class Bodies:
         """How many pages hold what they read (tests, observability)."""
         return len(self._keeping)
 
+    def summaries(self, bodies: Sequence[BodyRef]) -> list[str | None]:
+        """The summaries of the pages of `bodies` kept in this store, in one pass over its
+        rows; None for a body of another store, or whose row is now of other content, or
+        when the store cannot be read (its page is then read as ever)."""
+        wanted = {(b.rel, b.digest) for b in bodies if isinstance(b, StoredBody) and b.bodies is self}
+        found: dict[tuple[str, str], str] = {}
+        if wanted:
+            try:
+                with self.database.reading() as conn, transaction(conn, write=False):
+                    for rel, digest, summary in conn.execute(
+                            "SELECT p.rel, f.digest, p.summary FROM pages p "
+                            "JOIN files f ON f.rel = p.rel"):
+                        if (rel, digest) in wanted:
+                            found[rel, digest] = summary
+            except sqlite3.Error as exc:
+                log.warning("store_read_failed", part="summaries", error=type(exc).__name__,
+                            reason=str(exc)[:200])
+        return [found.get((b.rel, b.digest)) if isinstance(b, StoredBody) else None
+                for b in bodies]
+
     def page(self, body: StoredBody) -> Page:
         """The whole page `body` belongs to, from the store, else parsed again from the
         folder."""
@@ -175,6 +196,9 @@ class StoredBody:
 
     def keep(self, page: StoredPage) -> None:
         self.bodies.keep(page)
+
+    def summaries(self, bodies: Sequence[BodyRef]) -> list[str | None]:
+        return self.bodies.summaries(bodies)
 
     def hold(self, conn: sqlite3.Connection) -> None:
         """Read the body into memory from `conn` (a save's transaction, before it writes)."""
