@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 
 from serve.source.page import Page
-from serve.support.string_table import PARTS, StringTable, check_table, table_arrays
+from serve.support.string_table import PARTS, FromGet, StringTable, check_table, table_arrays
 
 DTYPES = {"backlink_start": "int64", "backlink_sources": "int32", "key_pages": "int32",
           **{"key_" + part: dtype for part, dtype in PARTS.items()}}  # every table
 
 
-class Backlinks(Mapping[str, list[int]]):
+class Backlinks(FromGet, Mapping[str, list[int]]):
     """Page path -> the positions of the pages linking to it, in order, as
     graph.evidence.incoming_links makes them; a page nothing links to is not a key."""
 
@@ -38,15 +38,6 @@ class Backlinks(Mapping[str, list[int]]):
         first, end = int(self._start[at]), int(self._start[at + 1])
         return self._sources[first:end].tolist() if end > first else default
 
-    def __getitem__(self, path: str) -> list[int]:
-        found: list[int] | None = self.get(path)
-        if found is None:
-            raise KeyError(path)
-        return found
-
-    def __contains__(self, path: object) -> bool:
-        return self.get(path) is not None
-
     def __iter__(self) -> Iterator[str]:
         pages = self._pages
         return (pages[i].path for i in np.flatnonzero(np.diff(self._start)).tolist())
@@ -55,7 +46,7 @@ class Backlinks(Mapping[str, list[int]]):
         return int(np.count_nonzero(np.diff(self._start)))
 
 
-class KeyTable(Mapping[str, Page]):
+class KeyTable(FromGet, Mapping[str, Page]):
     """Lookup key -> the page it names, from the tables (see the module's docstring)."""
 
     __slots__ = ("_pages", "_keys", "_targets")
@@ -66,15 +57,6 @@ class KeyTable(Mapping[str, Page]):
     def get(self, key: object, default: Any = None) -> Any:
         row = self._keys.find(key) if isinstance(key, str) else -1
         return self._pages[int(self._targets[row])] if row >= 0 else default
-
-    def __getitem__(self, key: str) -> Page:
-        found: Page | None = self.get(key)
-        if found is None:
-            raise KeyError(key)
-        return found
-
-    def __contains__(self, key: object) -> bool:
-        return self.get(key) is not None
 
     def __iter__(self) -> Iterator[str]:
         return self._keys.strings()

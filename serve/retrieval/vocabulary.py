@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
-from serve.support.string_table import StringTable
+from serve.support.string_table import FromGet, StringTable
 
 
-class Vocabulary(MutableMapping[str, int]):
+class Vocabulary(FromGet, MutableMapping[str, int]):
     """Term -> term id, in id order, as the dict of a fresh build is (terms are only ever added,
     each with the next id)."""
 
@@ -25,15 +25,6 @@ class Vocabulary(MutableMapping[str, int]):
             return default
         tid = self._table.find(term)
         return tid if tid >= 0 else self._added.get(term, default)
-
-    def __getitem__(self, term: str) -> int:
-        tid: int | None = self.get(term)
-        if tid is None:
-            raise KeyError(term)
-        return tid
-
-    def __contains__(self, term: object) -> bool:
-        return self.get(term) is not None
 
     def __setitem__(self, term: str, tid: int) -> None:
         if tid != len(self) or term in self:

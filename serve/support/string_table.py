@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -85,3 +86,20 @@ def check_table(arrays: Mapping[str, np.ndarray], prefix: str) -> None:
                       or bool(np.any(np.diff(ends) < 0))):
         raise ValueError(f"{prefix}table: string ends out of order")
     raw.tobytes().decode("utf-8", "surrogatepass")  # UnicodeDecodeError is a ValueError
+
+
+class FromGet:
+    """`[]` and `in` of a mapping whose get() is its one lookup (None: absent): for the tables
+    above, read in place, which find a key once rather than twice."""
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        raise NotImplementedError
+
+    def __getitem__(self, key: Any) -> Any:
+        found = self.get(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) is not None
