@@ -76,6 +76,11 @@ SLICES: dict[str, dict[str, str]] = {
     "unanswerable": {"un": "unanswerable", "un2": "unanswerable"},
     # Questions over six sources at once, for the bridge's merged ranking (tests/support/multi_source.py).
     "multi-source": {"ms": "multi-source"},
+    # Questions worded as people ask them (tests/support/natural_sets.py).
+    "paraphrase": {"en": "en", "ko": "ko"},
+    "korean": {"ko": "ko", "kx": "ko-over-en"},
+    "numbers": {"num": "numbers"},
+    "unanswerable-natural": {"un": "unanswerable"},
 }
 GRADES = (1, 2)
 
