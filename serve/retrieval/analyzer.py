@@ -10,11 +10,14 @@ from functools import lru_cache
 
 import snowballstemmer
 
+from serve.retrieval import numbers
+
 # A run of word characters joined by identifier connectors (publish.yml, v1.2.3,
 # REFUND_WINDOW_DAYS, ExportJob.rotateToken, 2026-07-10). Trailing punctuation is never
 # part of a token ("release." is "release", unlike the reference).
 COMPOUND_RE = re.compile(r"\w+(?:[._\-/:@#+]+\w+)*")
 CONNECTOR_RE = re.compile(r"[._\-/:@#+]+")
+DIGIT_RE = re.compile(r"\d")
 CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 # Scripts inside a word: Hangul syllables, CJK ideographs and kana, everything else.
 SCRIPT_RE = re.compile(
@@ -103,14 +106,20 @@ def _latin_terms(piece: str) -> Iterator[str]:
 
 
 def compound_terms(compound: str) -> tuple[str, ...]:
-    """Terms of one token as written: an identifier yields itself and its parts."""
+    """Terms of one token as written: an identifier yields itself and its parts, and a number
+    its normal forms (numbers.py)."""
     if CONNECTOR_RE.search(compound):
         terms = [compound.lower()]
         for word in CONNECTOR_RE.split(compound):
             if word:
                 terms.extend(_word_terms(word))
-        return tuple(terms)
-    return tuple(_word_terms(compound))
+    else:
+        terms = list(_word_terms(compound))
+    if DIGIT_RE.search(compound) is not None:
+        pieces = numbers.CONNECTOR_RE.split(compound)
+        for piece in (compound, *pieces) if len(pieces) > 1 else pieces:
+            terms.extend(form for form in numbers.word_forms(piece) if form not in terms)
+    return tuple(terms)
 
 
 # Words repeat across a folder: analysing each distinct token once makes indexing a
@@ -125,7 +134,8 @@ def analyze(text: str) -> list[str]:
         text = unicodedata.normalize("NFKC", text)
     cache = _TERMS_CACHE
     terms: list[str] = []
-    for compound in COMPOUND_RE.findall(text):
+    compounds = COMPOUND_RE.findall(numbers.ungroup(text))
+    for compound in compounds:
         found = cache.get(compound)
         if found is None:
             found = compound_terms(compound)
@@ -133,6 +143,10 @@ def analyze(text: str) -> list[str]:
                 cache.clear()
             cache[compound] = found
         terms.extend(found)
+    # A number and the word beside it ("100 KB", "version 2"): looked for only in the few
+    # texts that have such a word at all (the check runs in C, the loop would not).
+    if not numbers.NEIGHBOURS.isdisjoint(compounds):
+        terms.extend(numbers.neighbour_forms(compounds))
     return terms
 
 

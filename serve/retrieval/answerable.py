@@ -26,6 +26,7 @@ import numpy as np
 
 from serve.retrieval.analyzer import analyze
 from serve.retrieval.index import LexicalIndex
+from serve.retrieval.numbers import number_forms
 from serve.retrieval.pairs import literal_haystack
 from serve.retrieval.question import content_text
 from serve.source.page import Page
@@ -41,6 +42,7 @@ LATIN_RE = re.compile(r"^[A-Za-z]+$")
 HANGUL_RE = re.compile(r"^[\uac00-\ud7a3]+$")
 # A Latin word with a Korean particle or ending on it: "FreeDOS에서만" names "FreeDOS".
 LATIN_HANGUL_RE = re.compile(r"^([\x21-\x7e]+)[\uac00-\ud7a3]+$")
+ALPHA_RE = re.compile(r"[^\W\d_]{3,}")  # the words of an identifier beside its numbers
 CJK_RE = re.compile(r"^[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+$")
 EDGE = "?!.,;:()[]{}\"'“”‘’「」『』？！。、"
 # Terms on nearly any page written in Korean (endings and particles): a folder indexed
@@ -95,6 +97,10 @@ class Term:
     terms: tuple[str, ...]
     identifier: bool
     script: str = ""  # "hangul" or "cjk" for words in those scripts, else ""
+    # Its numbers in normal form and its other words: "128000-token" is also
+    # ("128000",) and ("token",), as a page that says "128,000 tokens" holds them.
+    numbers: tuple[str, ...] = ()
+    words: tuple[str, ...] = ()
 
 
 def is_identifier(word: str) -> bool:
@@ -122,7 +128,9 @@ def content_words(query: str) -> list[Term]:
                                or (HANGUL_RE.match(word) and len(word) < 2)):
             continue  # too short to judge by: "and", "및", "더"
         script = "hangul" if HANGUL_RE.match(word) else "cjk" if CJK_RE.match(word) else ""
-        out.append(Term(word, terms, identifier, script))
+        found = number_forms(word) if identifier else ()
+        words = tuple(analyze(" ".join(ALPHA_RE.findall(word)))) if found else ()
+        out.append(Term(word, terms, identifier, script, found, words))
     return out
 
 
@@ -131,8 +139,11 @@ def quoted_phrases(query: str) -> list[str]:
 
 
 def _found(word: Term, has: Callable[[str], bool]) -> bool:
-    """Whether the word is indexed where `has` looks (see _share)."""
-    return _share(word, lambda term: 1.0 if has(term) else 0.0) > 0.0
+    """Whether the word is indexed where `has` looks (see _share), or, for a word holding
+    numbers, its numbers in normal form and its other words are."""
+    if _share(word, lambda term: 1.0 if has(term) else 0.0) > 0.0:
+        return True
+    return bool(word.numbers) and all(has(term) for term in (*word.numbers, *word.words))
 
 
 def _share(word: Term, share: Callable[[str], float]) -> float:

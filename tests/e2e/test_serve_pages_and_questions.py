@@ -28,6 +28,13 @@ x = "[[Fenced Link]]"  # and #fencedtag
 Text with a [link](https://example.org/page#fragment).
 """
 
+# Numbers as a page writes them; the questions below write them another way.
+LIMITS = """# Service Limits
+
+A request may carry up to 100 KB of JSON. The model reads a context of 128,000 tokens.
+Batch exports were added in release 2.0.0.
+"""
+
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
@@ -35,6 +42,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     root = work / "wiki"
     shutil.copytree(SAMPLE_WIKI, root)
     (root / "styling-guide.md").write_text(PAGE, encoding="utf-8")
+    (root / "service-limits.md").write_text(LIMITS, encoding="utf-8")
     service = start_serve(work / "run", root)
     yield service
     stop_checked(service)
@@ -70,3 +78,18 @@ def test_a_natural_question_puts_the_answering_page_first_not_a_hub(
 def test_a_question_of_filler_words_alone_still_searches(served: Service) -> None:
     reply = post_json(served.url, "/search", {"query": "how do I"})
     assert reply.status == 200 and reply.json()["results"], reply.body[:300]
+
+
+@pytest.mark.parametrize("question", [
+    "How large is the 128000-token context?",
+    "Can a request carry 100000 bytes?",
+    "Which version v2 added batch exports?",
+])
+def test_a_number_written_another_way_finds_its_page_and_answers(
+        served: Service, question: str) -> None:
+    reply = post_json(served.url, "/query", {"query": question})
+    assert reply.status == 200, reply.body[:300]
+    pack = reply.json()
+    evidence = [item["page_id"] for item in pack["evidence"]]
+    assert evidence[:1] == ["service-limits"], evidence
+    assert pack["answerable"] is True, pack["limitations"]

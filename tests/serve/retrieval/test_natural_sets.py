@@ -30,7 +30,7 @@ MIN_FILTERED = 20
 FLOORS: dict[tuple[str, str], dict[str, float]] = {
     ("paraphrase", "all"): {"mrr@10": 0.41},
     ("korean", "all"): {"mrr@10": 0.71},
-    ("numbers", "all"): {"mrr@10": 0.75},
+    ("numbers", "all"): {"mrr@10": 0.81},  # 0.774 before the number forms, 0.833 after
 }
 # Issue 27's targets: MRR@10 overall and in Korean, the answering page in the top 3, numbers.
 TARGETS: dict[tuple[str, str], dict[str, float]] = {
@@ -123,7 +123,7 @@ def test_targets(name: str, group: str, figures: dict[str, dict[str, dict[str, A
 # -- answerable -----------------------------------------------------------------------------
 
 # The share of unanswerable questions refused and of answerable ones kept, over every set.
-ANSWERABLE_FLOORS = {"refused": 0.48, "kept": 0.77}
+ANSWERABLE_FLOORS = {"refused": 0.48, "kept": 0.82}  # kept 0.793 before the number forms, 0.839 after
 ANSWERABLE_TARGETS = {"refused": 0.85, "kept": 0.98}
 
 
