@@ -1,4 +1,5 @@
-"""Text analysis for lexical search: English words, code identifiers, numbers, Korean, CJK."""
+"""Text analysis for lexical search: English words, code identifiers, numbers, Korean (by a
+morphological analyzer), Chinese and Japanese."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
-from serve.retrieval import numbers
+from serve.retrieval import korean, numbers
 
 # A run of word characters joined by identifier connectors (publish.yml, v1.2.3,
 # REFUND_WINDOW_DAYS, ExportJob.rotateToken, 2026-07-10). Trailing punctuation is never
@@ -30,12 +31,6 @@ STOPWORDS = frozenset((
     "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
     "these", "they", "this", "to", "was", "will", "with",
 ))
-# Common Korean particles and endings, longest first: "계약서를" also indexes "계약서".
-KOREAN_PARTICLES = (
-    "에서는", "으로는", "이라는", "에서", "으로", "에게", "까지", "부터", "처럼", "보다", "이란",
-    "라는", "이다", "입니다", "하는", "하고", "은", "는", "이", "가", "을", "를", "의", "에", "로",
-    "와", "과", "도", "만", "란",
-)
 # A snowball stemmer keeps the word it works on in itself: one per thread, since searches and
 # index updates run both on the event loop and in worker threads.
 _stemmers = threading.local()
@@ -51,14 +46,10 @@ def stem(word: str) -> str:
 
 
 def _hangul_terms(run: str) -> Iterator[str]:
+    """A Korean word as written and its nouns and stems by the morphological analyzer
+    (korean.py): "컴포넌트를" is also 컴포넌트, "동기화하려면" 동기 and 동기화."""
     yield run
-    for particle in KOREAN_PARTICLES:
-        if run.endswith(particle) and len(run) - len(particle) >= 2:
-            yield run[: -len(particle)]
-            break
-    if len(run) > 2:
-        for i in range(len(run) - 1):
-            yield run[i : i + 2]
+    yield from (term for term in korean.word_terms(run) if term != run)
 
 
 def _cjk_terms(run: str) -> Iterator[str]:

@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
-from serve.retrieval.analyzer import COMPOUND_RE, CONNECTOR_RE, KOREAN_PARTICLES, STOPWORDS, analyze, stem
+from serve.retrieval.analyzer import COMPOUND_RE, CONNECTOR_RE, STOPWORDS, analyze, stem
+from serve.retrieval.question import KOREAN_PARTICLES
 from serve.source.names import ALIAS_KEYS
 
 NAME_WEIGHT = 0.6  # factor added when the name holds all of the question's weight

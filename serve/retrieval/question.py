@@ -111,21 +111,10 @@ def content_text(query: str) -> str:
     return " ".join(kept)
 
 
-def _word_terms(word: str) -> list[str]:
-    """A content word's terms: a Korean word with a particle gives the form as written and
-    the bare noun's terms, not the bigrams that straddle the particle ("트를" of "컴포넌트를",
-    "이에" of "사이에": they match unrelated words on every page)."""
-    if HANGUL_RE.match(word):
-        for particle in KOREAN_PARTICLES:
-            if word.endswith(particle) and len(word) - len(particle) >= 2:
-                return [word, *analyze(word[: -len(particle)])]
-    return analyze(word)
-
-
 def question_terms(query: str) -> list[str]:
     """The analysed terms a lexical search runs on, in order with repeats: those of the
     question's content, or every term when the question has no content words at all."""
-    terms = [term for word in content_text(query).split() for term in _word_terms(word)]
+    terms = [term for word in content_text(query).split() for term in analyze(word)]
     return terms or analyze(query)
 
 

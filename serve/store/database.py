@@ -28,8 +28,9 @@ log = structlog.get_logger("llmwiki.serve.store")
 # 6: the index's arrays in files beside the store (serve/store/array_files.py); 7: the link
 # views' backlinks and lookup keys as arrays there too (serve/graph/link_tables.py); 8: a
 # file's parse options apart from its page path; 9: the index's terms as a string table there;
-# 10: numbers analysed in their normal form too (serve/retrieval/numbers.py)
-SCHEMA_VERSION = 10
+# 10: numbers analysed in their normal form too (serve/retrieval/numbers.py); 11: Korean
+# words by their morphemes (serve/retrieval/korean.py)
+SCHEMA_VERSION = 11
 # sqlite3's "application_id": a database file of another program is never taken for ours.
 APPLICATION_ID = 0x6C6C7731  # "llw1"
 BUSY_TIMEOUT_MS = 5000  # another serve process's write in progress: wait, then give up

@@ -35,6 +35,12 @@ A request may carry up to 100 KB of JSON. The model reads a context of 128,000 t
 Batch exports were added in release 2.0.0.
 """
 
+# A Korean verb as the page conjugates it ("미룹니다"); the question conjugates it otherwise.
+POSTPONE = """# 일정 연기
+
+급하지 않은 일은 다음 주로 미룹니다.
+"""
+
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
@@ -43,6 +49,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     shutil.copytree(SAMPLE_WIKI, root)
     (root / "styling-guide.md").write_text(PAGE, encoding="utf-8")
     (root / "service-limits.md").write_text(LIMITS, encoding="utf-8")
+    (root / "postpone.md").write_text(POSTPONE, encoding="utf-8")
     service = start_serve(work / "run", root)
     yield service
     stop_checked(service)
@@ -93,3 +100,11 @@ def test_a_number_written_another_way_finds_its_page_and_answers(
     evidence = [item["page_id"] for item in pack["evidence"]]
     assert evidence[:1] == ["service-limits"], evidence
     assert pack["answerable"] is True, pack["limitations"]
+
+
+def test_a_korean_question_meets_its_page_by_the_verb_stem(served: Service) -> None:
+    # "미루려면" and "미룹니다" share no syllable pair: only their stem 미루 (mecab-ko).
+    reply = post_json(served.url, "/search", {"query": "미루려면 어떻게 해요?"})
+    assert reply.status == 200, reply.body[:300]
+    ids = [item["page_id"] for item in reply.json()["results"]]
+    assert ids[:1] == ["postpone"], ids

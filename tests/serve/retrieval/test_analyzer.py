@@ -28,9 +28,22 @@ def test_english_and_identifiers(text: str, expected: list[str]) -> None:
     assert analyze(text) == expected
 
 
-def test_korean_terms_include_stems_and_bigrams() -> None:
+def test_korean_words_by_their_morphemes_not_syllable_pairs() -> None:
     terms = analyze("3차 계약서를")
-    assert {"3차", "3", "차", "계약서를", "계약서", "계약", "약서"} <= set(terms)
+    assert {"3차", "3", "차", "계약서를", "계약서", "계약"} <= set(terms)
+    assert "약서" not in terms  # a syllable pair across morphemes matches unrelated words
+
+
+@pytest.mark.parametrize(("word", "wanted"), [
+    ("동기화하려면", {"동기", "동기화"}),  # a noun, its suffix, endings
+    ("써요", {"쓰"}),  # an inflected verb's stem
+    ("명령어를", {"명령어", "명령"}),  # a compound noun and its parts
+    ("컴포넌트에서는", {"컴포넌트"}),
+])
+def test_korean_stems_nouns_and_compounds(word: str, wanted: set[str]) -> None:
+    terms = analyze(word)
+    assert terms[0] == word and wanted <= set(terms), terms
+    assert not {"려면", "에서는", "를", "요"} & set(terms), terms  # endings and particles
 
 
 @pytest.mark.parametrize(

@@ -29,8 +29,8 @@ MIN_FILTERED = 20
 # (set, group) -> metric -> floor.
 FLOORS: dict[tuple[str, str], dict[str, float]] = {
     ("paraphrase", "all"): {"mrr@10": 0.41},
-    ("korean", "all"): {"mrr@10": 0.71},
-    ("numbers", "all"): {"mrr@10": 0.81},  # 0.774 before the number forms, 0.833 after
+    ("korean", "all"): {"mrr@10": 0.74},  # 0.739 before the Korean analyzer, 0.758 after
+    ("numbers", "all"): {"mrr@10": 0.83},  # 0.774 first, 0.833 with number forms, 0.856 with mecab-ko
 }
 # Issue 27's targets: MRR@10 overall and in Korean, the answering page in the top 3, numbers.
 TARGETS: dict[tuple[str, str], dict[str, float]] = {
