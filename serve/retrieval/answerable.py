@@ -24,6 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
+from serve.retrieval import korean
 from serve.retrieval.analyzer import analyze
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.numbers import number_forms
@@ -38,6 +39,7 @@ QUOTED_RE = re.compile(r"\"([^\"]{2,200})\"|“([^”]{2,200})”|「([^」]{2,2
 CONNECTED_RE = re.compile(r"\w[_./:@#+]\w|[A-Za-z]\d|\d[A-Za-z]|\d{3}")
 CAMEL_RE = re.compile(r"[a-z][A-Z]")
 CAPS_RE = re.compile(r"^[A-Z][A-Z0-9_-]{3,}$")
+NAME_RE = re.compile(r"^[A-Z][a-z]+[A-Za-z]*$")  # Todoist, Notion, GitHub; not PDF, not "I"
 LATIN_RE = re.compile(r"^[A-Za-z]+$")
 HANGUL_RE = re.compile(r"^[\uac00-\ud7a3]+$")
 # A Latin word with a Korean particle or ending on it: "FreeDOS에서만" names "FreeDOS".
@@ -101,6 +103,8 @@ class Term:
     # ("128000",) and ("token",), as a page that says "128,000 tokens" holds them.
     numbers: tuple[str, ...] = ()
     words: tuple[str, ...] = ()
+    # A capitalised word inside the question: a product, a tool, a person ("Todoist").
+    name: bool = False
 
 
 def is_identifier(word: str) -> bool:
@@ -112,17 +116,24 @@ def content_words(query: str) -> list[Term]:
     unquoted = QUOTED_RE.sub(" ", query)
     out: list[Term] = []
     seen: set[str] = set()
+    # A capital opens an English sentence; a Korean one has none, so its first word can be a name.
+    latin = not any("\uac00" <= c <= "\ud7a3" for c in unquoted)
+    first_word = (unquoted.split() or [""])[0].strip(EDGE) if latin else ""
     for raw in content_text(unquoted).split():
         word = raw.strip(EDGE)
+        first = word == first_word
         if (latin := LATIN_HANGUL_RE.match(word)) is not None:
             word = latin[1].strip(EDGE)
         key = word.casefold()
         if not word or key in seen:
             continue
         seen.add(key)
-        terms = tuple(analyze(word))
+        hangul = HANGUL_RE.match(word) is not None
+        # A Korean word counts by its nouns: its verbs and endings ("써요", "싶은데",
+        # "뭐예요") say how the question is asked, as English filler words do.
+        terms = tuple(korean.nouns(word)) if hangul else tuple(analyze(word))
         if not terms:
-            continue  # a stopword
+            continue  # a stopword, or a Korean word without a noun
         identifier = is_identifier(word)
         if not identifier and ((LATIN_RE.match(word) and len(word) < MIN_WORD)
                                or (HANGUL_RE.match(word) and len(word) < 2)):
@@ -130,7 +141,8 @@ def content_words(query: str) -> list[Term]:
         script = "hangul" if HANGUL_RE.match(word) else "cjk" if CJK_RE.match(word) else ""
         found = number_forms(word) if identifier else ()
         words = tuple(analyze(" ".join(ALPHA_RE.findall(word)))) if found else ()
-        out.append(Term(word, terms, identifier, script, found, words))
+        name = not identifier and not first and NAME_RE.match(word) is not None
+        out.append(Term(word, terms, identifier, script, found, words, name))
     return out
 
 
@@ -152,7 +164,7 @@ def _share(word: Term, share: Callable[[str], float]) -> float:
     other word by its first term (its stem)."""
     terms = word.terms
     if word.script == "hangul" and not word.identifier:
-        return max((share(t) for t in terms if word.text.startswith(t) and len(t) >= 2), default=0.0)
+        return max((share(t) for t in terms), default=0.0)  # its nouns (content_words)
     return share(terms[0])
 
 
@@ -168,17 +180,20 @@ def judge(query: str, lookup: Lookup) -> Coverage:
     Words of a script the folder has no pages in (a Korean question over English pages) are
     not counted: their absence says nothing about the topic."""
     missing: list[str] = []
+    words = content_words(query)
+    # A name no evidence page has: the question is about something the pack does not cover
+    # ("sync with Todoist"), however many of its other words the evidence has.
+    missing.extend(w.text for w in words if w.name and not _found(w, lookup.in_evidence))
     for phrase in quoted_phrases(query):
         if not lookup.phrase_in_evidence(phrase.casefold()):
             missing.append(phrase)
-    words = content_words(query)
     for word in words:
         if word.identifier and not (_found(word, lookup.in_evidence)
                                     or lookup.phrase_in_evidence(word.text.casefold())):
             missing.append(word.text)
     # A Chinese or Japanese run is a phrase, not a word (no spaces): no folder holds a
     # question's phrasing, so such runs are not judged.
-    plain = [w for w in words if not w.identifier and w.script != "cjk"]
+    plain = [w for w in words if not w.identifier and w.script != "cjk" and w.text not in missing]
     shares = {w.text: _share(w, lookup.folder_share) for w in plain}
     spoken = {w.script for w in plain if shares[w.text] > 0.0}
     spoken |= {script for script in {w.script for w in plain} - spoken - {""}

@@ -17,6 +17,7 @@ from typing import Any
 # Chinese characters, foreign words. Particles (J*), endings (E*), the light verbs 하/되 as
 # suffixes (XSV, XSA), interjections and determiners say nothing about a page's topic.
 CONTENT = frozenset(("NNG", "NNP", "NR", "XR", "VV", "VA", "SH", "SL", "SN"))
+NOUNS = frozenset(("NNG", "NNP", "NR", "XR", "SH"))
 NOUNISH = frozenset(("NNG", "NNP", "NR", "XR", "XSN", "SH"))  # parts of a noun as written
 CONTRACTED_ENDINGS = frozenset(("니다", "니까", "시다"))
 # The copula, the light verbs and -습니다, which the analyzer reads right: "문서입니다", "합니다".
@@ -89,3 +90,19 @@ def _contracted_stem(word: str) -> str:
     if not 0 <= offset < HANGUL_COUNT or offset % 28 != FINAL_B:
         return ""
     return word[:-3] + chr(HANGUL_FIRST + offset - FINAL_B)
+
+
+def nouns(word: str) -> list[str]:
+    """The nouns of one Hangul word, compounds whole and in parts ("구글캘린더랑" -> 구글,
+    캘린더): what a question is about, beside its verbs and endings."""
+    try:
+        morphemes = _tagger().parse(word)
+    except Exception:  # noqa: BLE001 - an analyzer failure must not stop a search
+        return []
+    out: list[str] = []
+    for morpheme in morphemes:
+        if morpheme.feature.pos.split("+", 1)[0] in NOUNS:
+            if morpheme.surface not in out:
+                out.append(morpheme.surface)
+            out.extend(form for form, tag in _parts(morpheme) if tag in NOUNS and form not in out)
+    return out

@@ -105,15 +105,30 @@ def test_words_the_folder_never_uses_decide_only_when_nearly_all_are() -> None:
 
 
 def test_a_large_folder_lacking_a_word_is_enough() -> None:
-    found = lookup("translat", "modern", "greek", "tool", size=14000)
+    words = ("translat", "modern", "greek", "tool")
+    found = lookup(*words, evidence=words, size=14000)
     assert judge("Translate hieroglyphs into modern Greek", found) == Coverage(False, ("hieroglyphs",))
     assert judge("Translate hieroglyphs into modern Greek",
-                 lookup("translat", "modern", "greek", "tool", size=200)).answerable
+                 lookup(*words, evidence=words, size=200)).answerable
+
+
+def test_a_name_no_evidence_page_has_is_missing() -> None:
+    # However many of its other words the evidence has: "Outlook" is what it asks about.
+    question = "Does Tasks support Outlook calendars?"
+    words = ("task", "support", "calendar")
+    lacking = judge(question, lookup(*words, evidence=words))
+    assert not lacking.answerable and lacking.missing == ("Outlook",)
+    assert judge(question, lookup(*words, "outlook", evidence=(*words, "outlook"))).answerable
+    # An English question's first word is capitalised as a sentence opens, not as a name ...
+    assert judge("Support for calendars?", lookup(*words, evidence=words)).answerable
+    # ... a Korean question's first Latin word is a name.
+    korean = judge("Angular 프로젝트를 옮기는 방법", lookup("프로젝트", evidence=("프로젝트",)))
+    assert "Angular" in korean.missing
 
 
 def test_the_words_on_most_pages_of_a_folder_are_not_specific() -> None:
     # "tasks" is on most pages of a Tasks folder: it does not make the question specific.
-    question = "Does Tasks support Outlook calendars and Gantt charts?"
+    question = "Does tasks support outlook calendars and gantt charts?"  # no names (above)
     common = lookup("support", size=100, shares={"task": 0.9})
     assert not judge(question, common).answerable
     assert judge(question, lookup("support", size=100, shares={"task": 0.1})).answerable
@@ -232,3 +247,12 @@ def test_answerable_gate_with_the_real_folders(source_of: Callable[[Path], Knowl
                 if "dendron" not in j.folder]
     check(figures(readable, root_of, source_of))
 
+
+
+def test_a_korean_word_is_judged_by_its_nouns() -> None:
+    # Verbs and endings ("원하는", "풀려면", "써요") say how the question is asked.
+    words = {w.text: w.terms for w in content_words("압축 파일을 원하는 폴더에 풀려면 어떻게 써요?")}
+    assert words == {"압축": ("압축",), "파일을": ("파일",), "폴더에": ("폴더",)}, words
+    # A question whose nouns the Korean folder has is answerable whatever its endings.
+    found = lookup("압축", "파일", "폴더", evidence=("압축", "파일", "폴더"))
+    assert judge("압축 파일을 원하는 폴더에 풀려면 어떻게 써요?", found).answerable

@@ -123,7 +123,9 @@ def test_targets(name: str, group: str, figures: dict[str, dict[str, dict[str, A
 # -- answerable -----------------------------------------------------------------------------
 
 # The share of unanswerable questions refused and of answerable ones kept, over every set.
-ANSWERABLE_FLOORS = {"refused": 0.48, "kept": 0.82}  # kept 0.793 before the number forms, 0.839 after
+# refused 0.500 / kept 0.793 when written; 0.500 / 0.839 with number forms; 0.625 / 0.925 with
+# Korean words judged by their nouns and names the evidence must have.
+ANSWERABLE_FLOORS = {"refused": 0.60, "kept": 0.90}
 ANSWERABLE_TARGETS = {"refused": 0.85, "kept": 0.98}
 
 
