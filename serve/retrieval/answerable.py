@@ -117,8 +117,8 @@ def content_words(query: str) -> list[Term]:
     out: list[Term] = []
     seen: set[str] = set()
     # A capital opens an English sentence; a Korean one has none, so its first word can be a name.
-    latin = not any("\uac00" <= c <= "\ud7a3" for c in unquoted)
-    first_word = (unquoted.split() or [""])[0].strip(EDGE) if latin else ""
+    english = not any("\uac00" <= c <= "\ud7a3" for c in unquoted)
+    first_word = (unquoted.split() or [""])[0].strip(EDGE) if english else ""
     for raw in content_text(unquoted).split():
         word = raw.strip(EDGE)
         first = word == first_word
