@@ -65,9 +65,11 @@ class CitationOrigin(CamelModel):
     path: str
     line_start: int
     line_end: int
-    heading_path: str | None = None
-    handle: str | None = None
-    sha256: str | None = None
+    # Left out when unknown, in every dump: the answer's citations and the model's evidence
+    # bundle (wire()) must be the same objects, a page without a handle included.
+    heading_path: OptionalKey[str] = None
+    handle: OptionalKey[str] = None
+    sha256: OptionalKey[str] = None
 
 
 class CitationAlias(CamelModel):
