@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import WithJsonSchema
 
+from common.filters import QUERY_SYNTAX, filters_schema
 from common.guidance import MAX_QUERY_VARIANTS, RetrievalGuidance
 from common.limits import SEARCH_LIMIT, SNIPPET_CHARS, name_list
 
@@ -289,7 +291,7 @@ class QueryRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    query: str = ""
+    query: str = Field(default="", description=QUERY_SYNTAX)
     limit: int | None = Field(default=None, ge=SEARCH_LIMIT.low, le=SEARCH_LIMIT.high)
     include_drafts: bool = False
     mode: SearchMode = "lexical"
@@ -300,6 +302,8 @@ class QueryRequest(BaseModel):
     query_variants: list[str] = Field(default_factory=list)
     # POST /query only (an addition to the reference): false gives an empty graph.
     include_graph: bool = True
+    # Checked by serve (common/filters.py), so that a bad one is a 400 naming the key, not a 422.
+    filters: Annotated[Any, WithJsonSchema(filters_schema())] = None
 
     @field_validator("fields", mode="before")
     @classmethod

@@ -7,7 +7,9 @@ import threading
 import time
 from typing import Literal
 
+from serve.retrieval.filters import Modified
 from serve.retrieval.index import COMPACT_DEAD_SHARE, LexicalIndex
+from serve.retrieval.narrowing import no_modified
 from serve.retrieval.search import Searcher
 from serve.snapshot.projection import Projection
 from serve.store.search_index import Pending, StoredIndex, Views
@@ -41,12 +43,13 @@ class IndexKeeper:
         indexed = self.indexed
         return indexed is None or _edits_since(indexed, projection) is None
 
-    def searcher(self, projection: Projection) -> Searcher:
-        """A searcher over `projection`, with the index brought up to it."""
+    def searcher(self, projection: Projection, modified: Modified = no_modified) -> Searcher:
+        """A searcher over `projection`, with the index brought up to it (`modified`: a page
+        file's modification time, for date filters)."""
         with self.lock:
             self._sync(projection)
             self.indexed = projection
-        return Searcher(projection, self.index, self.lock)
+        return Searcher(projection, self.index, self.lock, modified)
 
     def warm(self, projection: Projection) -> None:
         """Sync (or load) the index and the link views the first context pack needs, and keep

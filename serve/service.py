@@ -9,12 +9,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from common.filters import FILTERS_CAPABILITY
 from common.json_wire import json_bytes
-from common.limits import (
-    DEFAULT_NEIGHBORHOOD_DEPTH,
-    DEFAULT_NEIGHBORHOOD_LIMIT,
-    GRAPH_LIMIT,
-)
+from common.limits import DEFAULT_NEIGHBORHOOD_DEPTH, DEFAULT_NEIGHBORHOOD_LIMIT, GRAPH_LIMIT
 from common.schemas import (
     CorsStatus,
     Direction,
@@ -68,6 +65,7 @@ BASE_CAPABILITIES = (
     "llmwiki_agent_guided_lexical_v1",
     "llmwiki_search_mode_lexical",
     "llmwiki_search_mode_literal",
+    FILTERS_CAPABILITY,  # `filters` and query syntax on /query, /search and the search tools
 )
 DIRECTIONS: tuple[str, ...] = get_args(Direction)
 
@@ -341,7 +339,8 @@ class KnowledgeSource:
 
     def searcher(self) -> Searcher:
         """A searcher over the current snapshot, with the index brought up to it."""
-        return self.indexing.searcher(self.snapshot())
+        projection = self.snapshot()
+        return self.indexing.searcher(projection, self.freshness.mirror.modified_of(projection.layout))
 
     def warm(self) -> None:
         """Build (or load) the search index and the graph views ahead of the first query, and

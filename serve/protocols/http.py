@@ -21,6 +21,7 @@ from serve.protocols.openapi import docs_page, openapi_document
 from serve.protocols.params import QueryParams, model_from_body, read_json_body
 from serve.protocols.security import cors_status, serve_policy, setup_security
 from serve.reads.focus import ReadOptions
+from serve.retrieval.filters import request_filters
 from serve.retrieval.search import SearchRequest
 from serve.routes import routed
 from serve.service import DIRECTIONS, KnowledgeSource
@@ -158,7 +159,7 @@ def _search_request(source: KnowledgeSource, body: QueryRequest) -> SearchReques
         fields=tuple(body.fields) if body.fields is not None else None,
         snippet_chars=body.snippet_chars, min_score=body.min_score,
         exclude_page_ids=tuple(body.exclude_page_ids), query_variants=tuple(body.query_variants),
-        include_graph=body.include_graph)
+        include_graph=body.include_graph, filters=request_filters(body.filters))
 
 
 async def query(request: web.Request) -> web.Response:

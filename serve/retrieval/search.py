@@ -12,14 +12,17 @@ from typing import Any
 
 import numpy as np
 
+from common.filters import Filters
 from serve.errors import UserError
 from serve.graph.budget import GRAPH_BYTES
 from serve.retrieval.answerable import Coverage, IndexLookup, judge
 from serve.retrieval.bm25 import Hit
+from serve.retrieval.filters import Modified
 from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.items import project_fields, result, section_item, snippet, snippet_size
 from serve.retrieval.literal_bounds import literal_bounds, upper_scores
+from serve.retrieval.narrowing import FILTERED_OUT, NONE_ADMITTED_MATCH, Narrowing, no_modified
 from serve.retrieval.pairs import literal_haystack
 from serve.retrieval.question import asked_terms, question_terms
 from serve.retrieval.scoring import ROLE_MULTIPLIER
@@ -61,6 +64,8 @@ class SearchRequest:
     # Whether a context pack carries the graph around its evidence ({"nodes": [], "edges": []}
     # when not: an agent that never reads the graph need not pay for it).
     include_graph: bool = True
+    # The `filters` object, checked (common/filters.py); None when the request sent none.
+    filters: Filters | None = None
 
     def check(self) -> None:
         """Service-level rules (HTTP 400 / JSON-RPC invalid params)."""
@@ -108,10 +113,16 @@ class Searcher:
     """Runs searches against one snapshot and the index synced to it."""
 
     def __init__(self, projection: Projection, index: LexicalIndex,
-                 lock: AbstractContextManager[Any] | None = None) -> None:
+                 lock: AbstractContextManager[Any] | None = None,
+                 modified: Modified = no_modified) -> None:
         self.projection = projection
         self.index = index
         self.lock = lock if lock is not None else nullcontext()
+        self.modified = modified  # a page file's modification time, for date filters
+
+    def narrowing(self, req: SearchRequest) -> Narrowing:
+        return Narrowing(self.projection, req.filters, req.query, include_drafts=req.include_drafts,
+                         literal=req.mode == "literal", modified=self.modified)
 
     def visible(self, include_drafts: bool) -> tuple[Page, ...]:
         return self.projection.visible_pages(include_drafts)
@@ -124,12 +135,17 @@ class Searcher:
                             bundle_id=p.bundle_id, page_root=p.layout.page_root, literal=literal,
                             fields=fields)
 
-    def overview(self, req: SearchRequest, route: str = "overview") -> list[dict[str, Any]]:
+    def overview(self, req: SearchRequest, route: str = "overview",
+                 narrow: Narrowing | None = None) -> list[dict[str, Any]]:
+        """The pages in orientation order, less those excluded, refused by the filters or
+        lacking the query's syntax (the full listing of a filtered request without free words)."""
         pages = self.projection.ordered(req.include_drafts)
         excluded = _excluded_paths(self.projection, req.exclude_page_ids)
+        if narrow is not None:
+            excluded |= narrow.refused()
         items: list[dict[str, Any]] = []
         for page in pages:
-            if page.path in excluded:
+            if page.path in excluded or (narrow is not None and not narrow.keeps(page)):
                 continue
             score = round(1.0 - 0.01 * len(items), 4)
             items.append(self.item(page, score, route, (), req.snippet_chars, fields=req.fields))
@@ -140,46 +156,61 @@ class Searcher:
     def search(self, req: SearchRequest) -> list[dict[str, Any]]:
         """The ranked results for a request (fields not yet projected)."""
         req.check()
-        if req.mode == "literal":
-            return self.literal(req)
-        if not req.query.strip():
-            return self.overview(req)
-        if req.query_variants:
-            return self.fused(req)
-        return self.lexical(req.query, req)
+        return self._results(req, self.narrowing(req))
 
-    def lexical(self, query: str, req: SearchRequest) -> list[dict[str, Any]]:
-        hits, needles = self._lexical_hits(query, req)
+    def _results(self, req: SearchRequest, narrow: Narrowing) -> list[dict[str, Any]]:
+        if req.mode == "literal":
+            return self.literal(req, narrow)
+        # Only filters (no free words), or only -words: a listing, not a ranking.
+        if not req.query.strip() or narrow.listing or not narrow.syntax.ranked.strip():
+            return self.overview(req, narrow=narrow)
+        if req.query_variants:
+            return self.fused(req, narrow)
+        return self.lexical(narrow.syntax.ranked, req, narrow)
+
+    def lexical(self, query: str, req: SearchRequest,
+                narrow: Narrowing | None = None) -> list[dict[str, Any]]:
+        hits, needles = self._lexical_hits(query, req, narrow)
         return [self.item(h.page, round(h.score, 4), "search", needles, req.snippet_chars,
                           fields=req.fields)
                 for h in hits]
 
-    def _lexical_hits(self, query: str, req: SearchRequest) -> tuple[list[Hit], list[str]]:
-        """The ranked hits for one query text and the needles its snippets look for."""
+    def _lexical_hits(self, query: str, req: SearchRequest,
+                      narrow: Narrowing | None = None) -> tuple[list[Hit], list[str]]:
+        """The ranked hits for one query text and the needles its snippets look for; pages the
+        filters refuse are left out before ranking, as exclude_page_ids are."""
         sequence = question_terms(query[:MAX_QUERY_CHARS])  # filler words go (question.py)
         terms = list(dict.fromkeys(sequence))[:MAX_QUERY_TERMS]
         if not terms:
             return [], []
         excluded = _excluded_paths(self.projection, req.exclude_page_ids)
-        with self.lock:
-            hits = self.index.search(terms, approved_only=not req.include_drafts, limit=req.limit,
-                                     excluded=excluded, min_score=req.min_score,
-                                     sequence=sequence[:MAX_QUERY_TERMS * 4],
-                                     asked=asked_terms(query[:MAX_QUERY_CHARS]))
+        if narrow is not None:
+            excluded |= narrow.refused()
+
+        def ranked(leave_out: set[str]) -> list[Hit]:
+            with self.lock:
+                return self.index.search(terms, approved_only=not req.include_drafts,
+                                         limit=req.limit, excluded=leave_out,
+                                         min_score=req.min_score,
+                                         sequence=sequence[:MAX_QUERY_TERMS * 4],
+                                         asked=asked_terms(query[:MAX_QUERY_CHARS]))
+
+        hits = (narrow.ranked_hits(ranked, excluded) if narrow is not None
+                and narrow.syntax.constrains else ranked(excluded))
         return hits, [t for t in terms if len(t) > 1] or terms
 
-    def fused(self, req: SearchRequest) -> list[dict[str, Any]]:
+    def fused(self, req: SearchRequest, narrow: Narrowing) -> list[dict[str, Any]]:
         """Reciprocal-rank fusion of the query and up to two variants (contract 5.7)."""
         channels: list[str] = []
         seen: set[str] = set()
-        for text in (req.query.strip(), *req.query_variants):
+        for text in (narrow.syntax.ranked.strip(), *req.query_variants):
             key = unicodedata.normalize("NFC", text).casefold()
             if key not in seen:
                 seen.add(key)
                 channels.append(text)
         if len(channels) == 1:
-            return self.lexical(channels[0], req)
-        ranked = [self._lexical_hits(text, req) for text in channels[:3]]
+            return self.lexical(channels[0], req, narrow)
+        ranked = [self._lexical_hits(text, req, narrow) for text in channels[:3]]
         fused: dict[str, float] = {}
         best_rank: dict[str, int] = {}
         # Each page's item is made as the first channel that found it would have made it
@@ -198,7 +229,7 @@ class Searcher:
                           req.snippet_chars, fields=req.fields)
                 for p in order[: req.limit]]
 
-    def literal(self, req: SearchRequest) -> list[dict[str, Any]]:
+    def literal(self, req: SearchRequest, narrow: Narrowing | None = None) -> list[dict[str, Any]]:
         """Case-folded substring matching (Korean and numeric phrases included).
 
         The index bounds how often the needle can occur in each page, which bounds the score
@@ -206,9 +237,11 @@ class Searcher:
         first, stopping once no unchecked page can enter the top."""
         phrase = " ".join(req.query.split())
         if not phrase:
-            return self.overview(req)
+            return self.overview(req, narrow=narrow)
         needle = phrase.casefold()
         excluded = _excluded_paths(self.projection, req.exclude_page_ids)
+        if narrow is not None:
+            excluded |= narrow.refused()
         index = self.index
         with self.lock:  # the index may move on to a newer snapshot later: fresher is fine
             bounds = literal_bounds(index, needle)
@@ -284,15 +317,18 @@ class Searcher:
         return self.projection.evidence_graph_json(
             seeds, req.include_drafts, graph_limit if req.include_graph else 0, size=GRAPH_BYTES)
 
-    def coverage(self, req: SearchRequest, seeds: Sequence[Page]) -> Coverage:
+    def coverage(self, req: SearchRequest, seeds: Sequence[Page],
+                 narrow: Narrowing | None = None) -> Coverage:
         """Whether the evidence pages hold the question's distinctive terms (answerable.py).
-        A literal hit holds the whole phrase; with variants, one covered wording is enough
-        (the first one's gaps are named otherwise)."""
-        if req.mode == "literal":
+        A literal hit holds the whole phrase, and a filtered listing is what was asked for;
+        with variants, one covered wording is enough (the first one's gaps are named
+        otherwise). -words are not the question's terms."""
+        if req.mode == "literal" or (narrow is not None and narrow.listing):
             return Coverage(True)
+        query = narrow.syntax.ranked if narrow is not None else req.query
         with self.lock:
             lookup = IndexLookup(self.index, seeds, approved_only=not req.include_drafts)
-            first = judge(req.query[:MAX_QUERY_CHARS], lookup)
+            first = judge(query[:MAX_QUERY_CHARS], lookup)
             if first.answerable or any(judge(v[:MAX_QUERY_CHARS], lookup).answerable
                                        for v in req.query_variants):
                 return Coverage(True)
@@ -303,19 +339,20 @@ class Searcher:
         guidance after it."""
         req.check()
         p = self.projection
-        blank = not req.query.strip()
-        evidence = [] if blank else self.search(req)
+        narrow = self.narrowing(req)
+        blank = not req.query.strip() and req.filters is None  # filters alone list pages
+        evidence = [] if blank else self._results(req, narrow)
         limitations = []
         if blank:
             limitations.append(EMPTY_QUERY)
         elif not evidence:
-            limitations.append(NO_EVIDENCE)
+            limitations.append(self._why_none(req, narrow))
         withheld = p.page_count - p.approved_page_count
         if not req.include_drafts and withheld > 0:
             limitations.append(f"{withheld} draft or unapproved page(s) were withheld.")
         # Evidence items carry their page's path: the pages themselves seed the graph.
         seeds = [p.pages[i] for item in evidence if (i := p.position.get(item["path"])) is not None]
-        coverage = self.coverage(req, seeds) if evidence else Coverage(False)
+        coverage = self.coverage(req, seeds, narrow) if evidence else Coverage(False)
         if coverage.missing:
             limitations.append(coverage.limitation())
         head = {
@@ -334,3 +371,10 @@ class Searcher:
         guidance = build_guidance(self.visible(req.include_drafts), p.layout.adapter, req.query,
                                   hubs=p.entry_pages(req.include_drafts))
         return head, seeds, guidance
+
+    def _why_none(self, req: SearchRequest, narrow: Narrowing) -> str:
+        """The limitation of a pack without evidence: the filters left no page at all, or no
+        page they (and the query's syntax) admit matched, or no page matched."""
+        if narrow.filtered and narrow.admits_none(_excluded_paths(self.projection, req.exclude_page_ids)):
+            return FILTERED_OUT
+        return NONE_ADMITTED_MATCH if narrow.filtered or narrow.syntax.constrains else NO_EVIDENCE

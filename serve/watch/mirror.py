@@ -188,6 +188,16 @@ class FolderMirror(TrackedFiles):
         return [label for label in ("raw", "sources")
                 if (f"{page_root}/{label}" if page_root else label) in self.dirs]
 
+    def modified_of(self, layout: Layout) -> Callable[[Page], float | None]:
+        """A page file's modification time (epoch seconds) as its record saw it, or None.
+        Read without the lock: one dict look-up, and strict freshness has brought the records
+        up to the request's snapshot before the request reads them."""
+        def modified(page: Page) -> float | None:
+            rel = f"{layout.page_root}/{page.path}" if layout.page_root else page.path
+            record = self.records.get(rel)
+            return None if record is None else record.stat.mtime_ns / 1e9
+        return modified
+
     def _build(self, counts_for: CountsFor | None) -> Projection:
         if self.layout is not None and self._layout_generation == self.generation:
             layout: Layout | None = self.layout

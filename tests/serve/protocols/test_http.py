@@ -63,7 +63,8 @@ CAPABILITIES = ["llmwiki_source_bundle", "llmwiki_context", "llmwiki_search", "l
                 "llmwiki_graph", "llmwiki_graph_neighbors", "llmwiki_source_refs",
                 "mcp-jsonrpc", "mcp-streamable-http", "llmwiki_retrieval_v1",
                 "llmwiki_agent_guided_lexical_v1",
-                "llmwiki_search_mode_lexical", "llmwiki_search_mode_literal"]
+                "llmwiki_search_mode_lexical", "llmwiki_search_mode_literal",
+                "llmwiki_search_filters_v1"]
 
 SAMPLE_SOURCE_ID = "sample-operations-wiki"
 SAMPLE_TITLE = "Sample Operations Wiki"
