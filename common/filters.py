@@ -178,3 +178,9 @@ def filters_schema(*, camel: bool = False) -> dict[str, Any]:
         properties[CAMEL[key] if camel else key] = {**schema, "description": HELP[key]}
     return {"type": "object", "additionalProperties": False, "properties": properties,
             "description": SUMMARY}
+
+
+def optional_filters_schema(*, camel: bool = False) -> dict[str, Any]:
+    """The object or null (a request's optional field)."""
+    schema = filters_schema(camel=camel)
+    return {"anyOf": [schema, {"type": "null"}], "description": schema["description"]}

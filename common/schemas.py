@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import WithJsonSchema
 
-from common.filters import QUERY_SYNTAX, filters_schema
+from common.filters import QUERY_SYNTAX, optional_filters_schema
 from common.guidance import MAX_QUERY_VARIANTS, RetrievalGuidance
 from common.limits import SEARCH_LIMIT, SNIPPET_CHARS, name_list
 
@@ -303,7 +303,7 @@ class QueryRequest(BaseModel):
     # POST /query only (an addition to the reference): false gives an empty graph.
     include_graph: bool = True
     # Checked by serve (common/filters.py), so that a bad one is a 400 naming the key, not a 422.
-    filters: Annotated[Any, WithJsonSchema(filters_schema())] = None
+    filters: Annotated[Any, WithJsonSchema(optional_filters_schema())] = None
 
     @field_validator("fields", mode="before")
     @classmethod

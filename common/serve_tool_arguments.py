@@ -17,9 +17,11 @@ from pydantic import (
     WrapValidator,
     model_validator,
 )
+from pydantic.json_schema import WithJsonSchema
 from pydantic_core import PydanticCustomError, PydanticUseDefault
 
 from common.booleans import coerce_bool
+from common.filters import FilterError, Filters, optional_filters_schema, parse_filters
 from common.guidance import MAX_QUERY_VARIANTS
 from common.limits import (
     DEFAULT_NEIGHBORHOOD_DEPTH,
@@ -154,6 +156,14 @@ def _variants(value: Any, _: str) -> list[str]:
 # -- the rules both surfaces share ------------------------------------------------------
 
 
+def _filters(value: Any, _: str) -> Filters | None:
+    """The same check on both surfaces (a filter is never read leniently: never ignored)."""
+    try:
+        return parse_filters(value)
+    except FilterError as exc:
+        raise user_error(str(exc)) from None
+
+
 def _clamped(limit: Limit) -> Callable[[Any, str], Any]:
     return lambda value, _: None if value is None else limit.clamp(value)
 
@@ -176,6 +186,7 @@ SearchLimit = Annotated[int, _rule(_whole, _clamped(SEARCH_LIMIT))]
 SnippetChars = Annotated[int | None, _rule(_whole, _clamped(SNIPPET_CHARS))]
 MinScore = Annotated[float | None, _rule(_min_score, _non_negative)]
 Variants = Annotated[list[str], _rule(_variants, _variants)]
+FiltersArg = Annotated[Any, _rule(after=_filters), WithJsonSchema(optional_filters_schema())]
 MaxChars = Annotated[int | None, _rule(_whole)]  # the read clamps it, as GET /read's
 GraphLimit = Annotated[int, _rule(_whole, _clamped(GRAPH_LIMIT))]
 Depth = Annotated[int, _rule(_whole, _clamped(NEIGHBORHOOD_DEPTH))]
@@ -216,6 +227,7 @@ class SearchArguments(ToolArguments):
     exclude_page_ids: Names = None
     query_variants: Variants = Field(default_factory=list, max_length=MAX_QUERY_VARIANTS,
                                      description=VARIANTS_HELP)
+    filters: FiltersArg = None
 
     @model_validator(mode="before")
     @classmethod

@@ -36,7 +36,8 @@ def _names(values: list[str] | None) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(p.strip() for v in values for p in v.split(",") if p.strip()))
 
 
-RETRIEVAL_ARGS = ("text", "limit", "mode", "fields", "snippet_chars", "min_score", "exclude_page_id")
+RETRIEVAL_ARGS = ("text", "limit", "mode", "fields", "snippet_chars", "min_score", "exclude_page_id",
+                  "filters")
 
 
 def _settings(args: argparse.Namespace, one_shot: bool) -> ServeSettings:
@@ -161,7 +162,8 @@ def _one_shot(args: argparse.Namespace, settings: ServeSettings, started: float)
             req = source.request(query=args.text, limit=args.limit, mode=args.mode,
                                  fields=_names(args.fields), snippet_chars=args.snippet_chars,
                                  min_score=args.min_score,
-                                 exclude_page_ids=_names(args.exclude_page_id) or ())
+                                 exclude_page_ids=_names(args.exclude_page_id) or (),
+                                 filters=args.filters)
             _print_json(source.context(req) if args.command == "query" else source.search(req))
         elif args.command == "manifest":
             _print_json(source.manifest(for_network=False))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
+from common.filters import FilterError, Filters, parse_filters
 from common.limits import SEARCH_LIMIT, SNIPPET_CHARS, Limit
 from common.version import __version__
 from serve.settings import OPTIONS
@@ -85,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
                                help="leave out results scoring below this (>= 0)")
         retrieval.add_argument("--exclude-page-id", action="append", default=None,
                                help="leave out this page (repeat or comma-separate)")
+        retrieval.add_argument("--filters", type=_filters, default=None, metavar="JSON",
+                               help="only pages these filters admit, as the request's `filters` "
+                                    "object: tags_any, tags_all, path_prefix, kinds (journal, "
+                                    "orientation, note), date_from, date_to (YYYY-MM-DD)")
         retrieval.add_argument("--source-id", dest="source_id", default=None, help=SOURCE_ID_HELP)
         retrieval.add_argument("--source-profile", dest="source_profile", default=None, help=PROFILE_HELP)
 
@@ -116,6 +122,15 @@ def _bounded_int(limit: Limit) -> Any:
             raise argparse.ArgumentTypeError(f"must be between {limit.low} and {limit.high}")
         return value
     return parse
+
+
+def _filters(text: str) -> Filters | None:
+    try:
+        return parse_filters(json.loads(text))
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not a JSON object: {exc.msg}") from None
+    except FilterError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _non_negative(text: str) -> float:

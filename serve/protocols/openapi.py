@@ -61,7 +61,10 @@ def _get(summary: str, ok: type[BaseModel] | dict[str, Any], params: list[dict[s
 
 
 def _post(summary: str, ok: type[BaseModel]) -> Operation:
-    responses = {"200": {"description": "OK", **json_body(ok)}, **ERRORS}
+    refused = {"description": "A request the service cannot honour: bad `filters` (an unknown key, "
+                              "a wrong type, a bad date, an unknown kind) or an unsupported mode",
+               **json_body(schemas.HttpDetailResponse)}
+    responses = {"200": {"description": "OK", **json_body(ok)}, "400": refused, **ERRORS}
     return {"summary": summary, "requestBody": {"required": False, **json_body(schemas.QueryRequest)},
             "responses": responses}
 
