@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 from common import schemas
 from common.bounded import Trimmed
+from common.filters import FilterError, filters_schema, parse_filters
 from common.guidance import MAX_QUERY_VARIANTS
 from common.limits import INTENT_LIMIT, INTENT_SNIPPET_CHARS
 
@@ -177,6 +180,23 @@ def _item(max_chars: int) -> Trimmed:
     return Trimmed(max_chars, "retrieval_item", words, words)
 
 
+def _filters(value: Any) -> JsonObject | None:
+    """`retrieval.search.filters`: serve's filters object in camelCase keys, checked by the same
+    rules (common/filters.py), kept as its camelCase JSON; None when it filters nothing."""
+    try:
+        parsed = parse_filters(value, camel=True, where="retrieval.search.filters")
+    except FilterError as exc:
+        raise PydanticCustomError("retrieval_filter", str(exc)) from None
+    return None if parsed is None else parsed.wire(camel=True)
+
+
+FILTERS_HELP = ("Narrow the pages each source searches (tagsAny, tagsAll, pathPrefix, kinds, dateFrom, "
+                "dateTo; serve's rules); sent only to sources that advertise llmwiki_search_filters_v1.")
+IntentFilters = Annotated[
+    JsonObject | None, BeforeValidator(_filters),
+    WithJsonSchema({**filters_schema(camel=True), "description": FILTERS_HELP})]  # optional: the object
+
+
 class RetrievalSearch(CamelModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=False, extra="forbid")
 
@@ -189,6 +209,7 @@ class RetrievalSearch(CamelModel):
         default=None, max_length=MAX_QUERY_VARIANTS, description=(
             "At most two lexical rewrites of the query; sent only to sources that advertise "
             "llmwiki_agent_guided_lexical_v1."))
+    filters: OptionalKey[IntentFilters] = None
 
 
 class RetrievalIntent(CamelModel):

@@ -34,8 +34,9 @@ class Discovery:
         labels = [f"{s.id} ({s.protocol})" for s in selected]
         plans = self.plans
         mode = [labels[i] for i in plans if not plans[i].mode_supported]
-        guided = [labels[i] for i in plans if plans[i].mode_supported and plans[i].diagnostic is not None]
-        return unsupported_message(intent, mode, guided) if mode or guided else None
+        guided = [labels[i] for i in plans if plans[i].mode_supported and not plans[i].guided_supported]
+        filters = [labels[i] for i in plans if not plans[i].filters_supported]
+        return unsupported_message(intent, mode, guided, filters) if mode or guided or filters else None
 
 
 async def discover(client_for: ClientFor,

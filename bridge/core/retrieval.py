@@ -11,10 +11,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from common.bridge_schemas import Diagnostic, Observation, RetrievalIntent
+from common.filters import FILTERS_CAPABILITY, parse_filters
 from common.guidance import MAX_QUERY_VARIANTS
 
 RETRIEVAL_V1 = "llmwiki_retrieval_v1"
 GUIDED_LEXICAL = "llmwiki_agent_guided_lexical_v1"
+UNFILTERED = ("The source does not advertise search filters; the bridge asked it without them, so its "
+              "evidence is not filtered.")
 
 
 class IntentError(ValueError):
@@ -35,6 +38,8 @@ def parse_intent(raw: Any, query: str) -> RetrievalIntent:
         where = ".".join(str(p) for p in first["loc"])
         if first["type"] == "extra_forbidden":
             raise IntentError(f"retrieval.{where} is not a supported retrieval field.") from None
+        if first["type"] == "retrieval_filter":  # its message names the filter key
+            raise IntentError(first["msg"]) from None
         if first["type"] == "retrieval_item":
             raise IntentError(f"retrieval.{where.rsplit('.', 1)[0]} {first['msg']}") from None
         raise IntentError(f"retrieval.{where} is invalid.") from None
@@ -63,6 +68,8 @@ class SourceRetrievalPlan:
     diagnostic: Diagnostic | None
     mode_supported: bool = True
     fallback: str = "lexical"  # A2A forwards the whole intent, fallback included
+    guided_supported: bool = True  # query variants asked for and advertised (or none asked for)
+    filters_supported: bool = True  # filters asked for and advertised (or none asked for)
 
 
 def plan_for(intent: RetrievalIntent, capabilities: Sequence[str], capability_source: str,
@@ -73,6 +80,8 @@ def plan_for(intent: RetrievalIntent, capabilities: Sequence[str], capability_so
     variants = (search.query_variants if search else None) or []
     mode_matched = RETRIEVAL_V1 in caps and f"llmwiki_search_mode_{mode}" in caps
     guided_matched = not variants or GUIDED_LEXICAL in caps
+    filters = parse_filters(search.filters, camel=True) if search is not None else None
+    filters_matched = filters is None or FILTERS_CAPABILITY in caps
     fields: dict[str, Any] = {}
     if mode_matched:
         fields["mode"] = mode
@@ -88,7 +97,9 @@ def plan_for(intent: RetrievalIntent, capabilities: Sequence[str], capability_so
                 fields["exclude_page_ids"] = excluded
             if variants and guided_matched:
                 fields["query_variants"] = variants
-    if mode_matched and guided_matched:
+            if filters is not None and filters_matched:
+                fields["filters"] = filters.wire()  # serve's snake_case
+    if mode_matched and guided_matched and filters_matched:
         return SourceRetrievalPlan(fields, None, fallback=intent.fallback)
     if not caps:
         status = "unknown"
@@ -96,10 +107,13 @@ def plan_for(intent: RetrievalIntent, capabilities: Sequence[str], capability_so
         status = "missing_retrieval_v1"
     elif not mode_matched:
         status = "missing_search_mode"
-    else:
+    elif not guided_matched:
         status = "missing_guided_lexical_v1"
+    else:
+        status = "missing_filters_v1"
     missing = (RETRIEVAL_V1 if RETRIEVAL_V1 not in caps
-               else f"llmwiki_search_mode_{mode}" if not mode_matched else GUIDED_LEXICAL)
+               else f"llmwiki_search_mode_{mode}" if not mode_matched
+               else GUIDED_LEXICAL if not guided_matched else FILTERS_CAPABILITY)
     observations = [("requestedMode", mode), ("appliedMode", mode if mode_matched else "legacy"),
                     ("fallback", intent.fallback), ("capabilityMatched", "false"),
                     ("capabilityStatus", status), ("capabilityMetadataSource", capability_source),
@@ -109,14 +123,27 @@ def plan_for(intent: RetrievalIntent, capabilities: Sequence[str], capability_so
         subject=re.sub(r"[^A-Za-z0-9]+", "_", source_id) or "source",
         retryable=False, observations=[Observation(name=n, value=v) for n, v in observations],
         remediation="Choose sources that advertise the requested retrieval capability.",
-        message="The source does not advertise the requested retrieval capability; the bridge used "
-                "the lexical fallback.")
-    return SourceRetrievalPlan(fields, diagnostic, mode_matched, intent.fallback)
+        message=UNFILTERED if missing == FILTERS_CAPABILITY else
+        "The source does not advertise the requested retrieval capability; the bridge used "
+        "the lexical fallback.")
+    return SourceRetrievalPlan(fields, diagnostic, mode_matched, intent.fallback,
+                               guided_supported=guided_matched, filters_supported=filters_matched)
 
 
 def unsupported_message(intent: RetrievalIntent, mode_unsupported: Sequence[str],
-                        guided_unsupported: Sequence[str]) -> str:
+                        guided_unsupported: Sequence[str], filters_unsupported: Sequence[str] = ()) -> str:
     """The `fallback: "none"` refusal: lists `<id> (<protocol>)` only, never URLs or the query."""
+    if not mode_unsupported and not guided_unsupported:
+        return (f"Retrieval filters require selected source(s) to advertise {FILTERS_CAPABILITY}: "
+                f"{', '.join(filters_unsupported)}. Omit filters, set fallback to lexical (those "
+                "sources are then asked without filters), or choose sources that advertise filters.")
+    also = (f" Retrieval filters also require selected source(s) to advertise {FILTERS_CAPABILITY}: "
+            f"{', '.join(filters_unsupported)}." if filters_unsupported else "")
+    return _unsupported(intent, mode_unsupported, guided_unsupported) + also
+
+
+def _unsupported(intent: RetrievalIntent, mode_unsupported: Sequence[str],
+                 guided_unsupported: Sequence[str]) -> str:
     guided = (f"llmwiki_agent_guided_lexical_v1: {', '.join(guided_unsupported)}.")
     if not mode_unsupported:
         return (f"Retrieval queryVariants require selected source(s) to advertise exact {guided} Omit "

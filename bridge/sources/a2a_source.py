@@ -16,6 +16,7 @@ from bridge.sources.base import BundleRead, ContextAnswer, SourceCallError
 from bridge.sources.client import TransportClient
 from bridge.sources.transport import SourceTransport, call_json, endpoint_url
 from bridge.support.text import safe_id
+from common.filters import CAMEL
 
 log = structlog.get_logger("llmwiki.bridge.sources")
 
@@ -88,6 +89,8 @@ def forwarded_retrieval(fields: Mapping[str, Any], fallback: str) -> dict[str, A
     retrieval: dict[str, Any] = {"schemaVersion": RETRIEVAL_SCHEMA, "searchMode": fields["mode"],
                                  "fallback": fallback}
     search = {camel: fields[snake] for snake, camel in _SEARCH_FIELDS if snake in fields}
+    if isinstance(fields.get("filters"), dict):  # the intent's own spelling, as it came in
+        search["filters"] = {CAMEL.get(key, key): value for key, value in fields["filters"].items()}
     if search:
         retrieval["search"] = search
     return retrieval

@@ -207,8 +207,10 @@ class SourceTools:
         plan = plan_for(intent, capabilities, basis, source.id, ids, source.protocol)
         if intent.fallback == "none" and (not plan.mode_supported or plan.diagnostic is not None):
             label = [f"{source.id} ({source.protocol})"]
-            raise ToolArgumentError(unsupported_message(intent, [] if plan.mode_supported else label,
-                                                        label if plan.mode_supported else []))
+            raise ToolArgumentError(unsupported_message(
+                intent, [] if plan.mode_supported else label,
+                label if plan.mode_supported and not plan.guided_supported else [],
+                [] if plan.filters_supported else label))
         notes = [plan.diagnostic] if plan.diagnostic is not None else []
         return dict(plan.fields), notes, set(capabilities)
 
