@@ -22,7 +22,13 @@ from serve.retrieval.guidance import build_guidance
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.items import project_fields, result, section_item, snippet, snippet_size
 from serve.retrieval.literal_bounds import literal_bounds, upper_scores
-from serve.retrieval.narrowing import FILTERED_OUT, NONE_ADMITTED_MATCH, Narrowing, no_modified
+from serve.retrieval.narrowing import (
+    FILTERED_OUT,
+    NONE_ADMITTED_MATCH,
+    Narrowing,
+    no_modified,
+    without_phrases,
+)
 from serve.retrieval.pairs import literal_haystack
 from serve.retrieval.question import asked_terms, question_terms
 from serve.retrieval.scoring import ROLE_MULTIPLIER
@@ -186,6 +192,9 @@ class Searcher:
         excluded = _excluded_paths(self.projection, req.exclude_page_ids)
         if narrow is not None:
             excluded |= narrow.refused()
+            if narrow.syntax.phrases:
+                with self.lock:
+                    excluded |= without_phrases(self.index, narrow.syntax.phrases)
 
         def ranked(leave_out: set[str]) -> list[Hit]:
             with self.lock:

@@ -157,3 +157,32 @@ def test_a_vault_page_takes_its_file_time_too(tmp_path: Path) -> None:
     source = open_source(root)
     assert ids(source, "", {"date_to": "2022-06-15"}) == ["process.plain"]
     source.close()
+
+
+def test_the_index_leaves_out_pages_that_cannot_hold_a_phrase(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A phrase whose words are everywhere but never side by side: no page text is read to
+    find that out (each page used to be read and refused in turn)."""
+    root = tmp_path / "many"
+    root.mkdir()
+    for n in range(60):
+        (root / f"page-{n}.md").write_text(
+            f"# Page {n}\n\nThe cache holds entries. Invalidation runs nightly for page {n}.\n",
+            encoding="utf-8")
+    (root / "answer.md").write_text("# Answer\n\nA cache invalidation happens on deploy.\n",
+                                    encoding="utf-8")
+    from serve.retrieval import narrowing
+
+    reads: list[str] = []
+    real = narrowing.satisfies
+    monkeypatch.setattr(narrowing, "satisfies", lambda page, syntax: (reads.append(page.path),
+                                                                      real(page, syntax))[1])
+    opened = open_source(root)
+    try:
+        assert ids(opened, 'cache "cache invalidation"', limit=5) == ["answer"]
+        assert reads == ["answer.md"], reads
+        reads.clear()
+        assert ids(opened, 'nightly "invalidation cache"', limit=5) == []
+        assert reads == [], reads
+    finally:
+        opened.close()
