@@ -31,7 +31,7 @@ from typing import Any
 
 from serve.errors import KnowledgeSourceError
 from tests.benchmarks import bench_retrieval
-from tests.benchmarks.harness import write_json_report
+from tests.benchmarks.harness import publish
 from tests.support import judged as J
 from tests.support import natural_sets as N
 from tests.support import real_folders as R
@@ -111,7 +111,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--set", dest="sets", action="append", choices=[*N.SETS, "all"],
                         help="judged sets to run (repeatable; default real-natural)")
     args = parser.parse_args(argv)
-    out = sys.stderr if args.json == "-" else sys.stdout
 
     real_root = R.extract()
     if real_root is None:
@@ -147,9 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "ndcg": round(s.ndcg, 4), "mrr": round(s.mrr, 4), "top": list(s.ranked_ids[:K]),
                  "relevant": dict(s.judgement.relevant)} for s in scores]
         report["engines"][name] = result
-    out.write(markdown(report))
-    if args.json:
-        write_json_report(report, args.json)
+    publish(markdown(report), report, args.json)
     return 0
 
 

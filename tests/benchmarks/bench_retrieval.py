@@ -44,7 +44,7 @@ from typing import Any
 from serve.snapshot.projection import Projection, orientation_order
 from serve.source.page import ROLE_RANK, Page
 from serve.watch.mirror import FolderMirror
-from tests.benchmarks.harness import write_json_report
+from tests.benchmarks.harness import publish
 from tests.support import judged as J
 
 K = 10
@@ -276,7 +276,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-tldr", action="store_true", help="skip the tldr corpus")
     parser.add_argument("--no-latency", action="store_true", help="skip the latency runs")
     args = parser.parse_args(argv)
-    out = sys.stderr if args.json == "-" else sys.stdout
 
     has_service = service_available()
     if args.engine == "service" and not has_service:
@@ -290,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_tldr:
         tldr_root = J.extract_tldr()
         if tldr_root is None:
-            print(f"note: {J.TLDR_TARBALL} not found, tldr set skipped", file=out)
+            print(f"note: {J.TLDR_TARBALL} not found, tldr set skipped", file=sys.stderr)
         else:
             judgements += J.load_judged(J.TLDR_SET)
 
@@ -330,9 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             engine.close()
 
-    out.write(markdown(report))
-    if args.json:
-        write_json_report(report, args.json)
+    publish(markdown(report), report, args.json)
     return 0
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.benchmarks.harness import write_json_report
+from tests.benchmarks.harness import publish
 from tests.support import judged as J
 from tests.support import natural_sets as N
 from tests.support import real_folders as R
@@ -168,10 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = {"machine": {"python": platform.python_version(), "platform": platform.platform()},
               "model": WORDLLAMA, "document": args.document, "mrr@10": figures,
               "embed_seconds": {k: round(v, 2) for k, v in timings.items()}}
-    out = sys.stderr if args.json == "-" else sys.stdout
-    out.write(markdown(report))
-    if args.json:
-        write_json_report(report, args.json)
+    publish(markdown(report), report, args.json)
     return 0
 
 

@@ -193,6 +193,14 @@ def log_tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
+def publish(text: str, report: Any, target: str | None) -> None:
+    """A benchmark's table, and its raw figures as JSON when asked (`--json [PATH]`): the table
+    goes to stderr when the JSON takes stdout."""
+    (sys.stderr if target == "-" else sys.stdout).write(text)
+    if target:
+        write_json_report(report, target)
+
+
 def write_json_report(report: Any, target: str) -> None:
     """The raw figures as JSON: to stdout for "-", else to the file `target`."""
     text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
