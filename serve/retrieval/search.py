@@ -15,7 +15,7 @@ import numpy as np
 from common.filters import Filters
 from serve.errors import UserError
 from serve.graph.budget import GRAPH_BYTES
-from serve.retrieval.answerable import Coverage, IndexLookup, judge
+from serve.retrieval.answerable import Coverage, IndexLookup, judge, quoted_phrases
 from serve.retrieval.bm25 import Hit
 from serve.retrieval.filters import Modified
 from serve.retrieval.guidance import build_guidance
@@ -356,6 +356,8 @@ class Searcher:
             limitations.append(EMPTY_QUERY)
         elif not evidence:
             limitations.append(self._why_none(req, narrow))
+            if narrow.syntax.phrases:  # name them, as a pack whose evidence lacks them does
+                limitations.append(Coverage(False, tuple(quoted_phrases(req.query))).limitation())
         withheld = p.page_count - p.approved_page_count
         if not req.include_drafts and withheld > 0:
             limitations.append(f"{withheld} draft or unapproved page(s) were withheld.")
