@@ -5,13 +5,15 @@ module says what each key means for one page."""
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
 from common.filters import FilterError, Filters, parse_filters, tag_key
 from serve.errors import UserError
-from serve.source.page import Page
+from serve.source.page import Page, tags_and_frontmatter_of
 
 ORIENTATION_ROLES = frozenset({"hot", "index", "overview"})
 JOURNAL_SEGMENTS = frozenset({"journal", "daily"})
@@ -96,10 +98,12 @@ def frontmatter_day(value: Any) -> date | None:
     return None
 
 
-def page_day(page: Page, adapter: str, modified: Modified) -> date | None:
+def page_day(page: Page, adapter: str, modified: Modified,
+             frontmatter: dict[str, Any] | None = None) -> date | None:
     """The page's date: its frontmatter's first date field that holds a date, else a journal's
     date from its file name, else the file's modification time (UTC)."""
-    frontmatter = page.frontmatter
+    if frontmatter is None:
+        frontmatter = page.frontmatter
     for name in DATE_FIELDS:
         if name in frontmatter and (day := frontmatter_day(frontmatter[name])) is not None:
             return day
@@ -120,6 +124,29 @@ def _has_tag(keys: frozenset[str], wanted: str, dotted: bool) -> bool:
                for key in keys)
 
 
+@dataclass(frozen=True, slots=True)
+class PageFacts:
+    """What the tag and date filters read of each visible page of a snapshot, made once for
+    all of them (pages left in the store are read in one pass, not each whole): tag keys
+    (one shared empty set for the many pages without tags) and days as ordinals (0: none)."""
+
+    tags: list[frozenset[str]]
+    days: array[int]
+
+    @classmethod
+    def of(cls, pages: Sequence[Page], adapter: str, modified: Modified) -> PageFacts:
+        tags: list[frozenset[str]] = []
+        days = array("l")
+        for page, (page_tags, frontmatter) in zip(pages, tags_and_frontmatter_of(pages), strict=True):
+            tags.append(frozenset(tag_key(tag) for tag in page_tags) if page_tags else NO_TAGS)
+            day = page_day(page, adapter, modified, frontmatter)
+            days.append(day.toordinal() if day is not None else 0)
+        return cls(tags, days)
+
+
+NO_TAGS: frozenset[str] = frozenset()
+
+
 class PageFilter:
     """One request's filters over one snapshot's pages: cheap keys (path, kind) first, then the
     ones that read a page's tags or frontmatter."""
@@ -129,21 +156,32 @@ class PageFilter:
         self.adapter = adapter
         self.modified = modified
 
-    def admits(self, page: Page) -> bool:
+    @property
+    def reads_pages(self) -> bool:
+        """Whether the filters read tags or dates (PageFacts), not only paths and kinds."""
+        f = self.filters
+        return any(v is not None for v in (f.tags_any, f.tags_all, f.date_from, f.date_to))
+
+    def admits(self, page: Page, facts: PageFacts | None = None, at: int = 0) -> bool:
+        """Whether the filters admit `page`; its tags and date from `facts` (its position
+        `at` there) when given, else from the page itself."""
         f = self.filters
         if f.path_prefix is not None and not page.path.startswith(f.path_prefix):
             return False
         if f.kinds is not None and kind_of(page, self.adapter) not in f.kinds:
             return False
         if f.tags_any is not None or f.tags_all is not None:
-            keys = frozenset(tag_key(tag) for tag in page.tags)
+            keys = facts.tags[at] if facts is not None else frozenset(tag_key(t) for t in page.tags)
             dotted = self.adapter == "dendron"
             if f.tags_any is not None and not any(_has_tag(keys, t, dotted) for t in f.tags_any):
                 return False
             if f.tags_all is not None and not all(_has_tag(keys, t, dotted) for t in f.tags_all):
                 return False
         if f.date_from is not None or f.date_to is not None:
-            day = page_day(page, self.adapter, self.modified)
+            if facts is not None:
+                day = date.fromordinal(facts.days[at]) if facts.days[at] else None
+            else:
+                day = page_day(page, self.adapter, self.modified)
             if day is None:
                 return False  # no date known: a date range cannot admit it
             if f.date_from is not None and day < f.date_from:

@@ -5,13 +5,13 @@ ranking and before the limit."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
 from common.filters import Filters
 from serve.retrieval.bm25 import Hit
-from serve.retrieval.filters import Modified, PageFilter
+from serve.retrieval.filters import Modified, PageFacts, PageFilter
 from serve.retrieval.index import LexicalIndex
 from serve.retrieval.literal_bounds import literal_bounds
 from serve.retrieval.query_syntax import parse_query, satisfies
@@ -60,11 +60,24 @@ class Narrowing:
         found: frozenset[str] | None = memo.get(key)
         if found is None:
             rule = PageFilter(self.filters, self.projection.layout.adapter, self.modified)
-            found = frozenset(page.path for page in self.projection.visible_pages(self.include_drafts)
-                              if not rule.admits(page))
+            pages = self.projection.visible_pages(self.include_drafts)
+            facts = self._facts(pages) if rule.reads_pages else None
+            found = frozenset(page.path for at, page in enumerate(pages)
+                              if not rule.admits(page, facts, at))
             if len(memo) < MEMO_ENTRIES:
                 memo[key] = found
         return found
+
+    def _facts(self, pages: Sequence[Page]) -> PageFacts:
+        """Every visible page's tags and date, made once per snapshot for every filter after
+        (a new tag or date range costs a pass over them, not a read of every page)."""
+        memo = self.projection.caches.results
+        key = ("filter facts", self.include_drafts)
+        facts: PageFacts | None = memo.get(key)
+        if facts is None:
+            facts = PageFacts.of(pages, self.projection.layout.adapter, self.modified)
+            memo[key] = facts  # before the bound: every filter of this snapshot needs it
+        return facts
 
     def admits_none(self, excluded: Collection[str] = ()) -> bool:
         """Whether the filters leave no visible page (besides those `excluded`)."""

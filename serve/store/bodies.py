@@ -35,6 +35,8 @@ _BODY = ("SELECT p.text_z FROM pages p JOIN files f ON f.rel = p.rel "
 # A page's tuple-valued fields are held in one JSON object (one decode per page read); the
 # others are columns, and section_table is its own table.
 LIST_FIELDS = ("source_refs", "tags", "links", "headings", "section_lines", "aliases")
+# What a pass over every row (Bodies.columns) may read: small columns, never a body.
+READABLE = frozenset(("summary", "frontmatter_json", "lists"))
 PAGE_COLUMNS = tuple(f for f in Page._fields
                      if f not in LIST_FIELDS and f not in ("section_table", "text_z"))
 _PAGE = (f"SELECT {', '.join(f'p.{name}' for name in PAGE_COLUMNS)}, p.lists "
@@ -110,22 +112,24 @@ class Bodies:
         """How many pages hold what they read (tests, observability)."""
         return len(self._keeping)
 
-    def summaries(self, bodies: Sequence[BodyRef]) -> list[str | None]:
-        """The summaries of the pages of `bodies` kept in this store, in one pass over its
-        rows; None for a body of another store, or whose row is now of other content, or
-        when the store cannot be read (its page is then read as ever)."""
+    def columns(self, bodies: Sequence[BodyRef], names: Sequence[str]) -> list[tuple[Any, ...] | None]:
+        """The columns `names` (of READABLE) of the pages of `bodies` kept in this store, in one
+        pass over its rows; None for a body of another store, or whose row is now of other
+        content, or when the store cannot be read (its page is then read as ever)."""
+        if not set(names) <= READABLE:
+            raise ValueError(f"not a column a pass may read: {sorted(set(names) - READABLE)}")
         wanted = {(b.rel, b.digest) for b in bodies if isinstance(b, StoredBody) and b.bodies is self}
-        found: dict[tuple[str, str], str] = {}
+        found: dict[tuple[str, str], tuple[Any, ...]] = {}
         if wanted:
             try:
                 with self.database.reading() as conn, transaction(conn, write=False):
-                    for rel, digest, summary in conn.execute(
-                            "SELECT p.rel, f.digest, p.summary FROM pages p "
-                            "JOIN files f ON f.rel = p.rel"):
+                    for rel, digest, *values in conn.execute(
+                            f"SELECT p.rel, f.digest, {', '.join(f'p.{n}' for n in names)} "
+                            "FROM pages p JOIN files f ON f.rel = p.rel"):
                         if (rel, digest) in wanted:
-                            found[rel, digest] = summary
+                            found[rel, digest] = tuple(values)
             except sqlite3.Error as exc:
-                log.warning("store_read_failed", part="summaries", error=type(exc).__name__,
+                log.warning("store_read_failed", part="columns", error=type(exc).__name__,
                             reason=str(exc)[:200])
         return [found.get((b.rel, b.digest)) if isinstance(b, StoredBody) else None
                 for b in bodies]
@@ -197,8 +201,8 @@ class StoredBody:
     def keep(self, page: StoredPage) -> None:
         self.bodies.keep(page)
 
-    def summaries(self, bodies: Sequence[BodyRef]) -> list[str | None]:
-        return self.bodies.summaries(bodies)
+    def columns(self, bodies: Sequence[BodyRef], names: Sequence[str]) -> list[tuple[Any, ...] | None]:
+        return self.bodies.columns(bodies, names)
 
     def hold(self, conn: sqlite3.Connection) -> None:
         """Read the body into memory from `conn` (a save's transaction, before it writes)."""
