@@ -11,15 +11,17 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any, Final
 
+from pydantic.alias_generators import to_camel
+
 KINDS: Final = ("journal", "orientation", "note")
 # What a source advertises when it takes `filters` and the query syntax (the bridge passes them
 # only to sources that do).
 FILTERS_CAPABILITY: Final = "llmwiki_search_filters_v1"
-# serve's spelling -> the bridge's (its retrieval intent is camelCase only, contract 3.5).
-CAMEL: Final = {"tags_any": "tagsAny", "tags_all": "tagsAll", "path_prefix": "pathPrefix",
-                "kinds": "kinds", "date_from": "dateFrom", "date_to": "dateTo"}
 LISTS: Final = ("tags_any", "tags_all", "path_prefix", "kinds")
 DATES: Final = ("date_from", "date_to")
+# serve's spelling -> the bridge's (its retrieval intent is camelCase only, contract 3.5), by the
+# alias generator its models use (common/bridge_schemas.py).
+CAMEL: Final = {key: to_camel(key) for key in (*LISTS, *DATES)}
 MAX_ENTRIES = 100  # entries of one list: far above what a caller narrows by
 MAX_ENTRY_CHARS = 512
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
