@@ -164,24 +164,25 @@ class PageFilter:
 
     def admits(self, page: Page, facts: PageFacts | None = None, at: int = 0) -> bool:
         """Whether the filters admit `page`; its tags and date from `facts` (its position
-        `at` there) when given, else from the page itself."""
+        `at` there), made for the page alone when not given."""
         f = self.filters
+        if facts is None and self.reads_pages:
+            facts, at = PageFacts.of((page,), self.adapter, self.modified), 0
         if f.path_prefix is not None and not page.path.startswith(f.path_prefix):
             return False
         if f.kinds is not None and kind_of(page, self.adapter) not in f.kinds:
             return False
         if f.tags_any is not None or f.tags_all is not None:
-            keys = facts.tags[at] if facts is not None else frozenset(tag_key(t) for t in page.tags)
+            assert facts is not None  # (reads_pages)
+            keys = facts.tags[at]
             dotted = self.adapter == "dendron"
             if f.tags_any is not None and not any(_has_tag(keys, t, dotted) for t in f.tags_any):
                 return False
             if f.tags_all is not None and not all(_has_tag(keys, t, dotted) for t in f.tags_all):
                 return False
         if f.date_from is not None or f.date_to is not None:
-            if facts is not None:
-                day = date.fromordinal(facts.days[at]) if facts.days[at] else None
-            else:
-                day = page_day(page, self.adapter, self.modified)
+            assert facts is not None  # (reads_pages)
+            day = date.fromordinal(facts.days[at]) if facts.days[at] else None
             if day is None:
                 return False  # no date known: a date range cannot admit it
             if f.date_from is not None and day < f.date_from:
