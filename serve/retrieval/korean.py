@@ -18,6 +18,8 @@ from typing import Any
 # suffixes (XSV, XSA), interjections and determiners say nothing about a page's topic.
 CONTENT = frozenset(("NNG", "NNP", "NR", "XR", "VV", "VA", "SH", "SL", "SN"))
 NOUNS = frozenset(("NNG", "NNP", "NR", "XR", "SH"))
+# Particles, endings, suffixes, the copula and symbols: what a word's stems are dressed in.
+DRESS = ("J", "E", "XS", "VCP", "S")
 NOUNISH = frozenset(("NNG", "NNP", "NR", "XR", "XSN", "SH"))  # parts of a noun as written
 CONTRACTED_ENDINGS = frozenset(("니다", "니까", "시다"))
 # The copula, the light verbs and -습니다, which the analyzer reads right: "문서입니다", "합니다".
@@ -105,4 +107,18 @@ def nouns(word: str) -> list[str]:
             if morpheme.surface not in out:
                 out.append(morpheme.surface)
             out.extend(form for form, tag in _parts(morpheme) if tag in NOUNS and form not in out)
+    return out
+
+
+def stems(word: str) -> list[str]:
+    """What one Hangul word is made of, particles and endings aside: its nouns, pronouns,
+    stems and adverbs ("무엇인가요" -> 무엇; "공유하려면" -> 공유; "따로" -> 따로)."""
+    try:
+        morphemes = _tagger().parse(word)
+    except Exception:  # noqa: BLE001 - an analyzer failure must not stop a search
+        return [word]
+    out: list[str] = []
+    for morpheme in morphemes:
+        out.extend(form for form, tag in _parts(morpheme)
+                   if not tag.startswith(DRESS) and form not in out)
     return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from serve.retrieval import korean
 from serve.retrieval.analyzer import analyze
 
 # Interrogatives, auxiliaries, pronouns and politeness words that questions are built from.
@@ -33,22 +34,16 @@ ENGLISH_FILLER = frozenset((
 # "which page …", "what is the name of …": a page is what every answer is.
 ENGLISH_FILLER_AFTER = {"which": frozenset(("page", "note", "doc", "document")),
                         "what": frozenset(("page", "note", "doc", "document"))}
-# Whole Korean words (after their particle or ending is taken off) that only ask.
-KOREAN_FILLER = frozenset((
-    "어떻게", "어떤", "어떠", "무엇", "무엇인", "무슨", "뭐", "뭔", "왜", "언제", "어디", "어느",
-    "누구", "누가", "얼마", "얼마나", "방법", "이유", "경우", "알려주", "알려", "궁금", "하나",
-    "해야", "하면", "할까", "되나", "있나", "있을까", "합니까", "주세요", "좋나", "해요",
-    "것", "수", "때", "좀", "혹시", "가능", "하나요", "되나요", "있나요", "좋나요", "할까요",
-    "좋을까요", "해야", "합니까", "주세요", "알려주세요", "되는", "있는", "하는", "없는",
+# Korean asks with stems and nouns, whatever their endings ("어떻게", "되나요", "싶은데",
+# "방법이"): a word whose stems (korean.py) are all among these only asks.
+KOREAN_ASKING = frozenset((
+    "어떻", "어떠", "어떤", "무엇", "뭐", "뭔", "무슨", "왜", "언제", "어디", "어느", "누구",
+    "누가", "얼마", "방법", "이유", "경우", "알", "알리", "궁금", "하나", "하", "되", "있", "싶",
+    "주", "좋", "것", "수", "때", "좀", "혹시", "가능", "나", "어", "가요", "원",
 ))
-# Verb endings of questions and requests, longest first: "미루려면" -> "미루". A one-syllable
-# ending must leave two syllables, so short content words are never cut to one.
-KOREAN_ENDINGS = (
-    "하려면", "되려면", "으려면", "하나요", "되나요", "인가요", "한가요", "할까요", "을까요",
-    "습니까", "합니까", "하세요", "해주세요", "주세요", "려면", "나요", "가요", "까요", "세요",
-    "해요", "어요", "아요", "하는", "되는", "하지", "하고", "해서", "하게", "하면", "하기",
-    "할", "한",
-)
+# Asking words mecab-ko-dic reads as nouns ("싶어요" and "해요" are titles in it; "가요",
+# songs, above, is "뭔가요" read so).
+KOREAN_MISREAD = frozenset(("해요", "싶어요", "주세요"))
 # Particles after a noun, longest first ("state를" -> "state", "작업을" -> "작업").
 KOREAN_PARTICLES = (
     "에서는", "으로는", "이라는", "에서", "으로", "에게", "까지", "부터", "처럼", "보다", "이란",
@@ -61,22 +56,12 @@ EDGE_PUNCT = "?!.,;:()[]{}\"'“”‘’「」『』？！。、"
 
 
 def _strip_hangul(word: str) -> str:
-    """A Korean word without its question ending ("" when it only asks)."""
-    if word in KOREAN_FILLER:
+    """A Korean word as written, or "" when it only asks. The word keeps its particle and
+    ending: the analyzer indexes it with and without them, and the form as written
+    ("이미지를" against "이미지로") tells apart pages that share the noun."""
+    stems = korean.stems(word)
+    if word in KOREAN_MISREAD or (stems and all(stem in KOREAN_ASKING for stem in stems)):
         return ""
-    for ending in KOREAN_ENDINGS:
-        if word.endswith(ending) and len(word) - len(ending) >= (2 if len(ending) == 1 else 1):
-            word = word[: -len(ending)]
-            break
-    bare = word
-    for particle in KOREAN_PARTICLES:
-        if word.endswith(particle) and len(word) - len(particle) >= 1:
-            bare = word[: -len(particle)]
-            break
-    if bare in KOREAN_FILLER:
-        return ""
-    # The particle stays: the analyzer indexes the word with and without it, and the form
-    # as written ("이미지를" against "이미지로") tells apart pages that share the noun.
     return word
 
 
@@ -94,7 +79,7 @@ def _content_token(token: str, previous: str) -> str:
     if mixed and not HANGUL_RE.match(mixed["head"][-1]):
         # A Latin word or identifier with a Korean particle on it: "useEffect와", "state를".
         tail = mixed["tail"]
-        if tail in KOREAN_PARTICLES or tail in KOREAN_ENDINGS or len(tail) == 1:
+        if tail in KOREAN_PARTICLES or len(tail) == 1 or not _strip_hangul(tail):
             return mixed["head"]
     return core
 

@@ -29,7 +29,7 @@ MIN_FILTERED = 20
 # (set, group) -> metric -> floor.
 FLOORS: dict[tuple[str, str], dict[str, float]] = {
     ("paraphrase", "all"): {"mrr@10": 0.41},
-    ("korean", "all"): {"mrr@10": 0.74},  # 0.739 before the Korean analyzer, 0.758 after
+    ("korean", "all"): {"mrr@10": 0.76},  # 0.739 first, 0.758 with mecab-ko, 0.778 by question stems
     ("numbers", "all"): {"mrr@10": 0.83},  # 0.774 first, 0.833 with number forms, 0.856 with mecab-ko
 }
 # Issue 27's targets: MRR@10 overall and in Korean, the answering page in the top 3, numbers.

@@ -21,14 +21,20 @@ def test_english_question_words_are_dropped() -> None:
         == analyze("difference between block embed block reference")
 
 
-def test_korean_endings_and_question_words_are_dropped() -> None:
-    # Question words go with their particles; a noun keeps its particle (the analyzer indexes
-    # both forms); a Latin word loses it.
-    assert content_text("작업을 내일로 미루려면 어떻게 하나요?") == "작업을 내일로 미루"
+def test_korean_question_words_are_dropped_by_their_stems() -> None:
+    # A word goes when what it is made of only asks (mecab-ko's stems, whatever the ending:
+    # "무엇인가요", "하나요", "해야"); a content word keeps its particle and ending (the
+    # analyzer indexes its stem beside it); a Latin word loses its particle.
+    assert content_text("작업을 내일로 미루려면 어떻게 하나요?") == "작업을 내일로 미루려면"
+    assert "미루" in question_terms("작업을 내일로 미루려면 어떻게 하나요?")
     assert content_text("휴가를 가기 전에 무엇을 해야 하나요?") == "휴가를 가기 전에"
     assert content_text("useEffect와 useLayoutEffect의 차이는 무엇인가요?") == \
         "useEffect useLayoutEffect 차이는"
-    assert content_text("컴포넌트 사이에 state를 공유하려면") == "컴포넌트 사이에 state 공유"
+    assert content_text("컴포넌트 사이에 state를 공유하려면") == "컴포넌트 사이에 state 공유하려면"
+    # Adverbs and pronouns that carry content stay ("아무것도 안": render nothing).
+    assert content_text("화면에 아무것도 안 그리게 하려면 뭘 해야 돼요?") == "화면에 아무것도 안 그리게"
+    # Words the dictionary reads as names ("해요", "싶어요") still only ask.
+    assert content_text("파일을 압축하고 싶어요. 어떻게 해요?") == "파일을 압축하고"
 
 
 def test_framing_words_are_dropped() -> None:
