@@ -47,6 +47,10 @@ LATIN_HANGUL_RE = re.compile(r"^([\x21-\x7e]+)[\uac00-\ud7a3]+$")
 ALPHA_RE = re.compile(r"[^\W\d_]{3,}")  # the words of an identifier beside its numbers
 CJK_RE = re.compile(r"^[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+$")
 EDGE = "?!.,;:()[]{}\"'“”‘’「」『』？！。、"
+CURRENCY = "$€£¥₩"  # "$1.5k" is the amount 1500, as "1,500" on the page
+# A major version as written and its bare number: "v17" is also "React 17" (not "9.0.0": a
+# release is named whole, and a bare 9 is on any page).
+MAJOR_RE = re.compile(r"[vV](\d+)")
 # Terms on nearly any page written in Korean (endings and particles): a folder indexed
 # under none of them has no Korean pages.
 SCRIPT_PROBES = {"hangul": ("니다", "하는", "에서", "있는", "으로")}
@@ -122,6 +126,8 @@ def content_words(query: str) -> list[Term]:
     for raw in content_text(unquoted).split():
         word = raw.strip(EDGE)
         first = word == first_word
+        if word[:1] in CURRENCY and word[1:2].isdigit():
+            word = word[1:]
         if (latin := LATIN_HANGUL_RE.match(word)) is not None:
             word = latin[1].strip(EDGE)
         key = word.casefold()
@@ -152,8 +158,11 @@ def quoted_phrases(query: str) -> list[str]:
 
 def _found(word: Term, has: Callable[[str], bool]) -> bool:
     """Whether the word is indexed where `has` looks (see _share), or, for a word holding
-    numbers, its numbers in normal form and its other words are."""
+    numbers, its numbers in normal form and its other words are; a major version ("v17")
+    also by its bare number."""
     if _share(word, lambda term: 1.0 if has(term) else 0.0) > 0.0:
+        return True
+    if (major := MAJOR_RE.fullmatch(word.text)) is not None and has(major[1]):
         return True
     return bool(word.numbers) and all(has(term) for term in (*word.numbers, *word.words))
 

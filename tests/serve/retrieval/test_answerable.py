@@ -126,6 +126,18 @@ def test_a_name_no_evidence_page_has_is_missing() -> None:
     assert "Angular" in korean.missing
 
 
+def test_an_amount_and_a_major_version_are_found_as_the_page_writes_them() -> None:
+    # "$1.5k" is the amount 1500, as a page writing "$1,500" is indexed.
+    words = ("learn", "budget", "person", "year")
+    budget = lookup(*words, "1500", evidence=(*words, "1500"))
+    assert judge("Is the learning budget $1.5k per person per year?", budget).answerable
+    assert judge("Is the learning budget $2k per person per year?", budget).missing == ("2k",)
+    # "v17" is also React 17; a release written whole ("9.0.0") is not found by a bare 9.
+    react = lookup("react", "17", "9", "compil", "work", evidence=("react", "17", "9", "compil", "work"))
+    assert judge("Does the compiler work with React v17?", react).answerable
+    assert judge("Does the compiler work with React 9.0.0?", react).missing == ("9.0.0",)
+
+
 def test_the_words_on_most_pages_of_a_folder_are_not_specific() -> None:
     # "tasks" is on most pages of a Tasks folder: it does not make the question specific.
     question = "Does tasks support outlook calendars and gantt charts?"  # no names (above)
