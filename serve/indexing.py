@@ -11,7 +11,10 @@ from serve.retrieval.filters import Modified
 from serve.retrieval.index import COMPACT_DEAD_SHARE, LexicalIndex
 from serve.retrieval.narrowing import no_modified
 from serve.retrieval.search import Searcher
+from serve.snapshot import graph
 from serve.snapshot.projection import Projection
+from serve.store.database import Database
+from serve.store.link_index import StoredLinks
 from serve.store.search_index import Pending, StoredIndex, Views
 from serve.support.memory import release_free_memory
 
@@ -19,10 +22,12 @@ from serve.support.memory import release_free_memory
 class IndexKeeper:
     """One folder's search index. It grows in place, so syncing it and reading it must not
     interleave: every use holds `lock` (the start-up warm-up and literal scans run in worker
-    threads). `stored` is the store's copy, tried once at the first sync."""
+    threads). `stored` is the store's copy, tried once at the first sync; `links` the
+    store's link index, taken with the link views."""
 
-    def __init__(self, stored: StoredIndex | None) -> None:
-        self.stored = stored
+    def __init__(self, store: Database | None) -> None:
+        self.stored = StoredIndex(store) if store is not None else None
+        self.links = StoredLinks(store) if store is not None else None
         self.index = LexicalIndex()
         self.lock = threading.Lock()
         self.indexed: Projection | None = None  # the snapshot the index was last synced to
@@ -30,6 +35,7 @@ class IndexKeeper:
         self.build_seconds = 0.0
         self.origin: Literal["cache", "built", ""] = ""
         self._stored_tried = False
+        self._restored: Projection | None = None  # the snapshot whose index the store held
 
     @property
     def ready(self) -> bool:
@@ -71,12 +77,45 @@ class IndexKeeper:
 
     def save(self) -> None:
         """Keep the index in the store when it is a bulk build of the snapshot it serves
-        (after edits it is not: the next start builds it again)."""
+        (after edits it is not: the next start builds it again), and the snapshot's link
+        index (see _save_links). After a restart, the first save (after the warm-up: the
+        first answer does not wait for it) reads the link index of the restart's snapshot."""
+        restored, self._restored = self._restored, None
+        if restored is not None:
+            self._adopt_links(restored)
         with self.lock:
             indexed = self.indexed
             pending = self._pending(indexed) if indexed is not None else None
         if pending is not None:
             self._write(pending, self.lock)
+            del pending
+        if indexed is not None:
+            self._save_links(indexed)
+
+    def _adopt_links(self, projection: Projection) -> None:
+        if self.links is not None:
+            found = self.links.load(projection.signature, projection.pages, projection.position,
+                                    projection.lookup, _source_root(projection))
+            if found is not None:
+                graph.adopt_links(projection, found)
+
+    def _save_links(self, projection: Projection) -> None:
+        """Keep the link index of `projection` beside its index in the store (a restart takes
+        it with the link views), so that a restart's first added, deleted or renamed page
+        derives the next one from it. Made here when every fragment is in memory (a start
+        that parsed the folder); else only one made already is kept (reading every fragment
+        back from the store would hold them all in memory)."""
+        if (self.links is None or self.stored is None or projection.signature == self.links.saved_signature
+                or projection.signature != self.stored.saved_signature):
+            return
+        links = graph.built_links(projection)
+        if links is not None:
+            self.links.save(projection.signature, projection.pages, projection.position, links)
+        elif projection.fragments.missing == 0 and self.links.save(
+                projection.signature, projection.pages, projection.position, graph.new_links(projection)):
+            # Built for the store and let go: the snapshot takes the store's mapped tables,
+            # which hold no object per key (30 MB less at 20,000 pages than the index built).
+            self._adopt_links(projection)
 
     def _sync(self, projection: Projection) -> None:
         """Bring the index up to `projection` (under the lock): from the store the first time,
@@ -90,6 +129,7 @@ class IndexKeeper:
                 self.index, views = stored.index, stored.views
                 if views is not None:  # the snapshot's own index
                     projection.adopt_link_views(views.incoming, views.owners, views.lookup)
+                    self._restored = projection  # its link index is read after the warm-up
                 self.index.update(stored.missing)  # pages changed since it was written
                 indexed = projection
                 self.origin = "cache"
@@ -126,6 +166,10 @@ class IndexKeeper:
                 self.stored.share(pending, self.index)
         del pending
         release_free_memory()
+
+
+def _source_root(projection: Projection) -> str:
+    return str(projection.layout.metadata.get("source_root", "."))
 
 
 def _edits_since(indexed: Projection, projection: Projection) -> set[str] | None:

@@ -50,7 +50,6 @@ from serve.source.git_head import head_commit
 from serve.source.handles import parse_handle
 from serve.store.database import Database, default_cache_dir
 from serve.store.files import FileRecords
-from serve.store.search_index import StoredIndex
 from serve.support.memory import release_free_memory
 from serve.watch.early_read import EarlyRead
 from serve.watch.freshness import Freshness
@@ -113,7 +112,7 @@ class KnowledgeSource:
             # records, but not counted as loaded, so the cache is written after that scan.
             self.freshness.mirror.pending.append(early.records)
         self._saved_generation = -1
-        self.indexing = IndexKeeper(StoredIndex(self.store) if self.store is not None else None)
+        self.indexing = IndexKeeper(self.store)
         # Set once the start-up warm-up has run (the HTTP service runs it; a one-shot never
         # asks): /health says ready only then, when the first query need not build anything,
         # and READY=1 waits on it.

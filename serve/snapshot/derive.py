@@ -105,9 +105,11 @@ def derive_pages(parent: Projection, gone: Iterable[str], added: Sequence[tuple[
     if not graph.indexable(parent):
         return None
     gone = set(gone)
-    # Whichever way it is derived, the next snapshot's link index needs every fragment: made
-    # here, so the next snapshot's entries are those the parent's index is made from.
-    parent.fragments.complete()
+    if graph.built_links(parent) is None:
+        # The parent's link index is built from every fragment (below): made here, so the
+        # next snapshot's entries are those it is made from. A link index taken from the
+        # store needs only the fragments of the pages the change touches, made when asked.
+        parent.fragments.complete()
     pages, fragments = list(parent.pages), parent.fragments.entries()
     removed: list[tuple[Page, Fragment]] = []
     for index in sorted((parent.position[path] for path in gone), reverse=True):

@@ -43,10 +43,14 @@ def links(snapshot: Projection) -> LinkIndex:
     """The link index (built on first use, or derived from the parent snapshot's)."""
     caches = snapshot.caches
     if caches.links is None:
-        caches.links = LinkIndex.build(snapshot.pages, snapshot.fragments,
-                                       snapshot.layout.metadata.get("source_root", "."),
-                                       lookup(snapshot))
+        caches.links = new_links(snapshot)
     return caches.links
+
+
+def new_links(snapshot: Projection) -> LinkIndex:
+    """A link index of the snapshot built from every page (not kept by it)."""
+    return LinkIndex.build(snapshot.pages, snapshot.fragments,
+                           snapshot.layout.metadata.get("source_root", "."), lookup(snapshot))
 
 
 def lookup(snapshot: Projection) -> Mapping[str, Page]:
@@ -116,6 +120,19 @@ def adopt_link_views(snapshot: Projection, incoming: Mapping[str, list[int]], ow
     if caches.incoming is None:
         caches.incoming = incoming
     caches.owners.setdefault(False, owners)
+
+
+def adopt_links(snapshot: Projection, index: LinkIndex) -> None:
+    """The snapshot's link index, taken from the store (which checked it against the
+    snapshot's signature and pages), unless one was made already."""
+    caches = snapshot.caches
+    if caches.links is None:
+        caches.links = index
+
+
+def built_links(snapshot: Projection) -> LinkIndex | None:
+    """The link index if made (or taken from the store) already: it is not made here."""
+    return snapshot.caches.links
 
 
 def facts(snapshot: Projection) -> dict[str, list[SidecarFact]]:

@@ -29,8 +29,9 @@ log = structlog.get_logger("llmwiki.serve.store")
 # views' backlinks and lookup keys as arrays there too (serve/graph/link_tables.py); 8: a
 # file's parse options apart from its page path; 9: the index's terms as a string table there;
 # 10: numbers analysed in their normal form too (serve/retrieval/numbers.py); 11: Korean
-# words by their morphemes (serve/retrieval/korean.py)
-SCHEMA_VERSION = 11
+# words by their morphemes (serve/retrieval/korean.py); 12: the link index's tables
+# (serve/store/link_index.py)
+SCHEMA_VERSION = 12
 # sqlite3's "application_id": a database file of another program is never taken for ours.
 APPLICATION_ID = 0x6C6C7731  # "llw1"
 BUSY_TIMEOUT_MS = 5000  # another serve process's write in progress: wait, then give up
@@ -90,6 +91,11 @@ CREATE TABLE IF NOT EXISTS index_arrays (
     file TEXT NOT NULL, sha256 BLOB NOT NULL  -- the array's file (serve/store/array_files.py)
 );
 CREATE TABLE IF NOT EXISTS index_json (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS link_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS link_arrays (
+    name TEXT PRIMARY KEY, dtype TEXT NOT NULL, shape TEXT NOT NULL,
+    file TEXT NOT NULL, sha256 BLOB NOT NULL  -- the link index's tables (serve/store/link_index.py)
+);
 """
 
 
@@ -124,6 +130,7 @@ class Database:
             raise ValueError("the store's directory must be outside the served root")
         self.path = store_path(cache_dir, root)
         self.arrays = ArrayFiles(self.path.with_suffix(".arrays"))
+        self.link_arrays = ArrayFiles(self.path.with_suffix(".links"))  # serve/store/link_index.py
         self.identity = {"version": __version__, "root": str(root), **identity}
         self.mode = "disk"
         self.failing = False  # the last write failed (a full disk, say): logged, tried again
@@ -236,6 +243,7 @@ class Database:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
         self.arrays.remove_all()
+        self.link_arrays.remove_all()
 
     def _to_memory(self, exc: BaseException) -> None:
         log.warning("store_in_memory", reason="the cache directory cannot hold the store",

@@ -59,6 +59,12 @@ class StringTable:
             at += 1
         return -1
 
+    def string(self, sid: int) -> str:
+        """The string with id `sid`."""
+        ends = self._ends
+        first = int(ends[sid - 1]) if sid else 0
+        return self._bytes[first:int(ends[sid])].tobytes().decode("utf-8", "surrogatepass")
+
     def strings(self, *, backwards: bool = False) -> Iterator[str]:
         """Every string, by id (last first when `backwards`), without a search each."""
         raw, ends = self._bytes.tobytes(), self._ends.tolist()

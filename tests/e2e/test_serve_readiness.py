@@ -207,6 +207,18 @@ def counts_of(url: str) -> tuple[int, int, int]:
     return projection["page_count"], projection["graph_node_count"], projection["graph_edge_count"]
 
 
+def logged(service: Service, event: str) -> dict[str, Any]:
+    """The first log line of `event`, waited for (bounded) as the service writes it."""
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        found = [line for line in service.log_events() if line.get("event") == event]
+        if found:
+            return found[0]
+        assert service.process.poll() is None, service.logs()
+        time.sleep(0.05)
+    raise AssertionError(f"no {event} logged: {service.logs()}")
+
+
 def store_written(run: Path, folder: Path, cache: Path) -> None:
     """A first start that writes the store for the restarts a test makes, and stops."""
     first = start(run, folder, cache)
@@ -218,16 +230,18 @@ def store_written(run: Path, folder: Path, cache: Path) -> None:
 
 def test_pages_added_and_deleted_after_a_restart_show_as_a_fresh_start_shows_them(
         tmp_path: Path, folder: Path) -> None:
-    """A restart starts from the restart cache's link views, not from a link index, and reads
-    no page's graph fragment: the pages that come and go after it, and the typed edges of a
-    graph/graph.json written then, must still be linked, counted and shown in context packs
-    and the whole graph exactly as a service started afresh on the changed folder shows them."""
+    """A restart starts from the restart cache's link views and maps its link index, and
+    reads no page's graph fragment: the pages that come and go after it (each deriving the
+    next link index from the mapped one), and the typed edges of a graph/graph.json written
+    then, must still be linked, counted and shown in context packs and the whole graph exactly
+    as a service started afresh on the changed folder shows them."""
     cache = tmp_path / "cache"
     store_written(tmp_path / "first", folder, cache)
     questions = ("quokka newcomer", "topic 5 rollback", "topic 9 signing", "topic 11 vault")
     warm = start(tmp_path / "warm", folder, cache)
     try:
         assert check_ready(warm, readiness_answers(warm))["index_origin"] == "cache"
+        logged(warm, "link_index_loaded")  # read after the warm-up, before the changes below
         pages, nodes, edges = counts_of(warm.url)
         newcomer = folder / "topics" / "newcomer.md"
         newcomer.write_text("---\ntitle: Quokka Newcomer\n---\n# Quokka Newcomer\n\nSee "
@@ -312,10 +326,11 @@ def check_ready_count(service: Service) -> int:
 
 
 def assert_only_the_store(cache: Path) -> None:
-    """The cache directory holds the store's file and its index's array files, and nothing
-    else (no -wal left once serve has stopped)."""
+    """The cache directory holds the store's file, its index's and its link index's array
+    files, and nothing else (no -wal left once serve has stopped)."""
     path = store_file(cache)
-    assert sorted(p.name for p in cache.iterdir()) == sorted([path.name, arrays_of(path).name])
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        [path.name, arrays_of(path).name, path.with_suffix(".links").name])
 
 
 def store_file(cache: Path) -> Path:
