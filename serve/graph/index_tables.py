@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import ItemsView, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -25,7 +25,38 @@ DTYPES = {**{f"{name}_{part}": dtype for name in (*KEY_MAPS, "node") for part, d
           **{f"{name}_pages": "int32" for name in (*KEY_MAPS, "refs")}, "targets_nodes": "int32"}
 
 
-class PathLists(FromGet, Mapping[str, tuple[str, ...]]):
+class Paths(Sequence[str]):
+    """The paths of pages listed by position, made as they are read: a hub's or a tag's
+    referrers are thousands, and most readers want the first visible one."""
+
+    __slots__ = ("_pages", "_rows")
+    CHUNK = 256
+
+    def __init__(self, pages: Sequence[Page], rows: np.ndarray) -> None:
+        self._pages, self._rows = pages, rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return Paths(self._pages, self._rows[index])
+        return self._pages[int(self._rows[index])].path
+
+    def __iter__(self) -> Iterator[str]:
+        pages, rows = self._pages, self._rows
+        for first in range(0, len(rows), self.CHUNK):
+            for i in rows[first:first + self.CHUNK].tolist():
+                yield pages[i].path
+
+
+class PathLists(FromGet, Mapping[str, Sequence[str]]):
     """Key -> the paths of the pages listed for it, read from the tables in place."""
 
     __slots__ = ("_pages", "_keys", "_start", "_rows")
@@ -37,9 +68,9 @@ class PathLists(FromGet, Mapping[str, tuple[str, ...]]):
         row = self._keys.find(key) if isinstance(key, str) else -1
         return self._paths(row) if row >= 0 else default
 
-    def _paths(self, row: int) -> tuple[str, ...]:
-        pages, start = self._pages, self._start
-        return tuple(pages[i].path for i in self._rows[int(start[row]):int(start[row + 1])].tolist())
+    def _paths(self, row: int) -> Paths:
+        start = self._start
+        return Paths(self._pages, self._rows[int(start[row]):int(start[row + 1])])
 
     def __iter__(self) -> Iterator[str]:
         return self._keys.strings()
@@ -47,14 +78,14 @@ class PathLists(FromGet, Mapping[str, tuple[str, ...]]):
     def __len__(self) -> int:
         return len(self._keys)
 
-    def items(self) -> ItemsView[str, tuple[str, ...]]:
+    def items(self) -> ItemsView[str, Sequence[str]]:
         return _Items(self)
 
-    def _pairs(self) -> Iterator[tuple[str, tuple[str, ...]]]:
+    def _pairs(self) -> Iterator[tuple[str, Sequence[str]]]:
         return ((key, self._paths(row)) for row, key in enumerate(self._keys.strings()))
 
 
-class TargetLists(FromGet, Mapping[str, tuple[str, ...]]):
+class TargetLists(FromGet, Mapping[str, Sequence[str]]):
     """Page path -> the node ids its edges point at, read from the tables in place."""
 
     __slots__ = ("_pages", "_position", "_nodes", "_start", "_rows")
@@ -78,27 +109,27 @@ class TargetLists(FromGet, Mapping[str, tuple[str, ...]]):
     def __len__(self) -> int:
         return len(self._pages)
 
-    def items(self) -> ItemsView[str, tuple[str, ...]]:
+    def items(self) -> ItemsView[str, Sequence[str]]:
         return _Items(self)
 
-    def _pairs(self) -> Iterator[tuple[str, tuple[str, ...]]]:
+    def _pairs(self) -> Iterator[tuple[str, Sequence[str]]]:
         return ((page.path, self._targets(at)) for at, page in enumerate(self._pages))
 
 
-class _Items(ItemsView[str, tuple[str, ...]]):
+class _Items(ItemsView[str, Sequence[str]]):
     """Every key with its value, in one pass over the tables (an overlay folding its changes
     into a new base copies its base so)."""
 
     _mapping: PathLists | TargetLists
 
-    def __iter__(self) -> Iterator[tuple[str, tuple[str, ...]]]:
+    def __iter__(self) -> Iterator[tuple[str, Sequence[str]]]:
         return self._mapping._pairs()
 
 
 def mapped(arrays: Mapping[str, np.ndarray], pages: Sequence[Page],
-           position: Mapping[str, int]) -> dict[str, Mapping[str, tuple[str, ...]]]:
+           position: Mapping[str, int]) -> dict[str, Mapping[str, Sequence[str]]]:
     """The maps of tables checked by check_tables: own, alias, linkers, refs and targets."""
-    out: dict[str, Mapping[str, tuple[str, ...]]] = {
+    out: dict[str, Mapping[str, Sequence[str]]] = {
         name: PathLists(pages, StringTable(arrays, name + "_"), arrays[name + "_start"],
                         arrays[name + "_pages"]) for name in KEY_MAPS}
     nodes = StringTable(arrays, "node_")

@@ -199,9 +199,9 @@ class LinkIndex:
     __slots__ = ("lookup", "own", "alias", "linkers", "targets", "refs", "member_nodes",
                  "segment_edges", "source_root", "memo")
 
-    def __init__(self, lookup: Mapping[str, Page], own: Overlay[tuple[str, ...]],
-                 alias: Overlay[tuple[str, ...]], linkers: Overlay[tuple[str, ...]],
-                 targets: Overlay[tuple[str, ...]], refs: Overlay[tuple[str, ...]],
+    def __init__(self, lookup: Mapping[str, Page], own: Overlay[Sequence[str]],
+                 alias: Overlay[Sequence[str]], linkers: Overlay[Sequence[str]],
+                 targets: Overlay[Sequence[str]], refs: Overlay[Sequence[str]],
                  member_nodes: int, segment_edges: int, source_root: str,
                  memo: dict[str, Segment] | None = None) -> None:
         self.lookup = lookup
@@ -337,7 +337,7 @@ class LinkIndex:
         return found
 
     def first_visible(self, nid: str, visible: Callable[[str], bool]) -> str | None:
-        paths: tuple[str, ...] = self.refs.get(nid, ())
+        paths: Sequence[str] = self.refs.get(nid, ())
         for path in paths:
             if visible(path):
                 return path

@@ -184,6 +184,9 @@ def derive_pages(parent: Projection, gone: Iterable[str], added: Sequence[tuple[
         if (side is not None and not changed_keys & side.keys and not changed_ids & side.asked
                 and not stale & graph.facts(parent).keys()):
             caches.sidecar = side  # no fact's end resolves, or is proposed, differently
+        facts = before.facts
+        if facts is not None and not changed_keys & before.sidecar_keys and not touched & facts.keys():
+            caches.facts = facts  # each fact's ends are the same page objects
     derived = dataclasses.replace(
         parent, pages=placed, fragments=kept, signature=signature,
         raw_labels=tuple(raw_labels), diagnostics=tuple(diagnostics), description=description,
