@@ -19,6 +19,7 @@ from serve.retrieval import korean, numbers
 COMPOUND_RE = re.compile(r"\w+(?:[._\-/:@#+]+\w+)*")
 CONNECTOR_RE = re.compile(r"[._\-/:@#+]+")
 DIGIT_RE = re.compile(r"\d")
+HANGUL_RE = re.compile(r"[\uac00-\ud7a3]")
 CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 # Scripts inside a word: Hangul syllables, CJK ideographs and kana, everything else.
 SCRIPT_RE = re.compile(
@@ -45,11 +46,12 @@ def stem(word: str) -> str:
     return str(stemmer.stemWord(word))
 
 
-def _hangul_terms(run: str) -> Iterator[str]:
+def _hangul_terms(run: str, morphology: bool = True) -> Iterator[str]:
     """A Korean word as written and its nouns and stems by the morphological analyzer
     (korean.py): "컴포넌트를" is also 컴포넌트, "동기화하려면" 동기 and 동기화."""
     yield run
-    yield from (term for term in korean.word_terms(run) if term != run)
+    if morphology:
+        yield from (term for term in korean.word_terms(run) if term != run)
 
 
 def _cjk_terms(run: str) -> Iterator[str]:
@@ -62,14 +64,14 @@ def _cjk_terms(run: str) -> Iterator[str]:
         yield run[i : i + 2]
 
 
-def _word_terms(word: str) -> Iterator[str]:
+def _word_terms(word: str, morphology: bool = True) -> Iterator[str]:
     """Terms of one connector-free word, which may mix scripts ("3차", "v2版")."""
     pieces = [(m.lastgroup, m.group()) for m in SCRIPT_RE.finditer(word)]
     if len(pieces) > 1:
         yield word.lower()
     for kind, piece in pieces:
         if kind == "hangul":
-            yield from _hangul_terms(piece)
+            yield from _hangul_terms(piece, morphology)
         elif kind == "cjk":
             yield from _cjk_terms(piece)
         else:
@@ -96,16 +98,17 @@ def _latin_terms(piece: str) -> Iterator[str]:
             yield low
 
 
-def compound_terms(compound: str) -> tuple[str, ...]:
+def compound_terms(compound: str, morphology: bool = True) -> tuple[str, ...]:
     """Terms of one token as written: an identifier yields itself and its parts, and a number
-    its normal forms (numbers.py)."""
+    its normal forms (numbers.py); Korean words also their morphemes unless `morphology` is
+    off (see analyze)."""
     if CONNECTOR_RE.search(compound):
         terms = [compound.lower()]
         for word in CONNECTOR_RE.split(compound):
             if word:
-                terms.extend(_word_terms(word))
+                terms.extend(_word_terms(word, morphology))
     else:
-        terms = list(_word_terms(compound))
+        terms = list(_word_terms(compound, morphology))
     if DIGIT_RE.search(compound) is not None:
         pieces = numbers.CONNECTOR_RE.split(compound)
         for piece in (compound, *pieces) if len(pieces) > 1 else pieces:
@@ -116,20 +119,25 @@ def compound_terms(compound: str) -> tuple[str, ...]:
 # Words repeat across a folder: analysing each distinct token once makes indexing a
 # dictionary lookup per token. Bounded so odd inputs cannot grow it without limit.
 _TERMS_CACHE: dict[str, tuple[str, ...]] = {}
+_PLAIN_CACHE: dict[str, tuple[str, ...]] = {}  # terms without Korean morphemes (analyze)
 _TERMS_CACHE_MAX = 500_000
 
 
-def analyze(text: str) -> list[str]:
-    """Index and query terms of `text`, in order, with repeats (term frequency matters)."""
+def analyze(text: str, *, morphology: bool = True) -> list[str]:
+    """Index and query terms of `text`, in order, with repeats (term frequency matters).
+    Without `morphology`, a Korean word gives only itself as written: what a question with
+    no Korean in it can match of a page's fields is then the same, in the same order, and
+    the analyzer (and its dictionary's 50 MB) is not loaded for it."""
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
-    cache = _TERMS_CACHE
+    plain = not morphology and HANGUL_RE.search(text) is not None
+    cache = _PLAIN_CACHE if plain else _TERMS_CACHE
     terms: list[str] = []
     compounds = COMPOUND_RE.findall(numbers.ungroup(text))
     for compound in compounds:
         found = cache.get(compound)
         if found is None:
-            found = compound_terms(compound)
+            found = compound_terms(compound, not plain)
             if len(cache) >= _TERMS_CACHE_MAX:
                 cache.clear()
             cache[compound] = found

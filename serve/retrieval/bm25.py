@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from serve.retrieval.analyzer import HANGUL_RE
 from serve.retrieval.fields import weigh_fields
 from serve.retrieval.scoring import (
     K1,
@@ -87,12 +89,15 @@ def search(index: LexicalIndex, terms: Sequence[str], *, approved_only: bool, li
     hits = [Hit(pages[d], score)
             for d, score in zip(candidates.tolist(), values.tolist(), strict=True)]
     pairs = {f"\0{a}\0{b}\0" for a, b in zip(sequence, sequence[1:], strict=False)}
+    # A question with no Korean in it matches nothing a page's Korean morphemes add.
+    morphology = any(HANGUL_RE.search(term) for term in sequence)
+    lead_of = partial(lead_terms, morphology=morphology)
     if pairs:
         # Phrase evidence: query term pairs that also follow each other in a page's lead.
         for hit in hits:
-            found = lead_pair_count(pairs, lead_terms(hit.page.summary))
+            found = lead_pair_count(pairs, lead_of(hit.page.summary))
             hit.score *= 1.0 + PHRASE_WEIGHT * found / len(pairs)
-    weigh_fields(hits, field_weights, asked, lead_terms)  # names, headings, lead
+    weigh_fields(hits, field_weights, asked, lead_of, morphology)  # names, headings, lead
     if min_score is not None:  # compared with the score the client sees
         hits = [h for h in hits if h.score >= min_score]
     hits.sort(key=lambda h: (-round(h.score, 4), ROLE_RANK.get(h.page.role, 3), h.page.path))

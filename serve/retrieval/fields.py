@@ -94,14 +94,14 @@ def _joined(terms: list[str]) -> str:
 
 
 @lru_cache(maxsize=8192)
-def name_terms(title: str, path: str, aliases: tuple[str, ...]) -> str:
+def name_terms(title: str, path: str, aliases: tuple[str, ...], morphology: bool = True) -> str:
     """Terms of a page's name field, joined."""
-    return _joined(analyze(" ".join((title, _file_name(path), *aliases))))
+    return _joined(analyze(" ".join((title, _file_name(path), *aliases)), morphology=morphology))
 
 
 @lru_cache(maxsize=8192)
-def title_terms(title: str) -> frozenset[str]:
-    return frozenset(analyze(title))
+def title_terms(title: str, morphology: bool = True) -> frozenset[str]:
+    return frozenset(analyze(title, morphology=morphology))
 
 
 @lru_cache(maxsize=8192)
@@ -137,9 +137,9 @@ def names_page(title: str, asked: frozenset[str]) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def heading_terms(headings: tuple[str, ...]) -> str:
+def heading_terms(headings: tuple[str, ...], morphology: bool = True) -> str:
     """Terms of a page's headings, joined."""
-    return _joined(analyze(" ".join(headings)))
+    return _joined(analyze(" ".join(headings), morphology=morphology))
 
 
 def _names_something(term: str) -> bool:
@@ -161,10 +161,11 @@ def is_hub(page: Any) -> bool:
     return links >= HUB_MIN_LINKS and page.line_count <= HUB_LINES_PER_LINK * links
 
 
-def _profile(page: Any) -> tuple[str, str, bool]:
-    """The fields of a page field_factor() reads whatever the question."""
-    return (name_terms(page.title, page.path, page_aliases(page)), heading_terms(page.headings),
-            is_hub(page))
+def _profile(page: Any, morphology: bool = True) -> tuple[str, str, bool]:
+    """The fields of a page field_factor() reads whatever the question (without Korean
+    morphemes for a question with no Korean in it: analyzer.analyze)."""
+    return (name_terms(page.title, page.path, page_aliases(page), morphology),
+            heading_terms(page.headings, morphology), is_hub(page))
 
 
 Keyed = Sequence[tuple[str, float, bool]]  # per query term: "\0term\0", weight, names something
@@ -176,11 +177,11 @@ def keyed_terms(weights: Mapping[str, float]) -> list[tuple[str, float, bool]]:
 
 
 def field_factor(page: Any, keyed: Keyed, total: float, asked: frozenset[str] = frozenset(),
-                 lead: str = "\0") -> float:
+                 lead: str = "\0", morphology: bool = True) -> float:
     """The multiplier of one page's score for the query terms in `keyed` (keyed_terms(); their
     weights sum to `total`); `asked`: every term of the question, filler words included;
     `lead`: the lead's terms joined as "\0a\0b\0"."""
-    name, heads, hub = _profile(page)
+    name, heads, hub = _profile(page, morphology)
     in_name = in_heads = in_lead = 0.0
     for key, weight, names in keyed:
         if key in lead:
@@ -193,7 +194,7 @@ def field_factor(page: Any, keyed: Keyed, total: float, asked: frozenset[str] = 
             in_heads += weight
     in_name /= total
     if in_name and asked:
-        title = title_terms(page.title)
+        title = title_terms(page.title, morphology)
         if names_page(page.title, asked):
             # The question names the page; a longer name it holds whole says more of it
             # ("What is DXF?" over "DXF" for "What is DXF?").
@@ -213,12 +214,14 @@ def field_factor(page: Any, keyed: Keyed, total: float, asked: frozenset[str] = 
 
 def weigh_fields(hits: Sequence[Hit], weights: Mapping[str, float],
                  asked: frozenset[str] = frozenset(),
-                 lead_of: Callable[[str], str] = lambda summary: "\0") -> None:
+                 lead_of: Callable[[str], str] = lambda summary: "\0", morphology: bool = True) -> None:
     """Multiply each hit's score by its page's field factor, in place (`lead_of`: a page
-    summary's terms joined as "\0a\0b\0", from the index's own cache)."""
+    summary's terms joined as "\0a\0b\0", from the index's own cache; `morphology` off for
+    a question with no Korean in it)."""
     total = sum(weights.values())
     if total <= 0.0:
         return
     keyed = keyed_terms(weights)
     for hit in hits:
-        hit.score *= field_factor(hit.page, keyed, total, asked, lead_of(hit.page.summary))
+        hit.score *= field_factor(hit.page, keyed, total, asked, lead_of(hit.page.summary),
+                                  morphology)

@@ -17,11 +17,12 @@ RERANK_POOL = 30  # candidates the phrase bonus may reorder: the most `limit` ca
 
 
 @lru_cache(maxsize=16384)
-def lead_terms(summary: str) -> str:
+def lead_terms(summary: str, morphology: bool = True) -> str:
     """The lead's terms as "\\0a\\0b\\0...\\0": terms a, b follow each other in the lead iff
     "\\0a\\0b\\0" is in it (terms hold no NUL). A string a tenth the size of a set of pairs,
-    so the cache holds every lead a busy query mix needs (a miss is an analysis)."""
-    return "\0" + "\0".join(analyze(summary)) + "\0"
+    so the cache holds every lead a busy query mix needs (a miss is an analysis). Without
+    `morphology` for a question with no Korean in it (analyzer.analyze)."""
+    return "\0" + "\0".join(analyze(summary, morphology=morphology)) + "\0"
 
 
 def lead_pair_count(pairs: Iterable[str], lead: str) -> int:

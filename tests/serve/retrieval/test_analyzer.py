@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from serve.retrieval import analyzer, korean
 from serve.retrieval.analyzer import analyze, query_terms
+from serve.retrieval.fields import heading_terms, name_terms, title_terms
+from serve.retrieval.scoring import lead_terms
+from serve.service import KnowledgeSource
+from serve.settings import ServeSettings
 
 
 @pytest.mark.parametrize(
@@ -90,3 +98,41 @@ def test_stemming_from_several_threads_at_once_gives_each_word_its_own_stem() ->
     for thread in threads:
         thread.join()
     assert wrong == []
+
+
+def test_without_morphology_a_korean_word_gives_only_itself() -> None:
+    text = "배포 체크리스트를 확인하려면 release notes"
+    assert analyze(text, morphology=False) == ["배포", "체크리스트를", "확인하려면", "releas",
+                                               "release", "note", "notes"]
+    # Every term a question with no Korean in it can match, in the same order around it.
+    latin = [t for t in analyze(text) if t.isascii()]
+    assert [t for t in analyze(text, morphology=False) if t.isascii()] == latin
+
+
+def test_a_question_with_no_korean_in_it_never_asks_the_korean_analyzer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restart maps the index from the store: then only a question's hits' fields are
+    analysed, and for an English question without Korean morphemes (no Korean morpheme can
+    match it), so the analyzer and its 50 MB dictionary are not loaded for it."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "index.md").write_text("# 배포 안내\n\n배포 절차를 설명합니다. release steps.\n")
+    (root / "release.md").write_text("# Release 체크리스트\n\n## 서명 확인\n\nsign the release steps\n")
+    source = KnowledgeSource(ServeSettings(root=root, page_cache=False))
+    source.warm()  # the index (built here from the pages, which analyses their Korean)
+    analyzer._TERMS_CACHE.clear()  # as after a restart, whose index is read, not built
+    for cached in (lead_terms, name_terms, heading_terms, title_terms):
+        cached.cache_clear()
+    asked: list[str] = []
+    real = korean._tagger
+
+    def tagger() -> Any:
+        asked.append("parse")
+        return real()
+
+    monkeypatch.setattr(korean, "_tagger", tagger)
+    assert source.search(source.request(query="release steps")).results
+    assert asked == []
+    assert source.search(source.request(query="배포 절차")).results
+    assert asked
+    source.close()
