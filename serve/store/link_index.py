@@ -21,6 +21,7 @@ from serve.graph.links import LinkIndex, Overlay
 from serve.source.page import Page
 from serve.store.array_files import Row
 from serve.store.database import Database, transaction
+from serve.store.generations import write_generation
 from serve.store.search_index import paths_digest
 
 log = structlog.get_logger("llmwiki.serve.store")
@@ -84,21 +85,10 @@ class StoredLinks:
             return False
         head = {**_head(signature, pages, links.source_root), "member_nodes": str(links.member_nodes),
                 "segment_edges": str(links.segment_edges)}
-        files = self.database.link_arrays
-        token = ""
         try:
-            with self.database.connect() as conn, transaction(conn):
-                token, written = files.write(arrays)  # under the write lock: one writer at a time
-                conn.execute("DELETE FROM link_meta")
-                conn.execute("DELETE FROM link_arrays")
-                conn.executemany("INSERT INTO link_arrays VALUES (?, ?, ?, ?, ?)", [
-                    (name, str(array.dtype), json.dumps(list(array.shape)), *written[name])
-                    for name, array in arrays.items()])
-                conn.executemany("INSERT INTO link_meta VALUES (?, ?)", head.items())
-                files.keep_only(token)  # the generation replaced, and any a killed write left
+            write_generation(self.database, self.database.link_arrays, arrays,
+                             ("link_arrays", "link_meta"), head)
         except (sqlite3.Error, UnicodeEncodeError, OSError) as exc:
-            if token:
-                files.remove(token)  # its rows were not committed
             log.warning("store_write_failed", part="links", error=type(exc).__name__,
                         reason=str(exc)[:200])
             return False

@@ -34,6 +34,7 @@ from serve.retrieval.vocabulary import Vocabulary
 from serve.source.page import Page
 from serve.store.array_files import Row
 from serve.store.database import Database, transaction
+from serve.store.generations import write_generation
 from serve.support.string_table import PARTS, StringTable, check_table, table_arrays
 
 log = structlog.get_logger("llmwiki.serve.store")
@@ -175,27 +176,17 @@ class StoredIndex:
         arrays = {**pending.arrays, "fingerprints": np.frombuffer(prints, dtype=np.uint8).reshape(
             len(pages), FINGERPRINT_BYTES), **table_arrays(pending.terms, "term_"),
             **pending.views.tables(pages)}
-        files = self.database.arrays
-        token = ""
+
+        def owners(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM index_json")
+            conn.execute("INSERT INTO index_json VALUES (?, ?)", (
+                "owners", json.dumps(pending.views.owners, ensure_ascii=False)))
+
         try:
-            with self.database.connect() as conn, transaction(conn):
-                token, written = files.write(arrays)  # under the write lock: one writer at a time
-                rows = {name: Row(str(array.dtype), list(array.shape), *written[name])
-                        for name, array in arrays.items()}
-                conn.execute("DELETE FROM index_meta")
-                conn.execute("DELETE FROM index_arrays")
-                conn.execute("DELETE FROM index_json")
-                conn.executemany("INSERT INTO index_arrays VALUES (?, ?, ?, ?, ?)", [
-                    (name, row.dtype, json.dumps(row.shape), row.file, row.sha256)
-                    for name, row in rows.items()])
-                conn.execute("INSERT INTO index_json VALUES (?, ?)", (
-                    "owners", json.dumps(pending.views.owners, ensure_ascii=False)))
-                conn.executemany("INSERT INTO index_meta VALUES (?, ?)",
-                                 _head(pending.signature, pages).items())
-                files.keep_only(token)  # the generation replaced, and any a killed write left
+            rows = write_generation(self.database, self.database.arrays, arrays,
+                                    ("index_arrays", "index_meta"),
+                                    _head(pending.signature, pages), owners)
         except (sqlite3.Error, UnicodeEncodeError, OSError) as exc:
-            if token:
-                files.remove(token)  # its rows were not committed
             log.warning("store_write_failed", part="index", error=type(exc).__name__,
                         reason=str(exc)[:200])
             self.database.failing = True
