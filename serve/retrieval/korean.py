@@ -18,7 +18,8 @@ from typing import Any
 # suffixes (XSV, XSA), interjections and determiners say nothing about a page's topic.
 CONTENT = frozenset(("NNG", "NNP", "NR", "XR", "VV", "VA", "SH", "SL", "SN"))
 NOUNS = frozenset(("NNG", "NNP", "NR", "XR", "SH"))
-# Particles, endings, suffixes, the copula and symbols: what a word's stems are dressed in.
+# Particles, endings, suffixes, the copula and the S tags (symbols; foreign words and numbers
+# never come out of a run of Hangul syllables): what a word's stems are dressed in.
 DRESS = ("J", "E", "XS", "VCP", "S")
 NOUNISH = frozenset(("NNG", "NNP", "NR", "XR", "XSN", "SH"))  # parts of a noun as written
 CONTRACTED_ENDINGS = frozenset(("니다", "니까", "시다"))
