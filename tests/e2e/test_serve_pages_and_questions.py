@@ -33,6 +33,7 @@ LIMITS = """# Service Limits
 
 A request may carry up to 100 KB of JSON. The model reads a context of 128,000 tokens.
 Batch exports were added in release 2.0.0.
+The learning budget is $1,500 a year. The widget works with React 17 and 18.
 """
 
 # A Korean verb as the page conjugates it ("미룹니다"); the question conjugates it otherwise.
@@ -99,6 +100,27 @@ def test_a_number_written_another_way_finds_its_page_and_answers(
     pack = reply.json()
     evidence = [item["page_id"] for item in pack["evidence"]]
     assert evidence[:1] == ["service-limits"], evidence
+    assert pack["answerable"] is True, pack["limitations"]
+
+
+@pytest.mark.parametrize("question", ["Is the learning budget $1.5k a year?",
+                                      "Does the widget work with React v17?"])
+def test_an_amount_and_a_major_version_written_otherwise_are_answerable(
+        served: Service, question: str) -> None:
+    # "$1.5k" is the page's "$1,500"; "v17" is its "React 17".
+    reply = post_json(served.url, "/query", {"query": question})
+    assert reply.status == 200, reply.body[:300]
+    pack = reply.json()
+    assert [item["page_id"] for item in pack["evidence"]][:1] == ["service-limits"]
+    assert pack["answerable"] is True, pack["limitations"]
+
+
+def test_korean_question_words_go_whatever_their_ending(served: Service) -> None:
+    # "어떻게 해야 돼요" only asks: the pack names no missing term for it.
+    reply = post_json(served.url, "/query", {"query": "급하지 않은 일은 어떻게 미뤄야 돼요?"})
+    assert reply.status == 200, reply.body[:300]
+    pack = reply.json()
+    assert [item["page_id"] for item in pack["evidence"]][:1] == ["postpone"]
     assert pack["answerable"] is True, pack["limitations"]
 
 
