@@ -95,7 +95,7 @@ class IndexKeeper:
     def _adopt_links(self, projection: Projection) -> None:
         if self.links is not None:
             found = self.links.load(projection.signature, projection.pages, projection.position,
-                                    projection.lookup, _source_root(projection))
+                                    projection.lookup, graph.source_root(projection))
             if found is not None:
                 graph.adopt_links(projection, found)
 
@@ -166,10 +166,6 @@ class IndexKeeper:
                 self.stored.share(pending, self.index)
         del pending
         release_free_memory()
-
-
-def _source_root(projection: Projection) -> str:
-    return str(projection.layout.metadata.get("source_root", "."))
 
 
 def _edits_since(indexed: Projection, projection: Projection) -> set[str] | None:

@@ -138,15 +138,12 @@ def mapped(arrays: Mapping[str, np.ndarray], pages: Sequence[Page],
     return out
 
 
-def _lists(prefix: str, lists: Sequence[Sequence[int]]) -> dict[str, np.ndarray]:
+def _lists(prefix: str, lists: Sequence[Sequence[int]], rows: str = "pages") -> dict[str, np.ndarray]:
+    """`lists` as offsets (`prefix_start`) into their entries end to end (`prefix_rows`)."""
     start = np.zeros(len(lists) + 1, np.int64)
     np.cumsum([len(row) for row in lists], out=start[1:])
-    rows = np.fromiter(itertools.chain.from_iterable(lists), np.int32, count=int(start[-1]))
-    return {prefix + "_start": start, prefix + rows_name(prefix): rows}
-
-
-def rows_name(prefix: str) -> str:
-    return "_nodes" if prefix == "targets" else "_pages"
+    entries = np.fromiter(itertools.chain.from_iterable(lists), np.int32, count=int(start[-1]))
+    return {f"{prefix}_start": start, f"{prefix}_{rows}": entries}
 
 
 def tables(maps: Mapping[str, Mapping[str, Sequence[str]]], pages: Sequence[Page],
@@ -161,7 +158,7 @@ def tables(maps: Mapping[str, Mapping[str, Sequence[str]]], pages: Sequence[Page
         out.update(_lists(name, [[position[p] for p in maps[name][k]] for k in keys]))
     number = {nid: i for i, nid in enumerate(maps["refs"])}
     out.update(_lists("targets", [[number[nid] for nid in maps["targets"].get(page.path, ())]
-                                  for page in pages]))
+                                  for page in pages], rows="nodes"))
     return out
 
 

@@ -222,7 +222,7 @@ def _relinked(parent: Projection, lookup: Mapping[str, Page], replaced: Sequence
     overlay on it, so an edit costs its own keys rather than a copy of every key (6 ms at
     100,000 pages)."""
     changes: dict[str, Page] = {}
-    root = parent.layout.metadata.get("source_root", ".")
+    root = graph.source_root(parent)
     for page, fragment in replaced:
         at = parent.position[page.path]
         old, new = parent.pages[at], pages[at]

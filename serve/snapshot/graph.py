@@ -49,8 +49,12 @@ def links(snapshot: Projection) -> LinkIndex:
 
 def new_links(snapshot: Projection) -> LinkIndex:
     """A link index of the snapshot built from every page (not kept by it)."""
-    return LinkIndex.build(snapshot.pages, snapshot.fragments,
-                           snapshot.layout.metadata.get("source_root", "."), lookup(snapshot))
+    return LinkIndex.build(snapshot.pages, snapshot.fragments, source_root(snapshot), lookup(snapshot))
+
+
+def source_root(snapshot: Projection) -> str:
+    """The folder the source's paths are relative to, as its lookup keys spell it."""
+    return str(snapshot.layout.metadata.get("source_root", "."))
 
 
 def lookup(snapshot: Projection) -> Mapping[str, Page]:
@@ -58,8 +62,7 @@ def lookup(snapshot: Projection) -> Mapping[str, Page]:
     if caches.lookup is None and caches.links is not None:
         caches.lookup = caches.links.lookup
     if caches.lookup is None:
-        caches.lookup = build_lookup(snapshot.pages, snapshot.fragments,
-                                     snapshot.layout.metadata.get("source_root", "."))
+        caches.lookup = build_lookup(snapshot.pages, snapshot.fragments, source_root(snapshot))
     return caches.lookup
 
 
