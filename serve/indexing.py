@@ -7,8 +7,11 @@ import threading
 import time
 from typing import Literal
 
+import structlog
+
+from serve.retrieval import compaction
 from serve.retrieval.filters import Modified
-from serve.retrieval.index import COMPACT_DEAD_SHARE, LexicalIndex
+from serve.retrieval.index import BULK_MIN, COMPACT_DEAD_SHARE, LexicalIndex
 from serve.retrieval.narrowing import no_modified
 from serve.retrieval.search import Searcher
 from serve.snapshot import graph
@@ -17,6 +20,8 @@ from serve.store.database import Database
 from serve.store.link_index import StoredLinks
 from serve.store.search_index import Pending, StoredIndex, Views
 from serve.support.memory import release_free_memory
+
+log = structlog.get_logger("llmwiki.serve.store")
 
 
 class IndexKeeper:
@@ -76,16 +81,24 @@ class IndexKeeper:
         release_free_memory()
 
     def save(self) -> None:
-        """Keep the index in the store when it is a bulk build of the snapshot it serves
-        (after edits it is not: the next start builds it again), and the snapshot's link
-        index (see _save_links). After a restart, the first save (after the warm-up: the
-        first answer does not wait for it) reads the link index of the restart's snapshot."""
+        """Keep the index of the snapshot it serves in the store: a bulk build as it is, one
+        kept up by edits (a restart over a folder changed meanwhile, or a session's edits at
+        shutdown) laid out as a bulk build first, off the lock (compaction.py); then the
+        snapshot's link index (see _save_links). After a restart, the first save (after the
+        warm-up: the first answer does not wait for it) reads the link index of the
+        restart's snapshot."""
         restored, self._restored = self._restored, None
         if restored is not None:
             self._adopt_links(restored)
+        state = None
         with self.lock:
             indexed = self.indexed
             pending = self._pending(indexed) if indexed is not None else None
+            if pending is None and indexed is not None and self._compactable(indexed):
+                state = compaction.frozen(self.index)
+        if state is not None and indexed is not None:
+            pending = self._compacted(indexed, state)
+            del state
         if pending is not None:
             self._write(pending, self.lock)
             del pending
@@ -149,12 +162,32 @@ class IndexKeeper:
                                if path in position])
 
     def _pending(self, indexed: Projection) -> Pending | None:
-        """What the store's write needs of the index of `indexed` (under the lock), or None
-        when there is nothing to write."""
-        if self.stored is None or not self.index.is_bulk_of(indexed.pages):
+        """What the store's write needs of the index of `indexed` when it is a bulk build of
+        its pages the store lacks (under the lock: exported() copies only what edits change in
+        place), or None."""
+        if (self.stored is None or indexed.signature == self.stored.saved_signature
+                or not self.index.is_bulk_of(indexed.pages)):
             return None
-        views = Views(indexed.incoming, indexed.owners(False), indexed.lookup)
-        return self.stored.prepare(indexed.signature, indexed.pages, self.index, views)
+        terms, arrays = self.index.exported()
+        return Pending(indexed.signature, tuple(indexed.pages), terms, arrays, _views(indexed))
+
+    def _compactable(self, indexed: Projection) -> bool:
+        """Whether to lay out the index of `indexed` (under the lock, not a bulk build) for the
+        store: a folder of a bulk build's size whose link views are made (a restart's warm-up
+        makes them; a session's edits of page text carry them over), and a store that keeps
+        what it is given."""
+        return (self.stored is not None and self.stored.database.mode != "memory"
+                and indexed.signature != self.stored.saved_signature
+                and len(indexed.pages) > BULK_MIN and graph.link_views_made(indexed))
+
+    @staticmethod
+    def _compacted(indexed: Projection, state: compaction.Frozen) -> Pending | None:
+        try:
+            terms, arrays = compaction.compacted(state, indexed.pages, indexed.position)
+        except ValueError as exc:  # a bug: logged, and the store keeps what it has
+            log.error("index_compaction_failed", reason=str(exc)[:200])
+            return None
+        return Pending(indexed.signature, tuple(indexed.pages), terms, arrays, _views(indexed))
 
     def _write(self, pending: Pending, lock: contextlib.AbstractContextManager[object]) -> None:
         """Write the index to the store, then let the index read the written files in place of
@@ -166,6 +199,10 @@ class IndexKeeper:
                 self.stored.share(pending, self.index)
         del pending
         release_free_memory()
+
+
+def _views(indexed: Projection) -> Views:
+    return Views(indexed.incoming, indexed.owners(False), indexed.lookup)
 
 
 def _edits_since(indexed: Projection, projection: Projection) -> set[str] | None:

@@ -25,6 +25,7 @@ from serve.source.page import Page
 SIGNATURE_BITS = 8192  # 1 KB a page: ~20 MB for 20,000 pages, ~4 % false positives a key
 SIGNATURE_BYTES = SIGNATURE_BITS // 8
 SIGNATURE_BATCH = 512  # pages whose pair signatures are computed in one numpy pass (8 | it)
+REORDER_ROWS = 256  # bits of every filter unpacked at a time by reordered(): 25 MB at 100,000 pages
 AFFIX = 3  # bytes of each word's edge in a long key: longer keys tell more pairs apart
 SHORT_AFFIX = 2
 _SHIFT = np.uint64(64 - 13)  # 2**13 == SIGNATURE_BITS
@@ -240,6 +241,27 @@ class PairSignatures:
         on = np.flatnonzero(np.unpackbits(row, bitorder="little"))
         self._columns[on, doc >> 3] |= np.uint8(1 << (doc & 7))
         self._added += 1
+
+    def frozen(self) -> PairSignatures:
+        """These documents' filters, as they are now, sharing this one's arrays: documents
+        added later change only bits of their own, so it reads safely while they come."""
+        copy = PairSignatures(self._base, self._base_count)
+        copy._columns, copy._added = self._columns, self._added
+        return copy
+
+    def reordered(self, order: np.ndarray) -> np.ndarray:
+        """The filters of the documents `order` names (ids, in that order), packed as packed()
+        packs them; a block of bits at a time (unpacked whole, 100,000 documents' would take
+        800 MB)."""
+        out = np.zeros((SIGNATURE_BITS, -(-len(order) // 8)), dtype=np.uint8)
+        parts = [(columns, count) for columns, count in
+                 ((self._base, self._base_count), (self._columns, self._added)) if count]
+        for row in range(0, SIGNATURE_BITS, REORDER_ROWS):
+            bits = np.concatenate(
+                [np.unpackbits(columns[row: row + REORDER_ROWS], axis=1, count=count, bitorder="little")
+                 for columns, count in parts], axis=1) if parts else np.zeros((REORDER_ROWS, 0), np.uint8)
+            out[row: row + REORDER_ROWS] = np.packbits(bits[:, order], axis=1, bitorder="little")
+        return out
 
     def matching(self, bits: Sequence[int]) -> np.ndarray:
         """Per document id, whether every one of `bits` is set in its filter."""

@@ -133,6 +133,13 @@ def adopt_links(snapshot: Projection, index: LinkIndex) -> None:
         caches.links = index
 
 
+def link_views_made(snapshot: Projection) -> bool:
+    """Whether the views the store keeps beside the index (backlinks, owners, lookup) are
+    made already: asking for them otherwise reads every page's fragment."""
+    caches = snapshot.caches
+    return caches.incoming is not None and caches.lookup is not None and False in caches.owners
+
+
 def built_links(snapshot: Projection) -> LinkIndex | None:
     """The link index if made (or taken from the store) already: it is not made here."""
     return snapshot.caches.links

@@ -155,16 +155,6 @@ class StoredIndex:
         covered = set(kept)
         return Loaded(index, None, [page for i, page in enumerate(pages) if i not in covered])
 
-    def prepare(self, signature: str, pages: Sequence[Page], index: LexicalIndex,
-                views: Views) -> Pending | None:
-        """What write() needs for the index of the snapshot with this signature (a bulk build
-        of `pages`), or None when the store already holds it. Cheap (exported() copies only
-        what edits change in place): a caller may hold the index lock for this alone."""
-        if signature == self.saved_signature:
-            return None
-        terms, arrays = index.exported()
-        return Pending(signature, tuple(pages), terms, arrays, views)
-
     def write(self, pending: Pending) -> bool:
         """Replace the stored index in one transaction; whether it was written (a failure is
         logged and leaves the previous index in place). A store in memory keeps none: it is
@@ -228,7 +218,7 @@ class Loaded:
 
 @dataclass(frozen=True, slots=True)
 class Pending:
-    """An index and its snapshot's link views, taken for writing (see StoredIndex.prepare)."""
+    """An index (exported() state) and its snapshot's link views, taken for writing."""
 
     signature: str
     pages: tuple[Page, ...]

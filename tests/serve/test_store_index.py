@@ -17,6 +17,7 @@ import pytest
 
 from serve.graph.link_tables import Backlinks, KeyTable
 from serve.graph.model import lookup_key
+from serve.retrieval import compaction
 from serve.retrieval.filters import request_filters
 from serve.retrieval.index import LexicalIndex
 from serve.service import KnowledgeSource
@@ -104,6 +105,82 @@ def test_a_slightly_changed_folder_reuses_the_documents_of_unchanged_pages(
     assert fresh.indexing.origin == "built"
     assert answers(again) == answers(fresh)
     again.close()
+    fresh.close()
+
+
+def postings_by_term(terms: list[str], arrays: dict[str, np.ndarray]
+                     ) -> dict[str, tuple[list[int], list[int]]]:
+    indptr = arrays["indptr"]
+    return {term: (arrays["main_docs"][indptr[i]:indptr[i + 1]].tolist(),
+                   arrays["main_tfs"][indptr[i]:indptr[i + 1]].tolist())
+            for i, term in enumerate(terms)}
+
+
+def by_term(terms: list[str], values: np.ndarray) -> dict[str, int]:
+    return dict(zip(terms, values.tolist(), strict=True))
+
+
+def test_an_index_kept_up_by_edits_is_laid_out_as_a_bulk_build_of_its_pages(
+        folder: tuple[Path, Path], tmp_path: Path) -> None:
+    """A reused index with dead documents and added ones, compacted, holds what a bulk build
+    of the same pages holds: postings, frequencies, lengths, approvals and filters in page
+    order, and only the terms some page has."""
+    root, cache = folder
+    started(root, cache).close()
+    page = root / "wiki" / "page-0003.md"
+    page.write_text(page.read_text() + "\nA new word: zanzibar.\n")
+    (root / "wiki" / "page-0007.md").unlink()  # its words stay in other pages
+    (root / "wiki" / "page-0100.md").write_text("---\ntitle: Lone\n---\n# Lone\n\nquokka\n")
+    (root / "wiki" / "page-new.md").write_text("---\ntitle: New\n---\n# New\n\nrefund zanzibar queue\n")
+    again = started(root, cache)
+    index = again.indexing.index
+    assert again.indexing.origin == "cache" and index.dead == 3 and index.delta
+    snapshot = again.snapshot()
+    terms, arrays = compaction.compacted(compaction.frozen(index), snapshot.pages, snapshot.position)
+    fresh = started(root, tmp_path / "fresh-cache")
+    want_terms, want = fresh.indexing.index.exported()
+    assert "quokka" in terms and "quokka" in want_terms
+    assert set(index.vocab) - set(terms)  # terms only dead documents had ("100")
+    assert sorted(terms) == sorted(want_terms)
+    assert postings_by_term(terms, arrays) == postings_by_term(want_terms, want)
+    for name in ("df_all", "df_approved"):
+        assert by_term(terms, arrays[name]) == by_term(want_terms, want[name])
+    for name in ("doc_len", "approved", "pair_columns"):
+        assert np.array_equal(arrays[name], want[name]), name
+    assert arrays["main_docs"].dtype == want["main_docs"].dtype
+    assert arrays["main_tfs"].dtype == want["main_tfs"].dtype
+    again.close()
+    fresh.close()
+
+
+def test_a_restart_over_a_changed_folder_leaves_the_next_restart_its_exact_index(
+        folder: tuple[Path, Path], tmp_path: Path) -> None:
+    """The reused index, once the first answer is out, is written as the snapshot's own, with
+    its link views and link index: the restart after that maps them all, and answers as a
+    fresh build does."""
+    root, cache = folder
+    started(root, cache).close()
+    page = root / "wiki" / "page-0003.md"
+    page.write_text(page.read_text() + "\nA new word: zanzibar.\n")
+    (root / "wiki" / "page-0007.md").unlink()
+    (root / "wiki" / "page-new.md").write_text("---\ntitle: New\n---\n# New\n\nrefund zanzibar queue\n")
+    again = started(root, cache)
+    assert again.indexing.origin == "cache" and again.indexing.index.dead == 2
+    again.save_cache()
+    signature = again.snapshot().signature
+    again.close()
+    conn = sqlite3.connect(store_of(cache, root))
+    assert dict(conn.execute("SELECT key, value FROM index_meta"))["signature"] == signature
+    assert dict(conn.execute("SELECT key, value FROM link_meta"))["signature"] == signature
+    conn.close()
+    third = started(root, cache)
+    third.save_cache()  # maps the link index
+    index = third.indexing.index
+    assert third.indexing.origin == "cache" and not index.dead and not index.delta
+    assert shares_the_store(third) and third.snapshot().caches.links is not None
+    fresh = started(root, tmp_path / "fresh-cache")
+    assert answers(third) == answers(fresh)
+    third.close()
     fresh.close()
 
 
