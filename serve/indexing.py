@@ -62,6 +62,28 @@ class IndexKeeper:
             self.indexed = projection
         return Searcher(projection, self.index, self.lock, modified)
 
+    def stored_signature(self) -> str:
+        """The signature of the snapshot whose index the store holds ("" for none)."""
+        return self.stored.signature() if self.stored is not None else ""
+
+    def restore(self, projection: Projection) -> bool:
+        """Take the store's index, link views and link index for `projection`, the snapshot
+        they were made of, before anything else is indexed (a restart whose folder changed
+        meanwhile derives the changes from it); whether it did."""
+        if self.stored is None or self.indexed is not None:
+            return False
+        with self.lock:
+            stored = self.stored.load(projection.signature, projection.pages, projection.position)
+            if stored is None or stored.views is None:
+                return False
+            self._stored_tried = True
+            self.index, views = stored.index, stored.views
+            projection.adopt_link_views(views.incoming, views.owners, views.lookup)
+            self.indexed = projection
+            self.origin = "cache"
+        self._adopt_links(projection)  # what derives the changes' graph
+        return True
+
     def warm(self, projection: Projection) -> None:
         """Sync (or load) the index and the link views the first context pack needs, and keep
         a bulk-built index in the store, all before the index is published (a search meanwhile
@@ -69,9 +91,10 @@ class IndexKeeper:
         before any request can see it."""
         with self.lock:
             self._sync(projection)
-            len(projection.incoming)  # the link index behind context-pack graphs
+            if graph.built_links(projection) is None:  # (else context-pack graphs read that)
+                len(projection.incoming)  # the link index behind context-pack graphs
+                len(projection.owners(False))
             len(projection.approved_position)  # what the first edit's snapshot needs
-            len(projection.owners(False))
             len(projection.facts)
             pending = self._pending(projection)
             if pending is not None:
@@ -173,12 +196,11 @@ class IndexKeeper:
 
     def _compactable(self, indexed: Projection) -> bool:
         """Whether to lay out the index of `indexed` (under the lock, not a bulk build) for the
-        store: a folder of a bulk build's size whose link views are made (a restart's warm-up
-        makes them; a session's edits of page text carry them over), and a store that keeps
-        what it is given."""
+        store: a folder of a bulk build's size whose link views are at hand (a restart's warm-up
+        makes them, a link index gives them), and a store that keeps what it is given."""
         return (self.stored is not None and self.stored.database.mode != "memory"
                 and indexed.signature != self.stored.saved_signature
-                and len(indexed.pages) > BULK_MIN and graph.link_views_made(indexed))
+                and len(indexed.pages) > BULK_MIN and graph.link_views_at_hand(indexed))
 
     @staticmethod
     def _compacted(indexed: Projection, state: compaction.Frozen) -> Pending | None:
@@ -202,7 +224,7 @@ class IndexKeeper:
 
 
 def _views(indexed: Projection) -> Views:
-    return Views(indexed.incoming, indexed.owners(False), indexed.lookup)
+    return Views(*graph.link_views(indexed))
 
 
 def _edits_since(indexed: Projection, projection: Projection) -> set[str] | None:

@@ -113,6 +113,8 @@ class KnowledgeSource:
             self.freshness.mirror.pending.append(early.records)
         self._saved_generation = -1
         self.indexing = IndexKeeper(self.store)
+        if self.store is not None:
+            self.freshness.restore = self.indexing
         # Set once the start-up warm-up has run (the HTTP service runs it; a one-shot never
         # asks): /health says ready only then, when the first query need not build anything,
         # and READY=1 waits on it.

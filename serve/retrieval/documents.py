@@ -6,12 +6,13 @@ import gc
 import hashlib
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from serve.retrieval.analyzer import analyze
 from serve.retrieval.pairs import SIGNATURE_BATCH, literal_haystack, signature_columns
-from serve.source.page import Page
+from serve.source.page import Page, fields_of
 from serve.support.workers import cpu_count, die_with_parent, fork_pool
 
 # Extra copies of a page's title, headings, tags and refs in its bag of terms: a field
@@ -32,13 +33,21 @@ def page_terms(page: Page, text: str | None = None) -> list[str]:
             + analyze(page.summary) * LEAD_COPIES + analyze(page.text if text is None else text))
 
 
-def fingerprint(page: Page) -> bytes:
-    """A digest of everything the index takes from a page: page_terms' and literal_haystack's
-    fields and the document's approval and role. Two pages with equal fingerprints are indexed
-    alike, so a kept index's document can stand for a page of a later snapshot."""
-    digest = hashlib.sha1(page.body_sha1, usedforsecurity=False)
-    digest.update(repr((page.path, page.title, page.summary, page.headings, page.tags,
-                        page.source_refs, page.approved, page.role)).encode("utf-8", "surrogatepass"))
+FINGERPRINTED = ("body_sha1", "path", "title", "summary", "headings", "tags", "source_refs",
+                 "approved", "role")
+
+
+def fingerprints(pages: Sequence[Page]) -> list[bytes]:
+    """A digest of everything the index takes from each page: page_terms' and
+    literal_haystack's fields and the document's approval and role. Two pages with equal
+    fingerprints are indexed alike, so a kept index's document can stand for a page of a
+    later snapshot. The fields of pages left in the store are read together (fields_of)."""
+    return [_digest(fields) for fields in fields_of(pages, FINGERPRINTED)]
+
+
+def _digest(fields: tuple[Any, ...]) -> bytes:
+    digest = hashlib.sha1(fields[0], usedforsecurity=False)
+    digest.update(repr(fields[1:]).encode("utf-8", "surrogatepass"))
     return digest.digest()[:16]
 
 

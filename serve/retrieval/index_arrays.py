@@ -126,7 +126,7 @@ def restored(index: LexicalIndex, pages: Sequence[Page], terms: Terms,
 def reused(index: LexicalIndex, pages: Sequence[Page], terms: Terms, arrays: dict[str, np.ndarray],
            kept: Sequence[int]) -> LexicalIndex:
     """`index` (new, empty) made the index of exported() state for a later snapshot:
-    document d stands for pages[kept[d]], indexed alike (see documents.fingerprint), or is
+    document d stands for pages[kept[d]], indexed alike (see documents.fingerprints), or is
     dead when kept[d] is -1 (its page changed or is gone). The caller indexes the pages no
     document stands for with update(), as after edits. ValueError when the arrays do not
     fit (their values: as for restored())."""

@@ -133,11 +133,30 @@ def adopt_links(snapshot: Projection, index: LinkIndex) -> None:
         caches.links = index
 
 
-def link_views_made(snapshot: Projection) -> bool:
-    """Whether the views the store keeps beside the index (backlinks, owners, lookup) are
-    made already: asking for them otherwise reads every page's fragment."""
+def link_views_at_hand(snapshot: Projection) -> bool:
+    """Whether link_views() answers without reading every page's fragment."""
     caches = snapshot.caches
-    return caches.incoming is not None and caches.lookup is not None and False in caches.owners
+    return (caches.incoming is not None and caches.lookup is not None and False in caches.owners) or (
+        caches.links is not None and indexable(snapshot))
+
+
+def link_views(snapshot: Projection) -> tuple[Mapping[str, list[int]], dict[str, str], Mapping[str, Page]]:
+    """The views the store keeps beside the index (backlinks, the owners of shared nodes with
+    drafts withheld, the lookup): those made, else from the link index when there is one
+    (the referrers of page nodes are the backlinks; evidence.first_owners' owner is a node's
+    first visible referrer), else made from every fragment."""
+    caches = snapshot.caches
+    links = caches.links
+    if (caches.incoming is None or False not in caches.owners) and links is not None and indexable(snapshot):
+        at = snapshot.position
+        refs = links.refs
+        incoming = {page.path: [at[path] for path in referrers] for page in snapshot.pages
+                    if (referrers := refs.get(f"page:{page.id}"))}
+        visible = partial(approved_path, snapshot)
+        owners = {nid: found for nid in refs if not nid.startswith(("page:", "heading:"))
+                  and (found := links.first_visible(nid, visible)) is not None}
+        return incoming, owners, links.lookup
+    return snapshot.incoming, snapshot.owners(False), snapshot.lookup
 
 
 def built_links(snapshot: Projection) -> LinkIndex | None:

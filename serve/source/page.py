@@ -278,6 +278,28 @@ def summaries_of(pages: Sequence[Page | None]) -> list[str]:
             for found, page in zip(out, pages, strict=True)]
 
 
+# What fields_of() reads of a page left in the store beside what it holds from the start.
+ROW_FIELDS = frozenset(("summary", "source_refs", "tags", "headings", "aliases"))
+
+
+def fields_of(pages: Sequence[Page], names: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Each page's fields `names` (those it holds from the start, body_sha1 and ROW_FIELDS),
+    in that order; those of pages left in the store read together, from their summary and
+    lists columns (read whole one by one, 100,000 pages took 6 s for their fingerprints)."""
+    found: list[tuple[Any, ...] | None] = [None] * len(pages)
+    unread = _unread(pages)
+    if unread and set(names) <= {*KNOWN_AT_START, "body_sha1", *ROW_FIELDS}:
+        rows = unread[0][2].columns([body for _, _, body in unread], ("summary", "lists"))
+        for (at, page, body), row in zip(unread, rows, strict=True):
+            if row is not None:
+                values = {"summary": row[0], "body_sha1": body.sha1}
+                values.update((name, tuple(value)) for name, value in json.loads(row[1]).items())
+                found[at] = tuple(values[name] if name in values else getattr(page, name)
+                                  for name in names)
+    return [got if got is not None else tuple(getattr(page, name) for name in names)
+            for got, page in zip(found, pages, strict=True)]
+
+
 def tags_and_frontmatter_of(pages: Sequence[Page]) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
     """Each page's tags and frontmatter, those of pages left in the store read together
     (filters ask for every page's: read whole one by one, 20,000 pages took 0.7 s)."""

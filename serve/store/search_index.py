@@ -6,7 +6,7 @@ Its arrays are files in numpy's format beside the store, mapped rather than read
 (string tables: serve/support/string_table.py, graph/link_tables.py); which page holds each
 tag or section node is JSON in `index_json`, and `index_meta` names the snapshot (every file's
 path, size and digest, and a digest of the page paths in index order). For a later snapshot in
-which few pages changed, each document's fingerprint (documents.fingerprint) says which pages
+which few pages changed, each document's fingerprint (documents.fingerprints) says which pages
 it still stands for; the others are dead, and the changed pages are indexed as edits are.
 Every array's shape is checked against the pages, and every file's digest and document ids
 beside the start, before use, so a store altered behind our back is a miss, and can never make
@@ -26,7 +26,7 @@ import structlog
 
 from serve.graph.link_tables import DTYPES as TABLE_DTYPES
 from serve.graph.link_tables import Backlinks, KeyTable, backlink_arrays, check_tables, key_arrays
-from serve.retrieval.documents import fingerprint
+from serve.retrieval.documents import fingerprints
 from serve.retrieval.index import COMPACT_DEAD_SHARE, LexicalIndex
 from serve.retrieval.index_arrays import check_values
 from serve.retrieval.pairs import SIGNATURE_BITS
@@ -65,6 +65,16 @@ class StoredIndex:
         self.saved_signature = ""  # the snapshot whose index the store holds, once known
         self.written_signature = ""  # the snapshot this process last wrote
         self._written_rows: dict[str, Row] = {}  # its arrays' rows
+
+    def signature(self) -> str:
+        """The signature of the snapshot whose index the store holds ("" for none, or a store
+        that cannot be read)."""
+        try:
+            with self.database.connect() as conn, transaction(conn, write=False):
+                row = conn.execute("SELECT value FROM index_meta WHERE key = 'signature'").fetchone()
+        except sqlite3.Error:
+            return ""
+        return str(row[0]) if row is not None else ""
 
     def load(self, signature: str, pages: Sequence[Page],
              position: Mapping[str, int]) -> Loaded | None:
@@ -145,7 +155,7 @@ class StoredIndex:
         prints = arrays["fingerprints"]
         if prints.shape != (len(arrays["doc_len"]), FINGERPRINT_BYTES):
             raise ValueError("the fingerprints do not fit the documents")
-        position = {fingerprint(page): i for i, page in enumerate(pages)}
+        position = {row: i for i, row in enumerate(fingerprints(pages))}
         kept = [position.get(row, -1) for row in map(bytes, prints)]
         standing = len(kept) - kept.count(-1)
         limit = COMPACT_DEAD_SHARE * max(len(kept), len(pages))
@@ -162,7 +172,7 @@ class StoredIndex:
         if self.database.mode == "memory":
             return False
         pages = pending.pages
-        prints = b"".join(map(fingerprint, pages))
+        prints = b"".join(fingerprints(pages))
         arrays = {**pending.arrays, "fingerprints": np.frombuffer(prints, dtype=np.uint8).reshape(
             len(pages), FINGERPRINT_BYTES), **table_arrays(pending.terms, "term_"),
             **pending.views.tables(pages)}

@@ -7,8 +7,10 @@ import os
 import stat as stat_mod
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from time import time_ns  # wall clock for mtimes (tests replace the `time` module's clock)
+from typing import Protocol
 
 import structlog
 
@@ -27,6 +29,19 @@ WRITE_SETTLE_SECONDS = 2.0
 MARKER_LIMIT = 1 << 20  # a producer manifest is small; a larger one counts as absent
 
 log = structlog.get_logger("llmwiki.serve.watch.freshness")
+
+
+class Restore(Protocol):
+    """What the store holds for a restart: its index's snapshot (serve/indexing.py)."""
+
+    def stored_signature(self) -> str:
+        """The signature of the snapshot the store's index was made of ("" for none)."""
+        ...
+
+    def restore(self, projection: Projection) -> bool:
+        """Give `projection`, that snapshot made again, the store's index and link views;
+        whether it took them."""
+        ...
 
 
 class Freshness:
@@ -72,6 +87,8 @@ class Freshness:
         self.known_counts = dict(known_counts or {})
         self.walks = 0  # full walks done (observability and tests)
         self.projections = 0
+        self.restore: Restore | None = None  # the store, for the first scan (see _from_store)
+        self._restored: tuple[Projection, int] | None = None  # the store's snapshot, and when
 
     # -- public -----------------------------------------------------------------------
 
@@ -148,11 +165,15 @@ class Freshness:
     def _rescan(self, force_project: bool = False) -> None:
         before = self._fingerprint()
         started = time_ns()
+        restore, self.restore = self.restore, None  # the first scan's only
         try:
             self.walks += 1
-            self.mirror.full_scan()
+            if restore is not None and self.current is None:
+                self.mirror.full_scan(partial(self._from_store, restore))
+            else:
+                self.mirror.full_scan()
         except WikiRootError as exc:
-            self.current, self.error = None, exc
+            self.current, self.error, self._restored = None, exc, None
             return
         if self.watcher is not None:
             # A directory only reports changes once watched: entries made in it while the walk
@@ -160,8 +181,28 @@ class Freshness:
             touched = self._modified_since(self._watch_new_dirs(), started - DIR_MTIME_SLACK_NS)
             if touched:
                 self.mirror.rescan_dirs(touched)
+        restored, self._restored = self._restored, None
+        if restored is not None and restored == (self.current, self._fingerprint()):
+            return  # the files read again were as the store had them: its snapshot is current
         if force_project or self._fingerprint() != before or self.current is None:
             self._project()
+
+    def _from_store(self, restore: Restore) -> None:
+        """A restart over a folder changed since the store was written (called by the first
+        scan with the store's records taken, the changes not yet): when those records are the
+        snapshot the store's index was made of, that snapshot is made and given the index,
+        link views and link index, and the changes are then derived from it as edits made
+        while serving are, rather than every page's index entries and graph worked out anew."""
+        mirror = self.mirror
+        mirror.layout = mirror.detected_layout()  # (an OKF bundle's signature says so)
+        if mirror.signature() != restore.stored_signature():
+            return
+        self._project()
+        if self.current is not None and restore.restore(self.current):
+            self._restored = (self.current, self._fingerprint())
+            log.info("restart_from_store", pages=len(self.current.pages))
+        else:
+            self.current, self.error = None, None
 
     def _project(self) -> None:
         try:

@@ -83,13 +83,21 @@ class TrackedFiles:
 
     # -- scanning -------------------------------------------------------------------
 
-    def full_scan(self) -> None:
-        """Walk the whole root; reuse records whose stat proves them unchanged."""
+    def full_scan(self, from_store: Callable[[], None] | None = None) -> None:
+        """Walk the whole root; reuse records whose stat proves them unchanged. `from_store`
+        (a restart's first scan): called once the store's records are taken, when the walk
+        finds the folder changed since, before the changes are: with the walk's directories,
+        markers and ignored entries standing for those of the store's snapshot (the store
+        keeps none)."""
         if not self.root.is_dir():
             raise root_missing(self.root_str)
         walk = walk_root(self.root_str)
         while self.pending:
             self.records = {**self.records, **self.pending.pop(0)()}
+        if from_store is not None and self.records and self._changed_since(walk):
+            self.dirs, self.markers = set(walk.dirs), dict(walk.marker_dirs)
+            self.ignored, self.in_walk_order = dict(walk.ignored), False
+            from_store()
         # Knowing the layout before reading lets each page be parsed as it is read, so a
         # large folder's bytes are never all in memory at once.
         consulted: dict[str, str | None] = {}
@@ -107,6 +115,13 @@ class TrackedFiles:
         # detection read now reads differently there (e.g. it changed since its record).
         if all(self._record_text(rel) == text for rel, text in consulted.items()):
             self._layout_generation = self.generation
+
+    def _changed_since(self, walk: Walk) -> bool:
+        """Whether the walk finds files other than the records', or any file's stat not
+        proving its record."""
+        records = self.records
+        return records.keys() != walk.files.keys() or not all(
+            records[rel].trusted_for(st) for rel, st in walk.files.items())
 
     def rescan_dirs(self, rel_dirs: Iterable[str]) -> None:
         """Re-walk the given sub-trees (created, moved or overflowed directories)."""

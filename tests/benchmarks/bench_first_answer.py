@@ -8,7 +8,10 @@ unless present; the tldr corpus from ../shared/corpora with --tldr) and each fir
 `llmwiki-serve serve DIR` twice with one private cache directory:
 
 - cold: the cache directory is empty;
-- warm: after a SIGTERM and the process's exit (the restart cache is written), the folder unchanged.
+- warm: after a SIGTERM and the process's exit (the restart cache is written), the folder unchanged;
+- changed: the same, after a page was edited, one added and one deleted while it was stopped (as a
+  day's notes between two sessions: the directories' mtimes an hour old), the folder put back after;
+- next: the restart after that one, on the store it left.
 
 Each run measures the seconds from spawn to the first 200 answer of that request (polled with a
 short bounded pause while the port is closed or the answer is 503/not ready), the server's RSS
@@ -20,6 +23,7 @@ each server's process group is killed in `finally`. Loopback only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -29,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +62,7 @@ POLL_PAUSE_S = 0.005
 EXIT_TIMEOUT_S = 120.0
 TARGETS = {"cold_s": 4.0, "warm_s": 1.0, "rss_mb": 300.0}
 QUESTION = "release pipeline signing checksum"
+PHASES = ("cold", "warm", "changed", "next")
 
 REQUESTS: dict[str, tuple[str, dict[str, Any]]] = {
     "query": ("/query", {"query": QUESTION}),
@@ -147,13 +153,43 @@ def bench_folder(name: str, folder: Path, args: argparse.Namespace) -> dict[str,
             if args.wait_quiet:
                 wait_for_quiet(args.wait_quiet)
             warm = first_answer(folder, cache, kind, args.code_dir, log_path)
-            out[kind] = {"cold": cold, "warm": warm}
+            with changed_while_stopped(folder):
+                if args.wait_quiet:
+                    wait_for_quiet(args.wait_quiet)
+                changed = first_answer(folder, cache, kind, args.code_dir, log_path)
+                if args.wait_quiet:
+                    wait_for_quiet(args.wait_quiet)
+                after = first_answer(folder, cache, kind, args.code_dir, log_path)
+            out[kind] = {"cold": cold, "warm": warm, "changed": changed, "next": after}
         finally:
             shutil.rmtree(cache, ignore_errors=True)
             log_path.unlink(missing_ok=True)
-        print(f"{name:>8} {kind:<6} cold {cold['seconds']:6.2f} s ({cold['rss_mb']:.0f} MB)  "
-              f"warm {warm['seconds']:6.2f} s ({warm['rss_mb']:.0f} MB)", file=sys.stderr)
+        print(f"{name:>8} {kind:<6} " + "  ".join(
+            f"{phase} {out[kind][phase]['seconds']:6.2f} s ({out[kind][phase]['rss_mb']:.0f} MB)"
+            for phase in PHASES), file=sys.stderr)
     return out
+
+
+@contextlib.contextmanager
+def changed_while_stopped(folder: Path) -> Iterator[None]:
+    """A page edited, one added and one deleted, their directories' mtimes an hour back (as
+    after a pause, not during a walk); the folder as it was afterwards."""
+    pages = sorted(folder.rglob("*.md"))
+    edited, deleted = pages[len(pages) // 2], pages[len(pages) // 3]
+    added = edited.parent / "zz-added-while-stopped.md"
+    kept = {edited: edited.read_bytes(), deleted: deleted.read_bytes()}
+    try:
+        edited.write_bytes(kept[edited] + b"\nquokka: edited while serve was stopped\n")
+        added.write_text("# Added while stopped\n\nquokka [[index]]\n", encoding="utf-8")
+        deleted.unlink()
+        hour_ago = time.time() - 3600
+        for directory in {edited.parent, deleted.parent}:
+            os.utime(directory, (hour_ago, hour_ago))
+        yield
+    finally:
+        added.unlink(missing_ok=True)
+        for path, data in kept.items():
+            path.write_bytes(data)
 
 
 def tldr_folder(work: Path) -> Path:
@@ -181,13 +217,13 @@ def bench_folders(args: argparse.Namespace) -> list[tuple[str, Path]]:
 
 
 def markdown_table(results: list[dict[str, Any]], kinds: list[str]) -> str:
-    lines = ["| folder | first | cold s | cold RSS MB | warm s | warm RSS MB |",
-             "|---|---|---:|---:|---:|---:|"]
+    lines = ["| folder | first | " + " | ".join(f"{phase} s | {phase} RSS MB" for phase in PHASES) + " |",
+             "|---|---|" + "---:|---:|" * len(PHASES)]
     for row in results:
         for kind in kinds:
-            c, w = row[kind]["cold"], row[kind]["warm"]
-            lines.append(f"| {row['folder']} | {kind} | {c['seconds']:.2f} | {c['rss_mb']:.0f} "
-                         f"| {w['seconds']:.2f} | {w['rss_mb']:.0f} |")
+            cells = " | ".join(f"{row[kind][phase]['seconds']:.2f} | {row[kind][phase]['rss_mb']:.0f}"
+                               for phase in PHASES)
+            lines.append(f"| {row['folder']} | {kind} | {cells} |")
     return "\n".join(lines) + "\n"
 
 

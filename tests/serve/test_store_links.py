@@ -10,6 +10,7 @@ import hashlib
 import os
 import shutil
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from serve.graph.index_tables import DTYPES
+from serve.retrieval.index import LexicalIndex
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
 from serve.snapshot import graph
@@ -97,6 +99,56 @@ def test_a_restart_maps_the_link_index_and_derives_the_next_from_it(
     fresh = KnowledgeSource(ServeSettings(root=root, page_cache=False))
     sources.append(fresh)
     assert answers(restarted) == answers(fresh)
+
+
+def test_a_restart_over_a_changed_folder_derives_the_changes_from_the_stores_snapshot(
+        restarted: KnowledgeSource, root: Path, cache_dir: Path, sources: list[KnowledgeSource],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages added, deleted and edited while serve was stopped: the restart makes the snapshot
+    the store was written from, takes its index and link index, and derives the changes from
+    them as from edits while serving (no other page's fragment read, no page indexed again);
+    it answers as a fresh start does, and the store then holds the new snapshot's index and
+    link index, which the restart after it maps."""
+    restarted.close()
+    change(root)
+    edited = root / "wiki" / "page-0011.md"
+    edited.write_text(edited.read_text() + "\nzanzibar\n")
+    hour_ago = time.time() - 3600  # changed while stopped, not while the first walk runs
+    os.utime(root / "wiki", (hour_ago, hour_ago))
+    indexed: list[str] = []
+    real_update = LexicalIndex.update
+
+    def update(self: LexicalIndex, pages: Any) -> int:
+        pages = list(pages)
+        indexed.extend(page.path for page in pages)
+        return int(real_update(self, pages))
+
+    monkeypatch.setattr(LexicalIndex, "update", update)
+    source = KnowledgeSource(ServeSettings(root=root, cache_dir=cache_dir))
+    sources.append(source)
+    snapshot = source.snapshot()
+    assert snapshot.lineage and ADDED in snapshot.position and GONE not in snapshot.position
+    assert graph.built_links(snapshot) is not None
+    assert snapshot.fragments.missing >= snapshot.page_count - 6
+    source.warm()
+    assert sorted(indexed) == [ADDED, "page-0011.md"] and source.indexing.origin == "cache"
+    assert [r["path"] for r in source.search(source.request(query="zanzibar")).results] == [
+        "page-0011.md"]
+    fresh = KnowledgeSource(ServeSettings(root=root, page_cache=False))
+    sources.append(fresh)
+    assert answers(source) == answers(fresh)
+    source.save_cache()
+    signature = snapshot.signature
+    source.close()
+    conn = sqlite3.connect(store_path(cache_dir, root.resolve()))
+    for table in ("index_meta", "link_meta"):
+        assert dict(conn.execute(f"SELECT key, value FROM {table}"))["signature"] == signature
+    conn.close()
+    indexed.clear()
+    again = started(root, cache_dir, sources)
+    assert not again.snapshot().lineage and graph.built_links(again.snapshot()) is not None
+    assert indexed == [] and not again.indexing.index.dead
+    assert answers(again) == answers(fresh)
 
 
 def test_altered_tables_are_never_used(restarted: KnowledgeSource, root: Path,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from serve.retrieval.documents import fingerprints
 from serve.service import KnowledgeSource
 from serve.settings import ServeSettings
 from serve.snapshot.projection import Projection
@@ -188,3 +189,19 @@ def test_the_first_page_added_after_a_restart_reads_no_stored_page_for_the_link_
             include_drafts=True).model_dump()
     finally:
         fresh.close()
+
+
+def test_fingerprints_of_pages_left_in_the_store_read_no_page_whole(
+        restarted: KnowledgeSource, sample_root: Path, reads: list[str]) -> None:
+    """A restart over a changed folder fingerprints every page to find which documents of
+    the stored index still stand: from the columns, as the pages a fresh start parses."""
+    snapshot = restarted.snapshot()
+    reads.clear()
+    found = fingerprints(snapshot.pages)
+    assert reads == [] and all(isinstance(p, StoredPage) and not p.held for p in snapshot.pages)
+    placed = [page._replace(role="hot") for page in snapshot.pages]
+    assert fingerprints(placed) != found  # the role placed is the one taken
+    expected = fresh_pages(sample_root)
+    assert found == fingerprints([expected[page.path] for page in snapshot.pages])
+    assert fingerprints(placed) == fingerprints([p._replace(role="hot") for p in
+                                                 (expected[page.path] for page in snapshot.pages)])
