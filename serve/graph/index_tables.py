@@ -16,6 +16,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from serve.graph.links import Overlay
 from serve.source.page import Page
 from serve.support.string_table import PARTS, FromGet, StringTable, check_table, table_arrays
 
@@ -152,12 +153,17 @@ def tables(maps: Mapping[str, Mapping[str, Sequence[str]]], pages: Sequence[Page
     `pages`, whose positions `position` gives. KeyError when a map names a path that is not
     a page, or a target no page refers to: such an index is not of these pages."""
     out: dict[str, np.ndarray] = {}
+    number: dict[str, int] = {}
     for name in (*KEY_MAPS, "refs"):
-        keys = list(maps[name])
+        found = maps[name]
+        pairs = list(found.pairs() if isinstance(found, Overlay) else found.items())
+        keys = [key for key, _ in pairs]
         out.update(table_arrays(keys, ("node" if name == "refs" else name) + "_"))
-        out.update(_lists(name, [[position[p] for p in maps[name][k]] for k in keys]))
-    number = {nid: i for i, nid in enumerate(maps["refs"])}
-    out.update(_lists("targets", [[number[nid] for nid in maps["targets"].get(page.path, ())]
+        out.update(_lists(name, [[position[p] for p in paths] for _, paths in pairs]))
+        if name == "refs":
+            number = dict(zip(keys, range(len(keys)), strict=True))
+    targets = maps["targets"]
+    out.update(_lists("targets", [[number[nid] for nid in targets.get(page.path, ())]
                                   for page in pages], rows="nodes"))
     return out
 

@@ -78,6 +78,17 @@ class Overlay(Mapping[str, V]):
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
+    def pairs(self) -> Iterator[tuple[str, V]]:
+        """Every key with its value in one pass over the base's items (a key table's are read
+        so, where a look-up per key searches the table for each)."""
+        top = self.top
+        for key, value in self.base.items():
+            if key not in top:
+                yield key, value
+        for key, value in top.items():
+            if value is not _GONE:
+                yield key, value
+
     def with_changes(self, changes: dict[str, Any]) -> Overlay[V]:
         """A map with `changes` applied (a value of None removes the key)."""
         top = {**self.top, **{k: (_GONE if v is None else v) for k, v in changes.items()}}

@@ -7,7 +7,15 @@ import random
 import numpy as np
 import pytest
 
-from serve.retrieval.pairs import PairSignatures, needle_bits, signature, signature_columns, signatures
+from serve.retrieval.pairs import (
+    REORDER_RUNS,
+    SIGNATURE_BYTES,
+    PairSignatures,
+    needle_bits,
+    signature,
+    signature_columns,
+    signatures,
+)
 
 TEXTS = [
     "The release train is cut on Fridays; run publish.yml after REFUND_WINDOW_DAYS changes.",
@@ -112,3 +120,27 @@ def test_filters_over_a_base_never_written_test_as_one_array_does() -> None:
         assert np.array_equal(over.matching(bits), whole.matching(bits)), needle
     with pytest.raises(ValueError):  # columns of 9 documents are not those of 17
         PairSignatures(base, 17)
+
+
+@pytest.mark.parametrize("changes", [0, 3, 40, 400])  # runs copied as bytes; past 256, bit by bit
+def test_filters_reordered_are_the_rows_in_the_order_asked(changes: int) -> None:
+    """A base (never written) and documents added after it, reordered as compaction asks: most
+    kept in order with some gone and the added ones placed among them, or shuffled."""
+    rng = np.random.default_rng(changes)
+    rows = rng.integers(0, 256, size=(1203, SIGNATURE_BYTES), dtype=np.uint8)
+    base = PairSignatures()
+    base.extend(rows[:1001])
+    filters = PairSignatures(base.packed(), 1001)
+    filters.extend(rows[1001:])
+    order = [doc for doc in range(1001) if rng.random() > changes / 1000]
+    added = np.array_split(np.arange(1001, len(rows)), max(1, changes))
+    for group in added:  # the added documents in runs placed among the kept
+        at = int(rng.integers(0, len(order) + 1)) if changes else len(order)
+        order[at:at] = group.tolist()
+    if changes == 400:
+        rng.shuffle(order)
+    assert (len(filters._runs(np.array(order))) > REORDER_RUNS) == (changes == 400)
+    packed = filters.reordered(np.array(order))
+    expected = np.packbits(np.unpackbits(rows[order], axis=1, bitorder="little").T, axis=1,
+                           bitorder="little")
+    assert np.array_equal(packed, expected)
