@@ -9,9 +9,9 @@ is what an index needs: its nouns and stems, not a parse of the sentence.
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 # Parts of speech that carry content: nouns, numerals, roots, verb and adjective stems,
 # Chinese characters, foreign words. Particles (J*), endings (E*), the light verbs 하/되 as
@@ -27,6 +27,7 @@ CONTRACTED_ENDINGS = frozenset(("니다", "니까", "시다"))
 PARSED_WELL = frozenset("입합됩습")
 # Hangul syllables are numbered by (initial * 21 + medial) * 28 + final from U+AC00.
 HANGUL_FIRST, HANGUL_COUNT, FINAL_B = 0xAC00, 11172, 17
+PARSES_KEPT = 4096  # words whose parse is kept (parse())
 # The analyzer is not safe across threads (searches and index updates run on the event loop
 # and in worker threads): one per thread, made when first needed (English folders never pay).
 _local = threading.local()
@@ -41,38 +42,57 @@ def _tagger() -> Any:
     return tagger
 
 
-def _parts(morpheme: Any) -> Iterator[tuple[str, str]]:
-    """(form, tag) of a morpheme, or of each part of an inflected or compound one
-    ("써요" is 쓰/VV + 어요/EC; "명령어" is 명령/NNG + 어/NNG)."""
-    feature = morpheme.feature
-    if feature.expression and feature.type in ("Inflect", "Compound"):
-        for part in feature.expression.split("+"):
-            form, tag, *_ = part.split("/")
-            yield form, tag
-    else:
-        yield morpheme.surface, feature.pos.split("+", 1)[0]
+class Morpheme(NamedTuple):
+    """One morpheme of a parse: as written, its first tag, whether the dictionary calls it a
+    compound, and its parts' (form, tag): of an inflected or compound one, each part ("써요"
+    is 쓰/VV + 어요/EC; "명령어" is 명령/NNG + 어/NNG), else itself."""
+
+    surface: str
+    tag: str
+    compound: bool
+    parts: tuple[tuple[str, str], ...]
+
+
+@functools.lru_cache(maxsize=PARSES_KEPT)
+def parse(word: str) -> tuple[Morpheme, ...] | None:
+    """mecab-ko's reading of one word, or None when the analyzer fails (which must stop no
+    indexing and no search). Kept for the last words parsed: a question's words are read
+    for their stems, their terms and their nouns."""
+    try:
+        morphemes = _tagger().parse(word)
+    except Exception:  # noqa: BLE001 - see above
+        return None
+    out = []
+    for morpheme in morphemes:
+        feature = morpheme.feature
+        tag = feature.pos.split("+", 1)[0]
+        if feature.expression and feature.type in ("Inflect", "Compound"):
+            parts = tuple((form, part_tag) for form, part_tag, *_ in
+                          (part.split("/") for part in feature.expression.split("+")))
+        else:
+            parts = ((morpheme.surface, tag),)
+        out.append(Morpheme(morpheme.surface, tag, feature.type == "Compound", parts))
+    return tuple(out)
 
 
 def word_terms(word: str) -> list[str]:
     """Terms of one run of Hangul syllables, beyond the word as written: its content
     morphemes and the noun it begins with ("의존성을" -> 의존, 의존성)."""
-    try:
-        morphemes = _tagger().parse(word)
-    except Exception:  # noqa: BLE001 - an analyzer failure must not stop indexing
+    morphemes = parse(word)
+    if morphemes is None:
         return []
     terms: list[str] = []
     noun = ""
     noun_open = True
     for morpheme in morphemes:
-        tag = morpheme.feature.pos.split("+", 1)[0]
-        if noun_open and tag in NOUNISH:
+        if noun_open and morpheme.tag in NOUNISH:
             noun += morpheme.surface
         else:
             noun_open = False
-        for form, part_tag in _parts(morpheme):
+        for form, part_tag in morpheme.parts:
             if part_tag in CONTENT and form not in terms:
                 terms.append(form)
-        if morpheme.feature.type == "Compound" and morpheme.surface not in terms:
+        if morpheme.compound and morpheme.surface not in terms:
             terms.append(morpheme.surface)
     if len(noun) >= 2 and noun != word and noun not in terms:
         terms.append(noun)
@@ -98,28 +118,22 @@ def _contracted_stem(word: str) -> str:
 def nouns(word: str) -> list[str]:
     """The nouns of one Hangul word, compounds whole and in parts ("구글캘린더랑" -> 구글,
     캘린더): what a question is about, beside its verbs and endings."""
-    try:
-        morphemes = _tagger().parse(word)
-    except Exception:  # noqa: BLE001 - an analyzer failure must not stop a search
-        return []
     out: list[str] = []
-    for morpheme in morphemes:
-        if morpheme.feature.pos.split("+", 1)[0] in NOUNS:
+    for morpheme in parse(word) or ():
+        if morpheme.tag in NOUNS:
             if morpheme.surface not in out:
                 out.append(morpheme.surface)
-            out.extend(form for form, tag in _parts(morpheme) if tag in NOUNS and form not in out)
+            out.extend(form for form, tag in morpheme.parts if tag in NOUNS and form not in out)
     return out
 
 
 def stems(word: str) -> list[str]:
     """What one Hangul word is made of, particles and endings aside: its nouns, pronouns,
     stems and adverbs ("무엇인가요" -> 무엇; "공유하려면" -> 공유; "따로" -> 따로)."""
-    try:
-        morphemes = _tagger().parse(word)
-    except Exception:  # noqa: BLE001 - an analyzer failure must not stop a search
+    morphemes = parse(word)
+    if morphemes is None:
         return [word]
     out: list[str] = []
     for morpheme in morphemes:
-        out.extend(form for form, tag in _parts(morpheme)
-                   if not tag.startswith(DRESS) and form not in out)
+        out.extend(form for form, tag in morpheme.parts if not tag.startswith(DRESS) and form not in out)
     return out

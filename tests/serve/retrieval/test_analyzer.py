@@ -136,3 +136,23 @@ def test_a_question_with_no_korean_in_it_never_asks_the_korean_analyzer(
     assert source.search(source.request(query="배포 절차")).results
     assert asked
     source.close()
+
+
+def test_a_korean_word_is_parsed_once_for_its_stems_terms_and_nouns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A question's Korean word is read for its stems (question words), its terms (the
+    analyzer) and its nouns (answerable): one parse serves all three."""
+    parses: list[str] = []
+    tagger = korean._tagger()
+
+    class Counting:
+        def parse(self, word: str) -> object:
+            parses.append(word)
+            return tagger.parse(word)
+
+    korean.parse.cache_clear()
+    monkeypatch.setattr(korean, "_tagger", Counting)
+    word = "구글캘린더랑동기화하려면"
+    found = (korean.stems(word), korean.word_terms(word), korean.nouns(word))
+    assert parses == [word]
+    assert "구글" in found[2] and "동기" in found[1] and found[0]
+    korean.parse.cache_clear()
