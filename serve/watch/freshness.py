@@ -39,8 +39,8 @@ class Restore(Protocol):
         ...
 
     def restore(self, projection: Projection) -> bool:
-        """Give `projection`, that snapshot made again, the store's index and link views;
-        whether it took them."""
+        """Give `projection`, that snapshot made again, the store's index, link views and
+        link index; whether it took them."""
         ...
 
 

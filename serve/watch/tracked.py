@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from serve.errors import root_missing
+from serve.snapshot.derive import REBUILD_SHARE
 from serve.source import okf
 from serve.source.layout import FolderView, Layout, detect_layout
 from serve.source.page import ParseOptions
@@ -86,15 +87,16 @@ class TrackedFiles:
     def full_scan(self, from_store: Callable[[], None] | None = None) -> None:
         """Walk the whole root; reuse records whose stat proves them unchanged. `from_store`
         (a restart's first scan): called once the store's records are taken, when the walk
-        finds the folder changed since, before the changes are: with the walk's directories,
-        markers and ignored entries standing for those of the store's snapshot (the store
-        keeps none)."""
+        finds the folder changed since, before the changes are, unless so much changed that a
+        snapshot derived from theirs would be built anew (snapshot/derive.py): with the walk's
+        directories, markers and ignored entries standing for those of the store's snapshot
+        (the store keeps none)."""
         if not self.root.is_dir():
             raise root_missing(self.root_str)
         walk = walk_root(self.root_str)
         while self.pending:
             self.records = {**self.records, **self.pending.pop(0)()}
-        if from_store is not None and self.records and self._changed_since(walk):
+        if from_store is not None and 0 < self._differing(walk) <= REBUILD_SHARE * len(self.records):
             self.dirs, self.markers = set(walk.dirs), dict(walk.marker_dirs)
             self.ignored, self.in_walk_order = dict(walk.ignored), False
             from_store()
@@ -116,12 +118,13 @@ class TrackedFiles:
         if all(self._record_text(rel) == text for rel, text in consulted.items()):
             self._layout_generation = self.generation
 
-    def _changed_since(self, walk: Walk) -> bool:
-        """Whether the walk finds files other than the records', or any file's stat not
-        proving its record."""
+    def _differing(self, walk: Walk) -> int:
+        """How many files the walk finds that no record proves (new, or a stat that does not
+        prove its record), and how many records it does not find."""
         records = self.records
-        return records.keys() != walk.files.keys() or not all(
-            records[rel].trusted_for(st) for rel, st in walk.files.items())
+        found = sum(1 for rel, st in walk.files.items()
+                    if (record := records.get(rel)) is None or not record.trusted_for(st))
+        return found + sum(1 for rel in records if rel not in walk.files)
 
     def rescan_dirs(self, rel_dirs: Iterable[str]) -> None:
         """Re-walk the given sub-trees (created, moved or overflowed directories)."""
