@@ -96,7 +96,7 @@ class TrackedFiles:
         walk = walk_root(self.root_str)
         while self.pending:
             self.records = {**self.records, **self.pending.pop(0)()}
-        if from_store is not None and 0 < self._differing(walk) <= REBUILD_SHARE * len(self.records):
+        if from_store is not None and self._from_store_pays(walk):
             self.dirs, self.markers = set(walk.dirs), dict(walk.marker_dirs)
             self.ignored, self.in_walk_order = dict(walk.ignored), False
             from_store()
@@ -118,13 +118,21 @@ class TrackedFiles:
         if all(self._record_text(rel) == text for rel, text in consulted.items()):
             self._layout_generation = self.generation
 
-    def _differing(self, walk: Walk) -> int:
-        """How many files the walk finds that no record proves (new, or a stat that does not
-        prove its record), and how many records it does not find."""
+    def _from_store_pays(self, walk: Walk) -> bool:
+        """Whether the walk finds files no record proves (new ones, or a stat that does not
+        prove its record: changed, or only too recent to trust), but not so many surely
+        changed (new, gone, or another size or mtime) that a snapshot derived from the
+        store's would be built anew."""
         records = self.records
-        found = sum(1 for rel, st in walk.files.items()
-                    if (record := records.get(rel)) is None or not record.trusted_for(st))
-        return found + sum(1 for rel in records if rel not in walk.files)
+        unproved = changed = 0
+        for rel, st in walk.files.items():
+            record = records.get(rel)
+            if record is None or not record.trusted_for(st):
+                unproved += 1
+                if record is None or (record.stat.size, record.stat.mtime_ns) != (st.size, st.mtime_ns):
+                    changed += 1
+        changed += sum(1 for rel in records if rel not in walk.files)
+        return bool(records) and (unproved > 0 or changed > 0) and changed <= REBUILD_SHARE * len(records)
 
     def rescan_dirs(self, rel_dirs: Iterable[str]) -> None:
         """Re-walk the given sub-trees (created, moved or overflowed directories)."""
