@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import http.client
 import json
 import os
@@ -142,25 +143,24 @@ def first_answer(folder: Path, cache: Path, kind: str, code_dir: Path | None,
         kill_group(proc)
 
 
+def quiet_first_answer(args: argparse.Namespace, folder: Path, cache: Path, kind: str,
+                       log_path: Path) -> dict[str, Any]:
+    """first_answer(), once the machine is quiet when --wait-quiet asks it to be."""
+    if args.wait_quiet:
+        wait_for_quiet(args.wait_quiet)
+    return first_answer(folder, cache, kind, args.code_dir, log_path)
+
+
 def bench_folder(name: str, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"folder": name}
     for kind in args.kinds:
         cache = Path(tempfile.mkdtemp(prefix="llmwiki-first-answer-"))
         log_path = cache.parent / f"{cache.name}.log"
+        start = functools.partial(quiet_first_answer, args, folder, cache, kind, log_path)
         try:
-            if args.wait_quiet:
-                wait_for_quiet(args.wait_quiet)
-            cold = first_answer(folder, cache, kind, args.code_dir, log_path)
-            if args.wait_quiet:
-                wait_for_quiet(args.wait_quiet)
-            warm = first_answer(folder, cache, kind, args.code_dir, log_path)
+            cold, warm = start(), start()
             with changed_while_stopped(folder):
-                if args.wait_quiet:
-                    wait_for_quiet(args.wait_quiet)
-                changed = first_answer(folder, cache, kind, args.code_dir, log_path)
-                if args.wait_quiet:
-                    wait_for_quiet(args.wait_quiet)
-                after = first_answer(folder, cache, kind, args.code_dir, log_path)
+                changed, after = start(), start()
             out[kind] = {"cold": cold, "warm": warm, "changed": changed, "next": after}
         finally:
             shutil.rmtree(cache, ignore_errors=True)

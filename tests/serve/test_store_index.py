@@ -88,14 +88,19 @@ def test_a_restart_answers_from_the_cached_index_as_a_fresh_build_does(folder: t
     second.close()
 
 
-def test_a_slightly_changed_folder_reuses_the_documents_of_unchanged_pages(
-        folder: tuple[Path, Path], tmp_path: Path) -> None:
-    root, cache = folder
-    started(root, cache).close()
+def change_slightly(root: Path) -> None:
+    """A page edited (a new word), one deleted, one added (the new word again)."""
     page = root / "wiki" / "page-0003.md"
     page.write_text(page.read_text() + "\nA new word: zanzibar.\n")
     (root / "wiki" / "page-0007.md").unlink()
     (root / "wiki" / "page-new.md").write_text("---\ntitle: New\n---\n# New\n\nrefund zanzibar queue\n")
+
+
+def test_a_slightly_changed_folder_reuses_the_documents_of_unchanged_pages(
+        folder: tuple[Path, Path], tmp_path: Path) -> None:
+    root, cache = folder
+    started(root, cache).close()
+    change_slightly(root)
     again = started(root, cache)
     assert again.indexing.origin == "cache"
     assert again.indexing.index.dead == 2  # the edited page's old document and the deleted page's
@@ -160,10 +165,7 @@ def test_a_restart_over_a_changed_folder_leaves_the_next_restart_its_exact_index
     fresh build does."""
     root, cache = folder
     started(root, cache).close()
-    page = root / "wiki" / "page-0003.md"
-    page.write_text(page.read_text() + "\nA new word: zanzibar.\n")
-    (root / "wiki" / "page-0007.md").unlink()
-    (root / "wiki" / "page-new.md").write_text("---\ntitle: New\n---\n# New\n\nrefund zanzibar queue\n")
+    change_slightly(root)
     again = started(root, cache)
     assert again.indexing.origin == "cache" and again.indexing.index.dead == 2
     again.save_cache()
