@@ -121,7 +121,7 @@ def test_a_question_with_no_korean_in_it_never_asks_the_korean_analyzer(
     source = KnowledgeSource(ServeSettings(root=root, page_cache=False))
     source.warm()  # the index (built here from the pages, which analyses their Korean)
     analyzer._TERMS_CACHE.clear()  # as after a restart, whose index is read, not built
-    for cached in (lead_terms, name_terms, heading_terms, title_terms):
+    for cached in (lead_terms, name_terms, heading_terms, title_terms, korean.parse):
         cached.cache_clear()
     asked: list[str] = []
     real = korean._tagger
