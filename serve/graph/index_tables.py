@@ -16,7 +16,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from serve.graph.links import Overlay
+from serve.graph.links import PairsView
 from serve.source.page import Page
 from serve.support.string_table import PARTS, FromGet, StringTable, check_table, table_arrays
 
@@ -80,9 +80,9 @@ class PathLists(FromGet, Mapping[str, Sequence[str]]):
         return len(self._keys)
 
     def items(self) -> ItemsView[str, Sequence[str]]:
-        return _Items(self)
+        return PairsView(self)
 
-    def _pairs(self) -> Iterator[tuple[str, Sequence[str]]]:
+    def pairs(self) -> Iterator[tuple[str, Sequence[str]]]:
         return ((key, self._paths(row)) for row, key in enumerate(self._keys.strings()))
 
 
@@ -111,20 +111,10 @@ class TargetLists(FromGet, Mapping[str, Sequence[str]]):
         return len(self._pages)
 
     def items(self) -> ItemsView[str, Sequence[str]]:
-        return _Items(self)
+        return PairsView(self)
 
-    def _pairs(self) -> Iterator[tuple[str, Sequence[str]]]:
+    def pairs(self) -> Iterator[tuple[str, Sequence[str]]]:
         return ((page.path, self._targets(at)) for at, page in enumerate(self._pages))
-
-
-class _Items(ItemsView[str, Sequence[str]]):
-    """Every key with its value, in one pass over the tables (an overlay folding its changes
-    into a new base copies its base so)."""
-
-    _mapping: PathLists | TargetLists
-
-    def __iter__(self) -> Iterator[tuple[str, Sequence[str]]]:
-        return self._mapping._pairs()
 
 
 def mapped(arrays: Mapping[str, np.ndarray], pages: Sequence[Page],
@@ -155,8 +145,7 @@ def tables(maps: Mapping[str, Mapping[str, Sequence[str]]], pages: Sequence[Page
     out: dict[str, np.ndarray] = {}
     number: dict[str, int] = {}
     for name in (*KEY_MAPS, "refs"):
-        found = maps[name]
-        pairs = list(found.pairs() if isinstance(found, Overlay) else found.items())
+        pairs = list(maps[name].items())
         keys = [key for key, _ in pairs]
         out.update(table_arrays(keys, ("node" if name == "refs" else name) + "_"))
         out.update(_lists(name, [[position[p] for p in paths] for _, paths in pairs]))

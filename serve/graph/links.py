@@ -12,7 +12,7 @@ base and keeps only what changed on top, so deriving costs what changed, not the
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, ItemsView, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from serve.graph.model import (
@@ -78,6 +78,9 @@ class Overlay(Mapping[str, V]):
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
+    def items(self) -> ItemsView[str, V]:
+        return PairsView(self)
+
     def pairs(self) -> Iterator[tuple[str, V]]:
         """Every key with its value in one pass over the base's items (a key table's are read
         so, where a look-up per key searches the table for each)."""
@@ -101,6 +104,16 @@ class Overlay(Mapping[str, V]):
             else:
                 merged[key] = value
         return Overlay(merged)
+
+
+class PairsView(ItemsView[str, V]):
+    """A mapping's items in one pass of its own (`pairs()`), not a look-up per key: an overlay's
+    and the store's key tables' (graph/index_tables.py)."""
+
+    _mapping: Any
+
+    def __iter__(self) -> Iterator[tuple[str, V]]:
+        return iter(self._mapping.pairs())
 
 
 def as_overlay(mapping: Mapping[str, V]) -> Overlay[V]:
