@@ -110,10 +110,8 @@ class PairsView(ItemsView[str, V]):
     """A mapping's items in one pass of its own (`pairs()`), not a look-up per key: an overlay's
     and the store's key tables' (graph/index_tables.py)."""
 
-    _mapping: Any
-
     def __iter__(self) -> Iterator[tuple[str, V]]:
-        return iter(self._mapping.pairs())
+        return iter(self._mapping.pairs())  # type: ignore[attr-defined]
 
 
 def as_overlay(mapping: Mapping[str, V]) -> Overlay[V]:
