@@ -18,7 +18,7 @@ from serve.snapshot import graph
 from serve.snapshot.projection import Projection
 from serve.store.database import Database
 from serve.store.link_index import StoredLinks
-from serve.store.search_index import Pending, StoredIndex, Views
+from serve.store.search_index import Loaded, Pending, StoredIndex, Views
 from serve.support.memory import release_free_memory
 
 log = structlog.get_logger("llmwiki.serve.store")
@@ -77,12 +77,19 @@ class IndexKeeper:
             if stored is None or stored.views is None:
                 return False
             self._stored_tried = True
-            self.index, views = stored.index, stored.views
-            projection.adopt_link_views(views.incoming, views.owners, views.lookup)
+            self._take(stored, projection)
             self.indexed = projection
-            self.origin = "cache"
         self._adopt_links(projection)  # what derives the changes' graph
         return True
+
+    def _take(self, stored: Loaded, projection: Projection) -> None:
+        """Take the store's index for `projection` (under the lock; the caller publishes it),
+        with the link views when it is the snapshot's own, and the pages changed since indexed."""
+        self.index, views = stored.index, stored.views
+        if views is not None:
+            projection.adopt_link_views(views.incoming, views.owners, views.lookup)
+        self.index.update(stored.missing)
+        self.origin = "cache"
 
     def warm(self, projection: Projection) -> None:
         """Sync (or load) the index and the link views the first context pack needs, and keep
@@ -162,13 +169,10 @@ class IndexKeeper:
             stored = (self.stored.load(projection.signature, projection.pages, projection.position)
                       if self.stored is not None else None)
             if stored is not None:
-                self.index, views = stored.index, stored.views
-                if views is not None:  # the snapshot's own index
-                    projection.adopt_link_views(views.incoming, views.owners, views.lookup)
-                    self._restored = projection  # its link index is read after the warm-up
-                self.index.update(stored.missing)  # pages changed since it was written
+                self._take(stored, projection)
+                if stored.views is not None:  # the snapshot's own: its link index is read
+                    self._restored = projection  # after the warm-up
                 indexed = projection
-                self.origin = "cache"
         if indexed is projection:
             return
         changed = _edits_since(indexed, projection) if indexed is not None else None
