@@ -194,7 +194,7 @@ class Freshness:
         link views and link index, and the changes are then derived from it as edits made
         while serving are, rather than every page's index entries and graph worked out anew."""
         mirror = self.mirror
-        mirror.layout = mirror.detected_layout()  # (an OKF bundle's signature says so)
+        mirror.settle_layout()  # (an OKF bundle's signature says so)
         if mirror.signature() != restore.stored_signature():
             return
         self._project()

@@ -323,6 +323,11 @@ class TrackedFiles:
         """The layout detection sees in the records as they are now."""
         return detect_layout(self.view(), self.root.name, self.source_profile)
 
+    def settle_layout(self) -> None:
+        """Detect the layout in the records as they are now, and keep it for the next build."""
+        self.layout = self.detected_layout()
+        self._layout_generation = self.generation
+
     def _parsed(self, rel: str, record: FileRecord, page_path: str,
                 options: ParseOptions) -> FileRecord:
         """The record with its page parsed for this layout (re-reading bytes if needed)."""
